@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set up vqadiag with its test tools and run every check CI runs: ruff, then pytest.
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh -m "not slow"`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+python3 -m ruff check src tests benchmarks
+set +e
+python3 -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "error: pytest collected no tests" >&2
+  exit 1
+fi
+exit "$status"

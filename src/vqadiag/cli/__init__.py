@@ -1,0 +1,1 @@
+"""The ``vqadiag`` command line: thin wrappers over :mod:`vqadiag.api`."""

@@ -1,0 +1,92 @@
+"""Shared command-line plumbing: options, error handling, JSON and table output."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import orjson
+import typer
+
+from vqadiag.errors import DataError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap intervals.")]
+ResamplesOption = Annotated[
+    int, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples for 95% intervals.")
+]
+AllowMissing = Annotated[
+    bool,
+    typer.Option("--allow-missing", help="Count questions without a prediction as wrong."),
+]
+
+
+def existing_file(help_text: str) -> Any:
+    """A required ``--option PATH`` (existence is checked by the readers, not by click)."""
+    return typer.Option(..., help=help_text, dir_okay=False)
+
+
+def cli_errors(fn: F) -> F:
+    """Turn ``DataError`` (bad input) into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except DataError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_json(obj: Any) -> None:
+    """Write one JSON object to stdout (NaN becomes null)."""
+    option = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    sys.stdout.write(orjson.dumps(obj, option=option).decode() + "\n")
+
+
+def fmt_rate(ci: Mapping[str, Any] | None, value: float | None = None) -> tuple[str, str]:
+    """``("63.20", "[61.90, 64.41]")`` for a rate and its interval; NaN shows as ``-``."""
+    v = ci["value"] if ci is not None else value
+    if v is None or v != v:
+        return "-", "-"
+    if ci is None or ci.get("ci_low") is None or ci["ci_low"] != ci["ci_low"]:
+        return f"{v:.2f}", ""
+    return f"{v:.2f}", f"[{ci['ci_low']:.2f}, {ci['ci_high']:.2f}]"
+
+
+def rate_table(title: str, rows: Sequence[tuple[str, Mapping[str, Any] | None, Any]]) -> None:
+    """Print a table of ``(label, ci_object, n)`` rows: value, 95% interval, n."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("95% CI", justify="right")
+    table.add_column("n", justify="right")
+    for label, ci, n in rows:
+        value, interval = fmt_rate(ci)
+        table.add_row(label, value, interval, "" if n is None else str(n))
+    Console().print(table)
+
+
+def emit(result: Mapping[str, Any], as_json: bool, render: Callable[[Mapping[str, Any]], None]):
+    """Print ``result`` as JSON or through its human renderer."""
+    if as_json:
+        print_json(result)
+    else:
+        render(result)
+
+
+def output_path(path: Path | None) -> Path | None:
+    """Create the parent folder of an optional output path."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return path

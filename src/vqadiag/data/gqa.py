@@ -1,0 +1,116 @@
+"""GQA questions, scene graphs and choices (the official file shapes).
+
+* questions: ``{qid: {question, answer, fullAnswer, imageId, isBalanced, groups:
+  {global, local}, types: {structural, semantic, detailed}, annotations:
+  {question, answer, fullAnswer}, semantic: [...], entailed: [...], equivalent: [...]}}``
+* scene graphs: ``{imageId: {width, height, objects: {objId: {name, x, y, w, h,
+  attributes: [...], relations: [{name, object}]}}}}``
+* choices: ``{qid: {valid: [...], plausible: [...]}}``
+
+Records are validated and kept as the parsed dicts (no second copy), so a
+1M-question file costs one orjson parse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import finite_float, read_json, require_field
+from vqadiag.errors import DataError, record_label
+
+GQAQuestions = dict[str, dict[str, Any]]
+SceneGraphs = dict[str, dict[str, Any]]
+
+
+def _top_object(data: Any, path: Path, what: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise DataError(path, f"expected a JSON object keyed by {what}, got {type(data).__name__}")
+    if not data:
+        raise DataError(path, f"no {what}s in file")
+    return data
+
+
+def read_gqa_questions(
+    path: str | Path, require: Iterable[str] = ("question", "answer", "imageId")
+) -> GQAQuestions:
+    """Read a GQA question file, checking that every record has the ``require`` fields.
+
+    Optional fields are type-checked when present (``isBalanced`` a bool,
+    ``groups`` / ``types`` / ``annotations`` objects, ``entailed`` a list, string
+    answers).
+    """
+    p = Path(path)
+    data = _top_object(read_json(p), p, "question id")
+    required = tuple(require)
+    for qid, record in data.items():
+        label = record_label(qid)
+        for field in required:
+            require_field(record, field, p, label)
+        answer = record.get("answer")
+        if answer is not None and not isinstance(answer, str):
+            raise DataError(p, f"'answer' must be a string, got {answer!r}", label)
+        for field, kind in (
+            ("groups", dict),
+            ("types", dict),
+            ("annotations", dict),
+            ("entailed", list),
+            ("equivalent", list),
+            ("semantic", list),
+        ):
+            value = record.get(field)
+            if value is not None and not isinstance(value, kind):
+                raise DataError(p, f"{field!r} must be a {kind.__name__}", label)
+        balanced = record.get("isBalanced")
+        if balanced is not None and not isinstance(balanced, bool):
+            raise DataError(p, f"'isBalanced' must be true or false, got {balanced!r}", label)
+    return data
+
+
+def is_balanced(record: Mapping[str, Any]) -> bool:
+    """A question is balanced unless it says ``isBalanced: false``."""
+    return record.get("isBalanced", True) is not False
+
+
+def read_scene_graphs(path: str | Path) -> SceneGraphs:
+    """Read GQA scene graphs, checking every object's name and box.
+
+    Boxes must have finite ``x, y`` and positive, finite ``w, h``.
+    """
+    p = Path(path)
+    data = _top_object(read_json(p), p, "image id")
+    for image_id, scene in data.items():
+        label = f"image {image_id!r}"
+        objects = require_field(scene, "objects", p, label)
+        if not isinstance(objects, dict):
+            raise DataError(p, "'objects' must be an object keyed by object id", label)
+        for obj_id, obj in objects.items():
+            obj_label = f"image {image_id!r} object {obj_id!r}"
+            require_field(obj, "name", p, obj_label)
+            for field in ("x", "y", "w", "h"):
+                finite_float(require_field(obj, field, p, obj_label), p, obj_label, field)
+            if obj["w"] <= 0 or obj["h"] <= 0:
+                raise DataError(
+                    p, f"box has non-positive size (w={obj['w']}, h={obj['h']})", obj_label
+                )
+    return data
+
+
+def object_box_corners(obj: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    """Scene-graph ``x, y, w, h`` → corners ``(x, y, x + w, y + h)`` (SPEC.md §5)."""
+    x, y = float(obj["x"]), float(obj["y"])
+    return x, y, x + float(obj["w"]), y + float(obj["h"])
+
+
+def read_choices(path: str | Path) -> dict[str, dict[str, list[str]]]:
+    """Read a GQA choices file ``{qid: {valid: [...], plausible: [...]}}``."""
+    p = Path(path)
+    data = _top_object(read_json(p), p, "question id")
+    for qid, record in data.items():
+        label = record_label(qid)
+        for field in ("valid", "plausible"):
+            value = require_field(record, field, p, label)
+            if not isinstance(value, list):
+                raise DataError(p, f"{field!r} must be a list of answers", label)
+    return data

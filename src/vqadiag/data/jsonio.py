@@ -1,0 +1,105 @@
+"""Reading JSON, JSON Lines and CSV/TSV files with errors that name file and record."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from vqadiag.errors import DataError
+
+_NON_FINITE = re.compile(rb"\s*-?(NaN|Infinity|inf|nan)\b")
+
+
+def _existing(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise DataError(p, "file not found")
+    if p.is_dir():
+        raise DataError(p, "is a directory, expected a file")
+    return p
+
+
+def _decode_problem(raw: bytes, err: orjson.JSONDecodeError) -> str:
+    where = f"line {err.lineno}, column {err.colno}"
+    if _NON_FINITE.match(raw, err.pos):
+        return f"malformed JSON at {where}: NaN/Infinity is not valid JSON"
+    return f"malformed JSON at {where}: {err.msg}"
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a whole JSON file with orjson; empty or malformed files raise DataError."""
+    p = _existing(path)
+    raw = p.read_bytes()
+    if not raw.strip():
+        raise DataError(p, "file is empty")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise DataError(p, _decode_problem(raw, err)) from None
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, object)`` for every non-blank line of a JSON Lines file."""
+    p = _existing(path)
+    seen = False
+    with p.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            seen = True
+            try:
+                yield lineno, orjson.loads(line)
+            except orjson.JSONDecodeError as err:
+                raise DataError(p, _decode_problem(line, err), f"line {lineno}") from None
+    if not seen:
+        raise DataError(p, "file is empty")
+
+
+def read_table(path: str | Path) -> list[dict[str, str]]:
+    """Read a CSV (``.csv``) or TSV (``.tsv``/``.tab``) file as string records."""
+    import pandas as pd
+
+    p = _existing(path)
+    if p.stat().st_size == 0:
+        raise DataError(p, "file is empty")
+    sep = "," if p.suffix.lower() == ".csv" else "\t"
+    try:
+        frame = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise DataError(p, f"malformed table: {err}") from None
+    return frame.to_dict(orient="records")
+
+
+def write_json(path: str | Path, obj: Any, *, indent: bool = False) -> Path:
+    """Write ``obj`` as JSON (orjson; numpy arrays allowed), creating parent folders."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    if indent:
+        option |= orjson.OPT_INDENT_2
+    p.write_bytes(orjson.dumps(obj, option=option))
+    return p
+
+
+def require_field(record: Mapping[str, Any], field: str, path: str | Path, label: str) -> Any:
+    """Return ``record[field]`` or raise ``DataError`` naming file, record and field."""
+    if not isinstance(record, Mapping):
+        raise DataError(path, f"expected an object, got {type(record).__name__}", label)
+    if field not in record:
+        raise DataError(path, f"missing field {field!r}", label)
+    return record[field]
+
+
+def finite_float(value: Any, path: str | Path, label: str, what: str) -> float:
+    """Convert ``value`` to float, raising ``DataError`` for non-numbers, NaN and infinities."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(path, f"{what} must be a number, got {value!r}", label)
+    out = float(value)
+    if not math.isfinite(out):
+        raise DataError(path, f"{what} is {value!r}, expected a finite number", label)
+    return out

@@ -1,0 +1,194 @@
+"""Prediction files in the shapes researchers already have.
+
+Accepted shapes (detected from the file, not from flags):
+
+* JSON object ``{qid: answer}`` or ``{qid: {"answer": ..., "probs": {...}}}``;
+* VQA results ``[{"question_id": 1, "answer": "yes"}, ...]``;
+* GQA ``[{"questionId": "01", "prediction": "yes"}, ...]``;
+* JSON Lines with those fields, including lmms-eval sample logs
+  (``doc_id`` / ``doc.question_id`` with ``filtered_resps`` or ``resps``);
+* CSV / TSV with an id column (``question_id``, ``questionId``, ``qid``,
+  ``index``, ``id``) and an answer column (``prediction``, ``answer``,
+  ``pred``). VLMEvalKit files hold the ground truth in ``answer`` and the model
+  output in ``prediction``; ``prediction`` always wins.
+
+A record may carry ``probs``: a mapping answer → probability (the full softmax
+or its top-k), used for sufficiency / comprehensiveness (SPEC.md §5).
+Question ids are strings (SPEC.md preamble); integer ids become decimal strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table
+from vqadiag.errors import DataError, record_label
+
+ID_FIELDS = ("question_id", "questionId", "qid", "index", "id")
+ANSWER_FIELDS = ("prediction", "answer", "pred")
+PROB_FIELDS = ("probs", "scores")
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One model answer; ``probs`` maps answers to probabilities when known."""
+
+    answer: str
+    probs: Mapping[str, float] | None = None
+
+    def prob_of(self, answer: str) -> float:
+        """Probability the model gave ``answer`` (0 for answers outside a top-k list)."""
+        if self.probs is None:
+            raise ValueError("this prediction carries no probabilities")
+        return float(self.probs.get(answer, 0.0))
+
+
+def normalize_id(value: Any, path: str | Path, label: str) -> str:
+    """Question ids are strings; ints become their decimal string."""
+    if isinstance(value, bool) or value is None:
+        raise DataError(path, f"question id must be a string or integer, got {value!r}", label)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise DataError(path, f"question id must be a string or integer, got {value!r}", label)
+
+
+def _answer_text(value: Any, path: str | Path, label: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        number = finite_float(value, path, label, "answer")
+        return str(int(number)) if number.is_integer() else str(number)
+    raise DataError(path, f"answer must be a string, got {value!r}", label)
+
+
+def _probs(value: Any, path: str | Path, label: str) -> dict[str, float]:
+    if not isinstance(value, Mapping) or not value:
+        raise DataError(path, "'probs' must be a non-empty object answer -> probability", label)
+    out = {}
+    for answer, p in value.items():
+        prob = finite_float(p, path, label, f"probability of {answer!r}")
+        if not -1e-6 <= prob <= 1 + 1e-6:
+            raise DataError(path, f"probability of {answer!r} is {prob}, outside [0, 1]", label)
+        out[str(answer)] = prob
+    return out
+
+
+def _first_string(value: Any) -> Any:
+    """lmms-eval stores responses as nested lists: take the first leaf."""
+    while isinstance(value, list) and value:
+        value = value[0]
+    return value
+
+
+def _from_record(record: Any, path: str | Path, position: str) -> tuple[str, Prediction]:
+    if not isinstance(record, Mapping):
+        raise DataError(path, f"expected an object, got {type(record).__name__}", position)
+    raw_id = next((record[f] for f in ID_FIELDS if f in record), None)
+    if raw_id is None and isinstance(record.get("doc"), Mapping):
+        doc = record["doc"]
+        raw_id = next((doc[f] for f in ID_FIELDS if f in doc), None)
+    if raw_id is None:
+        raw_id = record.get("doc_id")
+    if raw_id is None:
+        fields = ", ".join(ID_FIELDS)
+        raise DataError(path, f"missing question id (one of {fields})", position)
+    qid = normalize_id(raw_id, path, position)
+    label = record_label(qid)
+    if "filtered_resps" in record or "resps" in record:
+        answer = _first_string(record.get("filtered_resps", record.get("resps")))
+    else:
+        field = next((f for f in ANSWER_FIELDS if f in record), None)
+        if field is None:
+            fields = ", ".join(ANSWER_FIELDS)
+            raise DataError(path, f"missing answer field (one of {fields})", label)
+        answer = record[field]
+    probs_field = next((f for f in PROB_FIELDS if f in record), None)
+    probs = None if probs_field is None else _probs(record[probs_field], path, label)
+    return qid, Prediction(_answer_text(answer, path, label), probs)
+
+
+def _records(path: Path) -> Iterable[tuple[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix in {".jsonl", ".ndjson"}:
+        for lineno, obj in iter_jsonl(path):
+            yield f"line {lineno}", obj
+        return
+    if suffix in {".csv", ".tsv", ".tab"}:
+        for i, row in enumerate(read_table(path), start=2):
+            yield f"row {i}", row
+        return
+    data = read_json(path)
+    if isinstance(data, list):
+        for i, obj in enumerate(data):
+            yield f"item {i}", obj
+    elif isinstance(data, Mapping):
+        for key, value in data.items():
+            if isinstance(value, Mapping):
+                yield record_label(key), {"question_id": key, **value}
+            else:
+                yield record_label(key), {"question_id": key, "answer": value}
+    else:
+        raise DataError(path, "expected a JSON object {qid: answer} or a list of records")
+
+
+def read_predictions(path: str | Path) -> dict[str, Prediction]:
+    """Read a prediction file of any supported shape into ``{qid: Prediction}``.
+
+    Raises ``DataError`` (naming file and record) for malformed files, missing
+    fields, non-string answers, NaN probabilities and duplicate ids.
+    """
+    p = Path(path)
+    out: dict[str, Prediction] = {}
+    for position, record in _records(p):
+        qid, prediction = _from_record(record, p, position)
+        if qid in out:
+            raise DataError(p, "duplicate question id", record_label(qid))
+        out[qid] = prediction
+    if not out:
+        raise DataError(p, "no predictions in file")
+    return out
+
+
+def align_predictions(
+    predictions: Mapping[str, Prediction],
+    question_ids: Sequence[str],
+    path: str | Path,
+    *,
+    allow_missing: bool = False,
+    allow_extra: bool = False,
+) -> list[Prediction | None]:
+    """Order predictions like ``question_ids``.
+
+    Prediction ids that are not questions are an error (unless ``allow_extra``);
+    questions without a prediction are an error unless ``allow_missing``, in
+    which case they come back as ``None`` (scored as wrong).
+    """
+    wanted = set(question_ids)
+    if not allow_extra:
+        for qid in predictions:
+            if qid not in wanted:
+                raise DataError(path, "question id is not among the questions", record_label(qid))
+    missing = [qid for qid in question_ids if qid not in predictions]
+    if missing and not allow_missing:
+        raise DataError(
+            path,
+            f"{len(missing)} of {len(question_ids)} questions have no prediction, first "
+            f"{missing[0]!r} (use --allow-missing to count them as wrong)",
+        )
+    return [predictions.get(qid) for qid in question_ids]
+
+
+def answers_of(aligned: Sequence[Prediction | None]) -> list[str | None]:
+    """The answer strings of aligned predictions (``None`` where missing)."""
+    return [None if p is None else p.answer for p in aligned]

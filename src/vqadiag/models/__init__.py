@@ -1,0 +1,1 @@
+"""The ``VQAModel`` protocol, built-in reference models and adapters."""

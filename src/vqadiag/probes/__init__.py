@@ -1,0 +1,1 @@
+"""Diagnostic conditions, batching, the prediction store and resume."""

@@ -1,0 +1,1 @@
+"""Question-side tools: embedders, basic-question rankers, noise partitions, question rules."""

@@ -1,0 +1,1 @@
+"""Report schema, HTML page, plots and model comparison."""

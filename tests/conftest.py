@@ -1,0 +1,50 @@
+"""Shared test helpers: run the CLI in-process and write small input files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from vqadiag.cli.main import app
+
+
+class CliResult:
+    """Exit code, stdout, stderr and parsed JSON of one CLI call."""
+
+    def __init__(self, exit_code: int, stdout: str, stderr: str) -> None:
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., CliResult]:
+    """Invoke ``vqadiag ARGS`` in-process; returns a :class:`CliResult`."""
+    runner = CliRunner()
+
+    def invoke(*args: str | Path) -> CliResult:
+        result = runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+        return CliResult(result.exit_code, result.stdout, result.stderr)
+
+    return invoke
+
+
+@pytest.fixture
+def write_json(tmp_path: Path) -> Callable[[str, Any], Path]:
+    """Write an object as JSON under ``tmp_path`` and return its path."""
+
+    def write(name: str, obj: Any) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(obj))
+        return path
+
+    return write

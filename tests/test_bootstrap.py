@@ -1,0 +1,72 @@
+"""Bootstrap intervals and paired tests (SPEC.md §8) on hand-checkable cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vqadiag.metrics.bootstrap import (
+    mcnemar_exact,
+    mean_ci,
+    paired_bootstrap,
+    ratio_ci,
+    resampled_sums,
+)
+
+
+def test_constant_values_have_a_degenerate_interval():
+    est = mean_ci(np.ones(50))
+    assert (est.value, est.ci_low, est.ci_high, est.n) == (100.0, 100.0, 100.0, 50)
+
+
+def test_mean_interval_covers_the_mean_and_matches_normal_theory():
+    values = np.r_[np.ones(600), np.zeros(400)]
+    est = mean_ci(values, n_resamples=2000, seed=1)
+    assert est.value == pytest.approx(60.0)
+    half_width = 1.96 * np.sqrt(0.6 * 0.4 / 1000) * 100  # ≈ 3.04 points
+    assert est.ci_low == pytest.approx(60 - half_width, abs=0.6)
+    assert est.ci_high == pytest.approx(60 + half_width, abs=0.6)
+
+
+def test_same_seed_same_interval_and_seed_changes_it():
+    values = np.random.default_rng(0).random(300)
+    assert mean_ci(values, seed=3) == mean_ci(values, seed=3)
+    assert mean_ci(values, seed=3) != mean_ci(values, seed=4)
+
+
+def test_resampled_sums_use_each_row_n_times_in_total():
+    x = np.column_stack([np.ones(7), np.arange(7)])
+    sums = resampled_sums(x, n_resamples=25, seed=0)
+    assert sums.shape == (25, 2)
+    assert np.all(sums[:, 0] == 7)
+
+
+def test_ratio_of_sums():
+    est = ratio_ci(np.array([1, 0, 1, 1]), np.array([1, 1, 1, 1]), scale=1.0)
+    assert est.value == pytest.approx(0.75)
+    empty = ratio_ci(np.array([0, 0]), np.array([0, 0]))
+    assert np.isnan(empty.value) and np.isnan(empty.ci_low)
+
+
+def test_empty_mean_is_nan():
+    est = mean_ci(np.array([]))
+    assert np.isnan(est.value) and est.n == 0
+
+
+def test_mcnemar_exact_hand_worked():
+    # a right / b wrong on 6 units, the reverse on 1: two-sided binomial(6; 7, 1/2)
+    a = np.array([1] * 6 + [0] + [1] * 5, dtype=bool)
+    b = np.array([0] * 6 + [1] + [1] * 5, dtype=bool)
+    assert mcnemar_exact(a, b) == pytest.approx(16 / 128)
+    assert mcnemar_exact(a, a) == 1.0
+
+
+def test_paired_bootstrap_detects_a_real_difference_only():
+    rng = np.random.default_rng(0)
+    a = (rng.random(2000) < 0.7).astype(float)
+    b = a.copy()
+    flip = rng.random(2000) < 0.15
+    b[flip & (a == 1)] = 0
+    strong = paired_bootstrap(a, b, seed=0)
+    assert strong.difference.value > 5 and strong.significant()
+    assert paired_bootstrap(a, a).p_value == 1.0
