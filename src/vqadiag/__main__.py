@@ -1,0 +1,5 @@
+"""``python -m vqadiag`` runs the command line."""
+
+from vqadiag.cli.main import main
+
+main()
