@@ -1,3 +1,199 @@
-"""Commands: (in progress)."""
+"""Commands: ``vqadiag relevance`` and ``vqadiag score fpvg`` (SPEC.md §5)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from vqadiag.cli.apps import app, score_app
+from vqadiag.cli.common import (
+    AllowMissing,
+    JsonFlag,
+    ResamplesOption,
+    SeedOption,
+    cli_errors,
+    emit,
+    existing_file,
+    rate_table,
+)
+
+
+class Denominator(str, Enum):
+    """Which box's area divides the overlap that excludes a box from the irrelevant set."""
+
+    detected = "detected"
+    annotated = "annotated"
+
+
+@app.command("relevance")
+@cli_errors
+def relevance_command(
+    questions: Annotated[Path, existing_file("GQA question file (with annotations).")],
+    scenes: Annotated[Path, existing_file("GQA scene graphs of the same images.")],
+    detections: Annotated[
+        Path,
+        typer.Option(
+            ...,
+            help="Detected boxes: a GQA '<prefix>_info.json' (next to its h5 files) or its "
+            "folder, or a JSON / npz {imageId: [[x1, y1, x2, y2], ...]}.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option(..., help="Where to write R.json.", dir_okay=False)],
+    overlap_denominator: Annotated[
+        Denominator,
+        typer.Option(
+            help="Exclude a box from 'irrelevant' when the overlap / area of the DETECTED box "
+            "(official code) or of the ANNOTATED object (paper) exceeds 0.25."
+        ),
+    ] = Denominator.detected,
+    exact_geometry: Annotated[
+        bool,
+        typer.Option(
+            "--exact-geometry",
+            help="Use float coordinates and areas instead of the official int() truncation.",
+        ),
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Find each question's relevant and irrelevant detected boxes (FPVG, SPEC.md §5)."""
+    from vqadiag.api.fpvg import relevance
+
+    result = relevance(
+        questions,
+        scenes,
+        detections,
+        out,
+        overlap_denominator=overlap_denominator.value,  # type: ignore[arg-type]
+        official=not exact_geometry,
+    )
+    emit(result, as_json, _render_relevance)
+
+
+def _render_relevance(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"wrote {result['out']}: {result['n_kept']} of {result['n_questions']} questions "
+        "have relevant and irrelevant boxes"
+    )
+    table = Table(title="Left out", title_justify="left")
+    table.add_column("reason")
+    table.add_column("questions", justify="right")
+    for reason, count in result["excluded"].items():
+        table.add_row(reason, str(count))
+    console.print(table)
+    det = result["detector"]
+    stats = Table(title="Boxes per kept question", title_justify="left")
+    stats.add_column("")
+    for name in ("all", "rel", "irrel"):
+        stats.add_column(name, justify="right")
+    stats.add_row("max", *(str(det["max_boxes"][k]) for k in ("all", "rel", "irrel")))
+    stats.add_row("avg", *(f"{det['avg_boxes'][k]:.1f}" for k in ("all", "rel", "irrel")))
+    console.print(stats)
+
+
+@score_app.command("fpvg")
+@cli_errors
+def score_fpvg_command(
+    questions: Annotated[Path, existing_file("GQA question file (gold answers).")],
+    relevance: Annotated[Path, existing_file("R.json written by `vqadiag relevance`.")],
+    all_predictions: Annotated[
+        Path, typer.Option("--all", help="Predictions with all boxes.", dir_okay=False)
+    ],
+    rel_predictions: Annotated[
+        Path, typer.Option("--rel", help="Predictions with only relevant boxes.", dir_okay=False)
+    ],
+    irrel_predictions: Annotated[
+        Path,
+        typer.Option("--irrel", help="Predictions with only irrelevant boxes.", dir_okay=False),
+    ],
+    split_ids: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            "--split-ids",
+            help="Two files ID.json OOD.json (id lists or question dicts): c2i per split.",
+        ),
+    ] = None,
+    allow_missing: AllowMissing = False,
+    seed: SeedOption = 0,
+    n_bootstrap: ResamplesOption = 1000,
+    as_json: JsonFlag = False,
+) -> None:
+    """Faithful & Plausible Visual Grounding of three prediction runs (SPEC.md §5)."""
+    from vqadiag.api.fpvg import score_fpvg
+
+    result = score_fpvg(
+        questions,
+        relevance,
+        all_predictions,
+        rel_predictions,
+        irrel_predictions,
+        split_ids=split_ids,
+        allow_missing=allow_missing,
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+    )
+    emit(result, as_json, _render_fpvg)
+
+
+_LABELS = {
+    "fpvg_plus": "FPVG+",
+    "fpvg_minus": "FPVG-",
+    "fpvg_plus_correct": "FPVG+ correct",
+    "fpvg_plus_wrong": "FPVG+ wrong",
+    "fpvg_minus_correct": "FPVG- correct",
+    "fpvg_minus_wrong": "FPVG- wrong",
+    "mod_fpvg_plus": "mod-FPVG+",
+    "acc_all": "Acc all",
+    "acc_rel": "Acc rel",
+    "acc_irrel": "Acc irrel",
+}
+
+
+def _num(value: Any) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{value:.2f}"
+
+
+def _render_fpvg(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    ci = result["ci"]
+    rate_table(
+        f"FPVG ({result['n']} questions)",
+        [(label, ci[key], result["n"]) for key, label in _LABELS.items()],
+    )
+    console = Console()
+    left_out = ", ".join(f"{k} {v}" for k, v in result["excluded"].items() if v)
+    console.print(f"left out: {left_out or 'none'}")
+    c2i = result["c2i"]
+    groups = [g for g in ("all", "id", "ood") if g in c2i]
+    table = Table(title="c2i (#correct / #incorrect)", title_justify="left")
+    table.add_column("category")
+    for group in groups:
+        table.add_column(group, justify="right")
+    if "drop_id_to_ood" in c2i:
+        table.add_column("drop ID→OOD %", justify="right")
+    for cat in ("fpvg_plus", "fpvg_minus", "mod_fpvg_plus", "mod_fpvg_minus"):
+        row = [_num(c2i[g][cat]) for g in groups]
+        if "drop_id_to_ood" in c2i:
+            row.append(_num(c2i["drop_id_to_ood"][cat]))
+        table.add_row(cat, *row)
+    table.add_row("drop FPVG+→FPVG- %", *(_num(c2i["drop_plus_to_minus"][g]) for g in groups))
+    console.print(table)
+    if "suff_comp" in result:
+        sc, sci = result["suff_comp"], ci["suff_comp"]
+        rows = [("suff (pp)", sci["suff"], sc["n"]), ("comp (pp)", sci["comp"], sc["n"])]
+        for name, cat in sc["categories"].items():
+            rows.append((f"{name} share", sci["categories"][name]["share"], cat["n"]))
+            if "flip" in cat:
+                rows.append((f"{name} flipped", sci["categories"][name]["flip"], cat["n"]))
+        rate_table("Sufficiency / comprehensiveness", rows)

@@ -1,0 +1,299 @@
+"""FPVG from files: box relevance (``vqadiag relevance``) and scoring (``vqadiag score fpvg``).
+
+SPEC.md §5. Each function returns exactly the dict the command prints with ``--json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
+from vqadiag.data.jsonio import read_json, write_json
+from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
+from vqadiag.errors import DataError, record_label
+from vqadiag.metrics.fpvg import (
+    c2i_report,
+    detector_statistics,
+    fpvg_indicators,
+    fpvg_rates,
+    mod_fpvg_indicators,
+    suff_comp_report,
+)
+from vqadiag.relevance import (
+    EXCLUSION_REASONS,
+    NO_IRRELEVANT_BOXES,
+    NO_RELEVANT_BOXES,
+    OverlapDenominator,
+    compute_relevance,
+)
+
+NOT_IN_RELEVANCE = "not_in_relevance"
+
+
+def relevance(
+    questions: str | Path,
+    scenes: str | Path,
+    detections: str | Path,
+    out: str | Path,
+    *,
+    overlap_denominator: OverlapDenominator = "detected",
+    official: bool = True,
+) -> dict[str, Any]:
+    """Write ``{qid: {"relevant": [...], "irrelevant": [...]}}`` to ``out`` (SPEC.md §5).
+
+    Relevant: IoU > 0.5 with an annotated object; irrelevant: no annotated
+    object covers > 25% of the box (÷ detected area by default, ÷ annotated
+    area with ``overlap_denominator="annotated"``). Every question of the file
+    gets a record; left-out ones also carry ``"excluded": reason``.
+
+    Returns ``{"n_questions", "n_kept", "excluded": {reason: count},
+    "detector": {"questions", "max_boxes": {all, rel, irrel}, "avg_boxes":
+    {...}}, "overlap_denominator", "official", "out"}``.
+    """
+    from vqadiag.data.detections import read_detections
+
+    qpath, spath = Path(questions), Path(scenes)
+    qs = read_gqa_questions(qpath, require=("imageId",))
+    needs_scenes = any(_has_annotations(r) for r in qs.values())
+    sg = read_scene_graphs(spath) if needs_scenes else {}
+    with read_detections(detections) as dets:
+        result = compute_relevance(
+            qs,
+            sg,
+            dets,
+            overlap_denominator=overlap_denominator,
+            official=official,
+            questions_path=qpath,
+            scenes_path=spath,
+        )
+    write_json(out, result.records(qs))
+    kept = result.kept
+    stats = detector_statistics(
+        [result.sets[q][2] for q in kept],
+        [len(result.sets[q][0]) for q in kept],
+        [len(result.sets[q][1]) for q in kept],
+    )
+    return {
+        "n_questions": len(qs),
+        "n_kept": len(kept),
+        "excluded": result.excluded_counts(),
+        "detector": stats,
+        "overlap_denominator": overlap_denominator,
+        "official": official,
+        "out": str(out),
+    }
+
+
+def _has_annotations(record: Mapping[str, Any]) -> bool:
+    ann = record.get("annotations")
+    return isinstance(ann, Mapping) and any(ann.get(k) for k in ann)
+
+
+def _index_list(value: Any, path: Path, label: str, field: str) -> list[int]:
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+    ):
+        raise DataError(path, f"{field!r} must be a list of non-negative box indices", label)
+    return value
+
+
+def read_relevance(path: str | Path) -> dict[str, tuple[list[int], list[int], str | None]]:
+    """Read an ``R.json`` relevance file → ``{qid: (relevant, irrelevant, excluded reason)}``.
+
+    The reason is the record's ``excluded`` field, else ``no_relevant_boxes`` /
+    ``no_irrelevant_boxes`` when a list is empty, else ``None`` (kept).
+    """
+    p = Path(path)
+    data = read_json(p)
+    if not isinstance(data, dict) or not data:
+        raise DataError(p, "expected a JSON object {qid: {relevant: [...], irrelevant: [...]}}")
+    out: dict[str, tuple[list[int], list[int], str | None]] = {}
+    for qid, record in data.items():
+        label = record_label(qid)
+        if not isinstance(record, Mapping):
+            raise DataError(p, f"expected an object, got {type(record).__name__}", label)
+        for field in ("relevant", "irrelevant"):
+            if field not in record:
+                raise DataError(p, f"missing field {field!r}", label)
+        rel = _index_list(record["relevant"], p, label, "relevant")
+        irrel = _index_list(record["irrelevant"], p, label, "irrelevant")
+        if set(rel) & set(irrel):
+            raise DataError(p, "a box is both relevant and irrelevant", label)
+        reason = record.get("excluded")
+        if reason is not None and reason not in EXCLUSION_REASONS:
+            raise DataError(p, f"unknown exclusion reason {reason!r}", label)
+        if reason is None and not rel:
+            reason = NO_RELEVANT_BOXES
+        elif reason is None and not irrel:
+            reason = NO_IRRELEVANT_BOXES
+        out[str(qid)] = (rel, irrel, reason)
+    return out
+
+
+def read_split_ids(path: str | Path) -> list[str]:
+    """Question ids of a split: a JSON list of ids or a GQA-format question dict (its keys)."""
+    p = Path(path)
+    data = read_json(p)
+    if isinstance(data, dict):
+        ids = [str(k) for k in data]
+    elif isinstance(data, list):
+        ids = []
+        for i, item in enumerate(data):
+            if isinstance(item, bool) or not isinstance(item, (str, int)):
+                raise DataError(p, f"question id must be a string, got {item!r}", f"item {i}")
+            ids.append(str(item))
+    else:
+        raise DataError(p, "expected a JSON list of question ids or a question dict")
+    if not ids:
+        raise DataError(p, "no question ids in file")
+    return ids
+
+
+def _check_known(preds: Mapping[str, Prediction], known: Mapping[str, Any], path: Path) -> None:
+    for qid in preds:
+        if qid not in known:
+            raise DataError(path, "question id is not among the questions", record_label(qid))
+
+
+def _suff_comp(
+    aligned: Sequence[Sequence[Prediction | None]], n_resamples: int, seed: int
+) -> tuple[dict[str, object], dict[str, object]] | None:
+    """suff/comp over questions with all three predictions, if all present ones carry probs."""
+    present = [all(p is not None for p in trio) for trio in zip(*aligned, strict=True)]
+    rows = [trio for trio, ok in zip(zip(*aligned, strict=True), present, strict=True) if ok]
+    if not rows or any(p.probs is None for trio in rows for p in trio):  # type: ignore[union-attr]
+        return None
+    p_all, p_rel, p_irrel, flip_rel, flip_irrel = [], [], [], [], []
+    for a, r, i in rows:
+        hat = a.answer  # type: ignore[union-attr]
+        p_all.append(a.prob_of(hat))  # type: ignore[union-attr]
+        p_rel.append(r.prob_of(hat))  # type: ignore[union-attr]
+        p_irrel.append(i.prob_of(hat))  # type: ignore[union-attr]
+        flip_rel.append(r.answer != hat)  # type: ignore[union-attr]
+        flip_irrel.append(i.answer != hat)  # type: ignore[union-attr]
+    return suff_comp_report(
+        np.array(p_all),
+        np.array(p_rel),
+        np.array(p_irrel),
+        np.array(flip_rel),
+        np.array(flip_irrel),
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+
+
+def score_fpvg(
+    questions: str | Path,
+    relevance: str | Path,
+    all_predictions: str | Path,
+    rel_predictions: str | Path,
+    irrel_predictions: str | Path,
+    *,
+    split_ids: tuple[str | Path, str | Path] | None = None,
+    allow_missing: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+) -> dict[str, Any]:
+    """FPVG of three prediction runs (all / relevant-only / irrelevant-only boxes), SPEC.md §5.
+
+    Scored questions: those of ``relevance`` with relevant and irrelevant boxes
+    (paper App. A); correctness is exact match with the GQA ``answer``.
+    Prediction ids outside ``questions`` are an error; scored questions without
+    a prediction are an error unless ``allow_missing`` (then wrong, and unequal
+    to every answer). ``split_ids = (ID, OOD)`` adds c2i per split and the
+    relative c2i drops. ``suff_comp`` appears when every prediction carries
+    ``probs``.
+    """
+    qpath, rpath = Path(questions), Path(relevance)
+    qs = read_gqa_questions(qpath, require=("answer", "imageId"))
+    rel_file = read_relevance(rpath)
+    for qid in rel_file:
+        if qid not in qs:
+            raise DataError(rpath, "question id is not among the questions", record_label(qid))
+    excluded = dict.fromkeys((*EXCLUSION_REASONS, NOT_IN_RELEVANCE), 0)
+    scored: list[str] = []
+    for qid in qs:
+        entry = rel_file.get(qid)
+        if entry is None:
+            excluded[NOT_IN_RELEVANCE] += 1
+        elif entry[2] is not None:
+            excluded[entry[2]] += 1
+        else:
+            scored.append(qid)
+    if not scored:
+        raise DataError(rpath, "no question has both relevant and irrelevant boxes")
+    runs = []
+    for path in (all_predictions, rel_predictions, irrel_predictions):
+        p = Path(path)
+        preds = read_predictions(p)
+        _check_known(preds, qs, p)
+        runs.append(
+            align_predictions(preds, scored, p, allow_missing=allow_missing, allow_extra=True)
+        )
+    answers = [[None if p is None else p.answer for p in run] for run in runs]
+    gold = [qs[qid]["answer"] for qid in scored]
+    rates = fpvg_rates(*answers, gold, n_resamples=n_bootstrap, seed=seed)
+    fpvg = fpvg_indicators(*answers)
+    mod = mod_fpvg_indicators(answers[0], answers[1])
+    correct = np.array([a is not None and a == g for a, g in zip(answers[0], gold, strict=True)])
+    categories = {
+        "fpvg_plus": fpvg,
+        "fpvg_minus": ~fpvg,
+        "mod_fpvg_plus": mod,
+        "mod_fpvg_minus": ~mod,
+    }
+    masks = None
+    split_summary: dict[str, Any] = {}
+    split_ci: dict[str, Any] = {}
+    if split_ids is not None:
+        masks = _split_masks(split_ids, scored, qs)
+        for name, mask in masks.items():
+            sub = [[run[i] for i in np.flatnonzero(mask)] for run in answers]
+            sub_gold = [gold[i] for i in np.flatnonzero(mask)]
+            if not sub_gold:
+                split_summary[name] = {"n": 0}
+                continue
+            r = fpvg_rates(*sub, sub_gold, n_resamples=n_bootstrap, seed=seed)
+            keys = ("acc_all", "fpvg_plus", "mod_fpvg_plus")
+            split_summary[name] = {k: r[k].value for k in keys} | {"n": len(sub_gold)}
+            split_ci[name] = {k: r[k].to_dict() for k in keys}
+    c2i_values, c2i_ci = c2i_report(correct, categories, masks, n_resamples=n_bootstrap, seed=seed)
+    result: dict[str, Any] = {key: est.value for key, est in rates.items()}
+    result["n"] = len(scored)
+    result["excluded"] = excluded
+    result["c2i"] = c2i_values
+    ci: dict[str, Any] = {key: est.to_dict() for key, est in rates.items()}
+    ci["c2i"] = c2i_ci
+    if split_ids is not None:
+        result["splits"] = split_summary
+        ci["splits"] = split_ci
+    sc = _suff_comp(runs, n_bootstrap, seed)
+    if sc is not None:
+        result["suff_comp"], ci["suff_comp"] = sc
+    result["ci"] = ci
+    return result
+
+
+def _split_masks(
+    paths: tuple[str | Path, str | Path], scored: Sequence[str], qs: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    masks: dict[str, np.ndarray] = {}
+    seen: dict[str, str] = {}
+    for name, path in zip(("id", "ood"), paths, strict=True):
+        p = Path(path)
+        ids = read_split_ids(p)
+        for qid in ids:
+            if qid not in qs:
+                raise DataError(p, "question id is not among the questions", record_label(qid))
+            if seen.get(qid, name) != name:
+                raise DataError(
+                    p, "question id is in both the ID and the OOD split", record_label(qid)
+                )
+            seen[qid] = name
+        wanted = set(ids)
+        masks[name] = np.array([qid in wanted for qid in scored], dtype=bool)
+    return masks

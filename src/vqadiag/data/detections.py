@@ -1,0 +1,278 @@
+"""Detected object boxes (and features) per image, read lazily.
+
+Two layouts are accepted (SPEC.md §5, ARCHITECTURE.md "data/"):
+
+* **GQA features layout**: an info JSON ``<prefix>_info.json`` mapping
+  ``imageId → {width, height, objectsNum, file, idx}`` next to h5 files
+  ``<prefix>_<file>.h5`` holding ``bboxes`` (N × 100 × 4, corners
+  ``x1 y1 x2 y2``; rows past ``objectsNum`` are zero padding) and ``features``
+  (N × 100 × D). ``read_detections`` takes the info JSON or the folder holding it.
+  Each h5 file is opened once, on first use; rows are sliced on demand, and
+  ``features`` is only touched by :meth:`Detections.features`.
+* **Simple**: a JSON or ``.npz`` file ``{imageId: [[x1, y1, x2, y2], ...]}``.
+
+Boxes are validated when an image is read: every coordinate finite and
+``x2 > x1``, ``y2 > y1`` unless the whole box is zero (a padding box, which
+relevance matching skips). Problems raise :class:`~vqadiag.errors.DataError`
+naming the file and the image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.jsonio import read_json
+from vqadiag.errors import DataError
+
+INFO_SUFFIX = "_info.json"
+
+
+def image_label(image_id: object) -> str:
+    """How an image is named in messages: ``image '2354786'``."""
+    return f"image {str(image_id)!r}"
+
+
+class UnknownImageError(DataError, KeyError):
+    """An image id that the detections do not hold (also a ``KeyError`` for mappings)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return DataError.__str__(self)
+
+
+def check_boxes(boxes: Any, path: str | Path, image_id: str) -> np.ndarray:
+    """Validate an image's boxes and return them as a float64 array (n, 4).
+
+    Rules: shape (n, 4); every coordinate finite; ``x2 > x1`` and ``y2 > y1``
+    unless all four coordinates are zero (padding).
+    """
+    label = image_label(image_id)
+    try:
+        arr = np.asarray(boxes, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(path, "boxes must be a list of [x1, y1, x2, y2] numbers", label) from None
+    if arr.size == 0:
+        return np.zeros((0, 4), dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != 4:
+        raise DataError(
+            path, f"boxes must have shape (n, 4) [x1, y1, x2, y2], got {arr.shape}", label
+        )
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        j = int(np.argmin(finite))
+        raise DataError(path, f"box {j} has a NaN or infinite coordinate: {arr[j].tolist()}", label)
+    padding = (arr == 0).all(axis=1)
+    bad = ~padding & ((arr[:, 2] <= arr[:, 0]) | (arr[:, 3] <= arr[:, 1]))
+    if bad.any():
+        j = int(np.argmax(bad))
+        x1, y1, x2, y2 = arr[j].tolist()
+        raise DataError(
+            path,
+            f"box {j} has non-positive size (x1={x1:g}, y1={y1:g}, x2={x2:g}, y2={y2:g})",
+            label,
+        )
+    return arr
+
+
+class Detections(Mapping[str, np.ndarray]):
+    """Mapping image id → validated boxes (float64 array of shape (n, 4)).
+
+    Use as a context manager (or call :meth:`close`) to close the h5 files.
+    """
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids())
+
+    def __len__(self) -> int:
+        return len(self._ids())
+
+    def __contains__(self, image_id: object) -> bool:
+        return isinstance(image_id, str) and image_id in self._ids()
+
+    def __getitem__(self, image_id: str) -> np.ndarray:
+        if image_id not in self:
+            raise UnknownImageError(
+                self.source, "image is not in the detections", image_label(image_id)
+            )
+        return self._boxes(image_id)
+
+    def features(self, image_id: str) -> np.ndarray:
+        """Object features of an image (n × D, the rows matching its boxes)."""
+        raise DataError(self.source, "this detections file holds boxes only, no features")
+
+    def image_size(self, image_id: str) -> tuple[float, float] | None:
+        """``(width, height)`` of an image when the file records it."""
+        return None
+
+    def close(self) -> None:
+        """Release open files."""
+
+    def __enter__(self) -> Detections:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ids(self) -> Mapping[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _boxes(self, image_id: str) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def _int_field(record: Mapping[str, Any], field: str, path: Path, label: str) -> int:
+    if not isinstance(record, Mapping):
+        raise DataError(path, f"expected an object, got {type(record).__name__}", label)
+    if field not in record:
+        raise DataError(path, f"missing field {field!r}", label)
+    value = record[field]
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DataError(path, f"{field!r} must be a non-negative integer, got {value!r}", label)
+    return value
+
+
+class GQAFeatureDetections(Detections):
+    """The GQA ``<prefix>_info.json`` + ``<prefix>_<file>.h5`` layout, read lazily."""
+
+    def __init__(self, info_path: Path) -> None:
+        super().__init__(info_path)
+        info = read_json(info_path)
+        if not isinstance(info, dict) or not info:
+            raise DataError(info_path, "expected a JSON object keyed by image id")
+        self.info: dict[str, dict[str, Any]] = info
+        self.prefix = info_path.name[: -len(INFO_SUFFIX)]
+        self._files: dict[str, Any] = {}
+
+    def _ids(self) -> Mapping[str, Any]:
+        return self.info
+
+    def h5_path(self, file: int | str) -> Path:
+        """Path of the h5 file named by an info record's ``file`` field."""
+        return self.source.parent / f"{self.prefix}_{file}.h5"
+
+    def _locate(self, image_id: str, dataset: str) -> tuple[Any, Path, int, int]:
+        label = image_label(image_id)
+        record = self.info[image_id]
+        num = _int_field(record, "objectsNum", self.source, label)
+        idx = _int_field(record, "idx", self.source, label)
+        file = _int_field(record, "file", self.source, label)
+        path = self.h5_path(file)
+        handle = self._files.get(str(path))
+        if handle is None:
+            if not path.is_file():
+                raise DataError(path, f"file not found (named by {label} in {self.source.name})")
+            import h5py
+
+            try:
+                handle = h5py.File(path, "r")
+            except OSError as err:
+                raise DataError(path, f"cannot read as HDF5: {err}") from None
+            self._files[str(path)] = handle
+        if dataset not in handle:
+            raise DataError(path, f"missing dataset {dataset!r}")
+        data = handle[dataset]
+        if data.ndim != 3 or idx >= data.shape[0] or num > data.shape[1]:
+            raise DataError(
+                path,
+                f"dataset {dataset!r} of shape {data.shape} has no row {idx} with {num} objects",
+                label,
+            )
+        return data, path, idx, num
+
+    def _boxes(self, image_id: str) -> np.ndarray:
+        data, path, idx, num = self._locate(image_id, "bboxes")
+        if data.shape[2] != 4:
+            raise DataError(path, f"dataset 'bboxes' must be N x objects x 4, got {data.shape}")
+        return check_boxes(data[idx, :num], path, image_id)
+
+    def features(self, image_id: str) -> np.ndarray:
+        """Object features of an image: rows ``0 .. objectsNum - 1`` of ``features[idx]``."""
+        if image_id not in self:
+            raise UnknownImageError(
+                self.source, "image is not in the detections", image_label(image_id)
+            )
+        data, path, idx, num = self._locate(image_id, "features")
+        out = np.asarray(data[idx, :num])
+        if not np.isfinite(out).all():
+            raise DataError(path, "features contain NaN or infinite values", image_label(image_id))
+        return out
+
+    def image_size(self, image_id: str) -> tuple[float, float] | None:
+        """``(width, height)`` from the info JSON, when given."""
+        record = self.info.get(image_id)
+        if isinstance(record, Mapping) and "width" in record and "height" in record:
+            return float(record["width"]), float(record["height"])
+        return None
+
+    def close(self) -> None:
+        """Close every h5 file opened so far."""
+        for handle in self._files.values():
+            handle.close()
+        self._files.clear()
+
+
+class BoxListDetections(Detections):
+    """``{imageId: [[x1, y1, x2, y2], ...]}`` from a JSON file or an ``.npz`` archive."""
+
+    def __init__(self, path: Path, boxes: Mapping[str, Any]) -> None:
+        super().__init__(path)
+        self._data = boxes
+
+    def _ids(self) -> Mapping[str, Any]:
+        return self._data
+
+    def _boxes(self, image_id: str) -> np.ndarray:
+        return check_boxes(self._data[image_id], self.source, image_id)
+
+    def close(self) -> None:
+        """Close the npz archive, if any."""
+        closer = getattr(self._data, "close", None)
+        if closer is not None:
+            closer()
+
+
+def _info_file(folder: Path) -> Path:
+    found = sorted(folder.glob(f"*{INFO_SUFFIX}"))
+    if not found:
+        raise DataError(folder, f"no '<prefix>{INFO_SUFFIX}' file in this folder")
+    if len(found) > 1:
+        names = ", ".join(p.name for p in found)
+        raise DataError(folder, f"several info files ({names}); pass one of them")
+    return found[0]
+
+
+def read_detections(path: str | Path) -> Detections:
+    """Open detected boxes: a GQA info JSON (or its folder), a box-list JSON or an npz file.
+
+    Nothing is read from the h5 files until an image is asked for.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = _info_file(p)
+    if not p.exists():
+        raise DataError(p, "file not found")
+    if p.suffix.lower() == ".npz":
+        try:
+            archive = np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise DataError(p, f"cannot read as npz: {err}") from None
+        return BoxListDetections(p, archive)
+    if p.name.endswith(INFO_SUFFIX):
+        return GQAFeatureDetections(p)
+    data = read_json(p)
+    if not isinstance(data, dict) or not data:
+        raise DataError(p, "expected a JSON object {imageId: [[x1, y1, x2, y2], ...]}")
+    first = next(iter(data.values()))
+    if isinstance(first, Mapping) and "objectsNum" in first:
+        raise DataError(
+            p, f"looks like a GQA info file; name it '<prefix>{INFO_SUFFIX}' next to its h5 files"
+        )
+    return BoxListDetections(p, data)

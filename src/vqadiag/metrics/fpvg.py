@@ -1,0 +1,268 @@
+"""Faithful & Plausible Visual Grounding (Reich et al. 2023; SPEC.md §5). Pure functions.
+
+Per question j, with answers â_all, â_rel, â_irrel of the three runs and gold a:
+
+* FPVG_j = [â_all = â_rel] ∧ [â_all ≠ â_irrel]                        (paper Eq. 4)
+* FPVG+ = mean_j FPVG_j, FPVG− = 1 − FPVG+                              (Eq. 5, 6)
+* FPVG+⊤ = mean FPVG_j·[â_all = a], FPVG+⊥ = mean FPVG_j·[â_all ≠ a],
+  FPVG−⊤, FPVG−⊥ likewise with 1 − FPVG_j; the four sum to 1         (App. B, Eq. 9–12)
+* mod-FPVG_j = [â_all = â_rel]                                          (App. C)
+* Acc_all / Acc_rel / Acc_irrel: exact match of each run with a.
+* c2i of a subset = #correct / #incorrect (correctness of â_all)        (§4.4, Fig. 5)
+* relative c2i drop from A to B = (c2i_A − c2i_B) / c2i_A, in %         (Fig. 6)
+* suff = p_â(all) − p_â(rel), comp = p_â(all) − p_â(irrel), â = â_all   (§3.4, Eq. 7, 8)
+
+A missing answer (``None``) equals nothing, not even another missing answer,
+and is wrong. Rates are percentages with 95% bootstrap intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from vqadiag.metrics.bootstrap import Estimate, mean_ci, sums_statistic_ci
+
+SUFF_GOOD = 0.01
+"""'Good' sufficiency: p_â drops by less than 1% absolute from all to relevant objects."""
+COMP_BAD = 0.20
+"""'Bad' comprehensiveness: p_â drops by less than 20% absolute from all to irrelevant objects."""
+COMP_BEST = 0.40
+"""'Best' comprehensiveness: p_â drops by at least 40% absolute."""
+
+CATEGORIES = ("fpvg_plus", "fpvg_minus", "mod_fpvg_plus", "mod_fpvg_minus")
+
+Answers = Sequence[str | None]
+
+
+def answers_equal(a: Answers, b: Answers) -> np.ndarray:
+    """Element-wise ``[a_j = b_j]``; a missing answer (``None``) equals nothing."""
+    if len(a) != len(b):
+        raise ValueError("answer lists differ in length")
+    return np.fromiter(
+        (x is not None and x == y for x, y in zip(a, b, strict=True)), dtype=bool, count=len(a)
+    )
+
+
+def fpvg_indicators(ans_all: Answers, ans_rel: Answers, ans_irrel: Answers) -> np.ndarray:
+    """FPVG_j = [â_all = â_rel] ∧ [â_all ≠ â_irrel] per question (paper Eq. 4).
+
+    Missing ``â_all`` gives FPVG_j = 0 (it equals no ``â_rel``).
+    """
+    same_rel = answers_equal(ans_all, ans_rel)
+    same_irrel = answers_equal(ans_all, ans_irrel)
+    return same_rel & ~same_irrel
+
+
+def mod_fpvg_indicators(ans_all: Answers, ans_rel: Answers) -> np.ndarray:
+    """mod-FPVG_j = [â_all = â_rel] (paper App. C: the irrelevant test dropped)."""
+    return answers_equal(ans_all, ans_rel)
+
+
+def c2i_ratio(correct: np.ndarray) -> float:
+    """#correct / #incorrect of a subset (paper §4.4); ∞ with no incorrect, NaN if empty."""
+    c = np.asarray(correct, dtype=bool)
+    right, wrong = int(c.sum()), int((~c).sum())
+    if wrong == 0:
+        return float("nan") if right == 0 else float("inf")
+    return right / wrong
+
+
+def relative_drop(before: float, after: float) -> float:
+    """Relative drop in percent, 100 · (before − after) / before (paper Fig. 6)."""
+    if before == 0 or not np.isfinite(before) or not np.isfinite(after):
+        return float("nan")
+    return 100.0 * (before - after) / before
+
+
+def _rate(values: np.ndarray, n_resamples: int, seed: int) -> Estimate:
+    return mean_ci(np.asarray(values, dtype=np.float64), n_resamples=n_resamples, seed=seed)
+
+
+def fpvg_rates(
+    ans_all: Answers,
+    ans_rel: Answers,
+    ans_irrel: Answers,
+    gold: Sequence[str],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Estimate]:
+    """FPVG± and its four sub-categories, mod-FPVG± and Acc_{all,rel,irrel}, in % (§3.1, App. B/C).
+
+    Keys: ``fpvg_plus``, ``fpvg_minus``, ``fpvg_plus_correct`` (FPVG+⊤),
+    ``fpvg_plus_wrong`` (FPVG+⊥), ``fpvg_minus_correct``, ``fpvg_minus_wrong``,
+    ``mod_fpvg_plus``, ``mod_fpvg_minus``, ``acc_all``, ``acc_rel``, ``acc_irrel``.
+    """
+    fpvg = fpvg_indicators(ans_all, ans_rel, ans_irrel)
+    mod = mod_fpvg_indicators(ans_all, ans_rel)
+    correct = answers_equal(ans_all, gold)
+    columns = {
+        "fpvg_plus": fpvg,
+        "fpvg_minus": ~fpvg,
+        "fpvg_plus_correct": fpvg & correct,
+        "fpvg_plus_wrong": fpvg & ~correct,
+        "fpvg_minus_correct": ~fpvg & correct,
+        "fpvg_minus_wrong": ~fpvg & ~correct,
+        "mod_fpvg_plus": mod,
+        "mod_fpvg_minus": ~mod,
+        "acc_all": correct,
+        "acc_rel": answers_equal(ans_rel, gold),
+        "acc_irrel": answers_equal(ans_irrel, gold),
+    }
+    return {key: _rate(col, n_resamples, seed) for key, col in columns.items()}
+
+
+def _c2i_stat(sums: np.ndarray) -> np.ndarray:
+    return sums[:, 0] / sums[:, 1]
+
+
+def _drop_stat(sums: np.ndarray) -> np.ndarray:
+    before = sums[:, 0] / sums[:, 1]
+    after = sums[:, 2] / sums[:, 3]
+    return 100.0 * (before - after) / before
+
+
+def c2i_report(
+    correct: np.ndarray,
+    categories: Mapping[str, np.ndarray],
+    splits: Mapping[str, np.ndarray] | None = None,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[dict[str, object], dict[str, object]]:
+    """c2i ratios per category and split, and the relative drops (paper §4.4, Fig. 5–8).
+
+    ``correct``: correctness of â_all per question; ``categories``: boolean
+    masks (e.g. ``fpvg_plus``, ``fpvg_minus``); ``splits``: optional masks
+    ``{"id": ..., "ood": ...}``. Returns ``(values, ci)`` with
+
+    * ``values["all" | split][category]`` = c2i of the questions in both;
+    * ``values["drop_id_to_ood"][category]`` = relative drop from ID to OOD
+      (only when splits named ``id`` and ``ood`` are given);
+    * ``values["drop_plus_to_minus"][split]`` = relative drop from FPVG+ to
+      FPVG− (and ``mod_drop_plus_to_minus`` for mod-FPVG when given).
+
+    Intervals resample questions; ``ci`` mirrors ``values`` with estimate dicts.
+    """
+    c = np.asarray(correct, dtype=bool)
+    groups: dict[str, np.ndarray] = {"all": np.ones(c.shape[0], dtype=bool)}
+    for name, mask in (splits or {}).items():
+        groups[name] = np.asarray(mask, dtype=bool)
+
+    def counts(mask: np.ndarray) -> list[np.ndarray]:
+        return [mask & c, mask & ~c]
+
+    values: dict[str, object] = {}
+    ci: dict[str, object] = {}
+    for group, gmask in groups.items():
+        values[group], ci[group] = {}, {}
+        for cat, cmask in categories.items():
+            cols = np.column_stack(counts(gmask & np.asarray(cmask, dtype=bool)))
+            est = sums_statistic_ci(cols, _c2i_stat, n_resamples=n_resamples, seed=seed)
+            values[group][cat] = est.value  # type: ignore[index]
+            ci[group][cat] = est.to_dict()  # type: ignore[index]
+
+    def drop(before: np.ndarray, after: np.ndarray) -> Estimate:
+        cols = np.column_stack(counts(before) + counts(after))
+        return sums_statistic_ci(cols, _drop_stat, n_resamples=n_resamples, seed=seed)
+
+    if "id" in groups and "ood" in groups:
+        values["drop_id_to_ood"], ci["drop_id_to_ood"] = {}, {}
+        for cat, cmask in categories.items():
+            m = np.asarray(cmask, dtype=bool)
+            est = drop(groups["id"] & m, groups["ood"] & m)
+            values["drop_id_to_ood"][cat] = est.value  # type: ignore[index]
+            ci["drop_id_to_ood"][cat] = est.to_dict()  # type: ignore[index]
+    for prefix in ("", "mod_"):
+        plus, minus = categories.get(f"{prefix}fpvg_plus"), categories.get(f"{prefix}fpvg_minus")
+        if plus is None or minus is None:
+            continue
+        key = f"{prefix}drop_plus_to_minus"
+        values[key], ci[key] = {}, {}
+        for group, gmask in groups.items():
+            est = drop(gmask & np.asarray(plus, bool), gmask & np.asarray(minus, bool))
+            values[key][group] = est.value  # type: ignore[index]
+            ci[key][group] = est.to_dict()  # type: ignore[index]
+    return values, ci
+
+
+def suff_comp_report(
+    p_all: np.ndarray,
+    p_rel: np.ndarray,
+    p_irrel: np.ndarray,
+    flip_rel: np.ndarray,
+    flip_irrel: np.ndarray,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[dict[str, object], dict[str, object]]:
+    """Sufficiency / comprehensiveness and their categories (paper §3.4, Fig. 3–4).
+
+    ``p_*`` are the probabilities each run gives â = â_all; ``flip_rel`` /
+    ``flip_irrel`` mark â_rel ≠ â_all / â_irrel ≠ â_all. suff = p_all − p_rel,
+    comp = p_all − p_irrel; ``suff`` and ``comp`` are their means in percentage
+    points. Categories (thresholds in probability): suff ``good`` < 0.01 vs
+    ``other``; comp ``bad`` < 0.20, ``medium`` in [0.20, 0.40), ``best`` ≥ 0.40;
+    and the crossings of suff good/other with comp bad/best (Fig. 3 left).
+    Each category reports ``share`` (% of questions) and, for the single
+    categories, ``flip`` (% whose answer flipped in that run; Fig. 4 left).
+    """
+    p_all = np.asarray(p_all, dtype=np.float64)
+    suff = p_all - np.asarray(p_rel, dtype=np.float64)
+    comp = p_all - np.asarray(p_irrel, dtype=np.float64)
+    flip_rel = np.asarray(flip_rel, dtype=bool)
+    flip_irrel = np.asarray(flip_irrel, dtype=bool)
+    suff_good = suff < SUFF_GOOD
+    comp_bad = comp < COMP_BAD
+    comp_best = comp >= COMP_BEST
+    comp_medium = ~comp_bad & ~comp_best
+    n = p_all.shape[0]
+    mean_suff = mean_ci(suff, n_resamples=n_resamples, seed=seed)
+    mean_comp = mean_ci(comp, n_resamples=n_resamples, seed=seed)
+    values: dict[str, object] = {"suff": mean_suff.value, "comp": mean_comp.value, "n": n}
+    ci: dict[str, object] = {"suff": mean_suff.to_dict(), "comp": mean_comp.to_dict()}
+    cats_v: dict[str, dict[str, float]] = {}
+    cats_ci: dict[str, dict[str, object]] = {}
+    single = {
+        "suff_good": (suff_good, flip_rel),
+        "suff_other": (~suff_good, flip_rel),
+        "comp_bad": (comp_bad, flip_irrel),
+        "comp_medium": (comp_medium, flip_irrel),
+        "comp_best": (comp_best, flip_irrel),
+    }
+    for name, (mask, flips) in single.items():
+        share = mean_ci(mask, n_resamples=n_resamples, seed=seed)
+        cols = np.column_stack([mask & flips, mask]).astype(np.float64)
+        flip = sums_statistic_ci(
+            cols, lambda s: 100.0 * s[:, 0] / s[:, 1], n_resamples=n_resamples, seed=seed
+        )
+        cats_v[name] = {"share": share.value, "flip": flip.value, "n": int(mask.sum())}
+        cats_ci[name] = {"share": share.to_dict(), "flip": flip.to_dict()}
+    crossed = {
+        "suff_good_comp_bad": suff_good & comp_bad,
+        "suff_good_comp_best": suff_good & comp_best,
+        "suff_other_comp_bad": ~suff_good & comp_bad,
+        "suff_other_comp_best": ~suff_good & comp_best,
+    }
+    for name, mask in crossed.items():
+        share = mean_ci(mask, n_resamples=n_resamples, seed=seed)
+        cats_v[name] = {"share": share.value, "n": int(mask.sum())}
+        cats_ci[name] = {"share": share.to_dict()}
+    values["categories"] = cats_v
+    ci["categories"] = cats_ci
+    values["thresholds"] = {"suff_good": SUFF_GOOD, "comp_bad": COMP_BAD, "comp_best": COMP_BEST}
+    return values, ci
+
+
+def detector_statistics(
+    n_all: Sequence[int], n_rel: Sequence[int], n_irrel: Sequence[int]
+) -> dict[str, object]:
+    """#questions kept and max / mean box counts in all | rel | irrel (paper App. A, Table 4)."""
+    out: dict[str, object] = {"questions": len(n_all), "max_boxes": {}, "avg_boxes": {}}
+    for name, counts in (("all", n_all), ("rel", n_rel), ("irrel", n_irrel)):
+        arr = np.asarray(counts, dtype=np.float64)
+        out["max_boxes"][name] = int(arr.max()) if arr.size else 0  # type: ignore[index]
+        out["avg_boxes"][name] = float(arr.mean()) if arr.size else float("nan")  # type: ignore[index]
+    return out
