@@ -1,0 +1,365 @@
+"""GQA scoring: official eval.py metrics and GQA-OOD (SPEC.md §3, §7).
+
+``score_gqa`` and ``score_ood`` mirror ``vqadiag score gqa`` / ``vqadiag score
+ood``: they read the files, call the pure metrics of
+:mod:`vqadiag.metrics.gqa_eval` / :mod:`vqadiag.metrics.gqa_ood` and return
+exactly the dict the command prints with ``--json``. Every rate is in percent
+at full precision and has a ``{"value", "ci_low", "ci_high", "n"}`` twin under
+``"ci"`` (95% percentile bootstrap over questions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.gqa import is_balanced, read_choices, read_gqa_questions
+from vqadiag.data.jsonio import write_json
+from vqadiag.data.predictions import align_predictions, read_predictions
+from vqadiag.errors import DataError, record_label
+from vqadiag.metrics.bootstrap import mean_ci, percentile_interval, sums_statistic_ci
+from vqadiag.metrics.gqa_eval import (
+    GQAEvaluation,
+    bootstrap_distribution,
+    evaluate_gqa,
+    official_rate,
+)
+from vqadiag.metrics.gqa_ood import (
+    DEFAULT_ALPHA,
+    OOD_ALPHA_GRID,
+    OODSplit,
+    accuracy_percent,
+    delta_percent,
+    ood_groups,
+)
+
+SPLIT_FILES = {"all": "ood_all.json", "head": "ood_head.json", "tail": "ood_tail.json"}
+
+
+# ----------------------------------------------------------------- validation
+
+
+def _check_mapping(record: Mapping[str, Any], name: str, path: Path, label: str) -> Mapping:
+    value = record.get(name)
+    if value is None:
+        raise DataError(path, f"missing field {name!r}", label)
+    if not isinstance(value, Mapping):
+        raise DataError(path, f"{name!r} must be an object", label)
+    return value
+
+
+def _check_string(parent: Mapping[str, Any], key: str, what: str, path: Path, label: str) -> None:
+    if key not in parent:
+        raise DataError(path, f"missing field {what!r}", label)
+    if not isinstance(parent[key], str):
+        raise DataError(path, f"{what!r} must be a string, got {parent[key]!r}", label)
+
+
+def _check_scored_record(
+    record: Mapping[str, Any], path: Path, qid: str, need_detailed: bool
+) -> None:
+    """The fields eval.py reads from a scored question, with one-line errors."""
+    label = record_label(qid)
+    if not isinstance(record.get("question"), str):
+        raise DataError(path, "'question' must be a string", label)
+    types = _check_mapping(record, "types", path, label)
+    _check_string(types, "structural", "types.structural", path, label)
+    _check_string(types, "semantic", "types.semantic", path, label)
+    if need_detailed:
+        _check_string(types, "detailed", "types.detailed", path, label)
+    groups = _check_mapping(record, "groups", path, label)
+    if "global" not in groups:
+        raise DataError(path, "missing field 'groups.global'", label)
+    if groups["global"] is not None and not isinstance(groups["global"], str):
+        raise DataError(path, "'groups.global' must be a string or null", label)
+    semantic = record.get("semantic")
+    if semantic is None:
+        raise DataError(path, "missing field 'semantic'", label)
+    for i, op in enumerate(semantic):
+        if not isinstance(op, Mapping) or "operation" not in op or "argument" not in op:
+            raise DataError(path, f"'semantic' step {i} needs 'operation' and 'argument'", label)
+
+
+def _check_local_group(record: Mapping[str, Any], path: Path, qid: str) -> None:
+    label = record_label(qid)
+    groups = _check_mapping(record, "groups", path, label)
+    if "local" not in groups:
+        raise DataError(path, "missing field 'groups.local'", label)
+    if groups["local"] is not None and not isinstance(groups["local"], str):
+        raise DataError(path, "'groups.local' must be a string or null", label)
+
+
+def _read_answers(
+    path: str | Path,
+    questions: Mapping[str, Any],
+    required_ids: Sequence[str],
+    allow_missing: bool,
+) -> dict[str, str]:
+    """Predictions as ``{qid: answer}``: ids outside ``questions`` are an error, and
+    so are ``required_ids`` without a prediction unless ``allow_missing``."""
+    p = Path(path)
+    predictions = read_predictions(p)
+    for qid in predictions:
+        if qid not in questions:
+            raise DataError(p, "question id is not among the questions", record_label(qid))
+    align_predictions(predictions, required_ids, p, allow_missing=allow_missing, allow_extra=True)
+    return {qid: pred.answer for qid, pred in predictions.items()}
+
+
+# ----------------------------------------------------------------- rates + CIs
+
+
+def _rate(
+    values: np.ndarray, official: float, seed: int, n_bootstrap: int
+) -> tuple[float | None, dict[str, Any] | None]:
+    """Official point value (exact) and its bootstrap interval over the units."""
+    if len(values) == 0:
+        return None, None
+    est = mean_ci(values, n_resamples=n_bootstrap, seed=seed).to_dict()
+    est["value"] = official
+    return official, est
+
+
+def _clean(value: float) -> float | None:
+    return None if value is None or value != value else float(value)
+
+
+# ----------------------------------------------------------------- score gqa
+
+
+def _breakdown(
+    evaluation: GQAEvaluation, name: str, seed: int, n_bootstrap: int
+) -> tuple[dict[str, float], dict[str, Any]]:
+    positions = evaluation.breakdowns[name]
+    numeric = name in ("perLength", "perSteps")
+    keys = sorted(positions, key=(lambda k: int(k)) if numeric else (lambda k: str(k)))
+    values: dict[str, float] = {}
+    cis: dict[str, Any] = {}
+    for key in keys:
+        scores = evaluation.correct[positions[key]]
+        value, ci = _rate(scores, official_rate(scores.tolist()), seed, n_bootstrap)
+        values[str(key)] = value
+        cis[str(key)] = ci
+    return values, cis
+
+
+def score_gqa(
+    questions: str | Path,
+    predictions: str | Path,
+    *,
+    choices: str | Path | None = None,
+    all_questions: bool = False,
+    allow_missing: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+) -> dict[str, Any]:
+    """GQA's official eval.py metrics with 95% bootstrap intervals (SPEC §7).
+
+    Scores the ``isBalanced`` questions (all with ``all_questions``): accuracy,
+    binary / open, per structural and semantic type, per word count and steps,
+    validity and plausibility (with ``choices``), consistency and distribution.
+    Predictions may cover only the scored questions; consistency then uses the
+    entailed questions that have predictions and reports the rest as skipped.
+    """
+    q_path = Path(questions)
+    records = read_gqa_questions(q_path, require=("question", "answer"))
+    scored = [qid for qid, r in records.items() if all_questions or is_balanced(r)]
+    if not scored:
+        raise DataError(
+            q_path, "no balanced questions (isBalanced true); use --all-questions to score all"
+        )
+    choice_data = None
+    if choices is not None:
+        c_path = Path(choices)
+        choice_data = read_choices(c_path)
+        for qid in scored:
+            if qid not in choice_data:
+                raise DataError(c_path, "no choices for this question", record_label(qid))
+    for qid in scored:
+        _check_scored_record(records[qid], q_path, qid, need_detailed=choice_data is not None)
+    answers = _read_answers(predictions, records, scored, allow_missing)
+    ev = evaluate_gqa(records, answers, scored, choice_data)
+
+    result: dict[str, Any] = {}
+    ci: dict[str, Any] = {}
+    open_mask = ev.is_open
+    for key, values in (
+        ("accuracy", ev.correct),
+        ("binary", ev.correct[~open_mask]),
+        ("open", ev.correct[open_mask]),
+    ):
+        result[key], ci[key] = _rate(values, official_rate(values.tolist()), seed, n_bootstrap)
+    for key in ("perStructuralType", "perSemanticType", "perLength", "perSteps"):
+        result[key], ci[key] = _breakdown(ev, key, seed, n_bootstrap)
+    for key, values in (("validity", ev.valid), ("plausibility", ev.plausible)):
+        if values is None:
+            result[key], ci[key] = None, None
+        else:
+            result[key], ci[key] = _rate(values, official_rate(values.tolist()), seed, n_bootstrap)
+    cons = ev.consistency
+    result["consistency"], ci["consistency"] = _rate(
+        np.asarray(cons.scores), cons.value, seed, n_bootstrap
+    )
+    result["consistency_detail"] = {
+        "n_questions": len(cons.scores),
+        "n_entailed": int(sum(cons.n_entailed)),
+        "entailed_skipped": cons.entailed_skipped,
+        "questions_skipped": cons.questions_skipped,
+    }
+    distribution = _clean(ev.distribution)
+    result["distribution"] = distribution
+    if distribution is None:
+        ci["distribution"] = None
+    else:
+        boot = bootstrap_distribution(ev.distribution_index, n_resamples=n_bootstrap, seed=seed)
+        low, high = percentile_interval(boot)
+        n_grouped = int((ev.distribution_index.gold_pair >= 0).sum())
+        ci["distribution"] = {"value": distribution, "ci_low": low, "ci_high": high, "n": n_grouped}
+    result["n"] = len(scored)
+    result["balanced_only"] = not all_questions
+    result["ci"] = ci
+    return result
+
+
+# ----------------------------------------------------------------- score ood
+
+
+def write_ood_split(
+    questions: Mapping[str, Mapping[str, Any]], split: OODSplit, directory: str | Path
+) -> dict[str, str]:
+    """Write ``ood_all.json``, ``ood_head.json``, ``ood_tail.json`` into ``directory``.
+
+    Each file is ``{qid: record}`` with the GQA question records unchanged and
+    ids sorted, as the official GQA-OOD release (which dumps with sorted keys).
+    """
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise DataError(out, "is a file, expected a directory for the split files")
+    written: dict[str, str] = {}
+    for name, ids in (("all", split.all_ids), ("head", split.head_ids), ("tail", split.tail_ids)):
+        path = write_json(out / SPLIT_FILES[name], {qid: questions[qid] for qid in sorted(ids)})
+        written[name] = str(path)
+    return written
+
+
+def _delta_ci(
+    correct: np.ndarray, is_tail: np.ndarray, value: float, seed: int, n_bootstrap: int
+) -> dict[str, Any] | None:
+    """Δ's interval: resample the questions of ``all``, recompute both accuracies."""
+    if value != value:
+        return None
+    head = ~is_tail
+    columns = np.column_stack([correct * head, head, correct * is_tail, is_tail]).astype(float)
+
+    def statistic(s: np.ndarray) -> np.ndarray:
+        acc_head = 100 * s[:, 0] / s[:, 1]
+        acc_tail = 100 * s[:, 2] / s[:, 3]
+        return (acc_head - acc_tail) / acc_tail * 100
+
+    est = sums_statistic_ci(columns, statistic, n_resamples=n_bootstrap, seed=seed).to_dict()
+    est["value"] = value
+    return est
+
+
+def score_ood(
+    questions: str | Path,
+    predictions: str | Path | None = None,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    curve: bool = False,
+    plot: str | Path | None = None,
+    write_split: str | Path | None = None,
+    all_questions: bool = False,
+    allow_missing: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+) -> dict[str, Any]:
+    """GQA-OOD: build the official head / tail split and score it (SPEC §3).
+
+    The split is built from the balanced questions of ``questions`` (all with
+    ``all_questions``). With ``predictions``: acc_all, acc_head, acc_tail,
+    delta (×100) and, with ``curve`` (or ``plot``), acc_tail over
+    :data:`OOD_ALPHA_GRID`; ``plot`` writes the curve PNG. Without predictions
+    only the split is built (counts, ``curve`` of tail sizes, ``write_split``).
+    """
+    q_path = Path(questions)
+    records = read_gqa_questions(q_path, require=("answer", "groups"))
+    for qid, record in records.items():
+        if all_questions or is_balanced(record):
+            _check_local_group(record, q_path, qid)
+    groups = ood_groups(records, balanced_only=not all_questions)
+    if not groups.question_ids:
+        raise DataError(
+            q_path, "no balanced questions (isBalanced true); use --all-questions to use all"
+        )
+    split = groups.split(alpha)
+    if plot is not None and predictions is None:
+        raise DataError(None, "--plot needs --predictions (the curve plots acc_tail)")
+    want_curve = curve or plot is not None
+
+    result: dict[str, Any] = {"alpha": float(alpha)}
+    ci: dict[str, Any] = {}
+    answers: dict[str, str] | None = None
+    if predictions is not None:
+        answers = _read_answers(predictions, records, split.all_ids, allow_missing)
+    correct_of: dict[str, float] = {}
+    if answers is not None:
+        for qid in split.all_ids:
+            pred = answers.get(qid)
+            correct_of[qid] = 1.0 if pred is not None and pred == records[qid]["answer"] else 0.0
+
+    def outcomes(ids: Sequence[str]) -> np.ndarray:
+        return np.fromiter((correct_of[q] for q in ids), dtype=np.float64, count=len(ids))
+
+    for key, ids in (("acc_all", split.all_ids), ("acc_head", split.head_ids),
+                     ("acc_tail", split.tail_ids)):  # fmt: skip
+        if answers is None:
+            result[key], ci[key] = None, None
+            continue
+        values = outcomes(ids)
+        result[key], ci[key] = _rate(values, accuracy_percent(values), seed, n_bootstrap)
+    if answers is None:
+        result["delta"], ci["delta"] = None, None
+    else:
+        delta = delta_percent(
+            *(float("nan") if result[k] is None else result[k] for k in ("acc_head", "acc_tail"))
+        )
+        tail_set = set(split.tail_ids)
+        is_tail = np.array([q in tail_set for q in split.all_ids], dtype=bool)
+        result["delta"] = _clean(delta)
+        ci["delta"] = _delta_ci(outcomes(split.all_ids), is_tail, delta, seed, n_bootstrap)
+    result["n_all"] = len(split.all_ids)
+    result["n_head"] = len(split.head_ids)
+    result["n_tail"] = len(split.tail_ids)
+    summary = split.summary()
+    result["split"] = {
+        k: summary[k]
+        for k in ("balanced_only", "n_questions", "n_groups", "n_groups_kept", "entropy_threshold")
+    }
+    if want_curve:
+        points: list[dict[str, Any]] = []
+        ci_points: list[dict[str, Any]] = []
+        for a in OOD_ALPHA_GRID:
+            tail_ids = groups.split(a).tail_ids
+            point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": len(tail_ids)}
+            ci_point: dict[str, Any] = {"alpha": a, "acc_tail": None}
+            if answers is not None:
+                values = outcomes(tail_ids)
+                point["acc_tail"], ci_point["acc_tail"] = _rate(
+                    values, accuracy_percent(values), seed, n_bootstrap
+                )
+            points.append(point)
+            ci_points.append(ci_point)
+        result["curve"] = points
+        ci["curve"] = ci_points
+    if plot is not None:
+        from vqadiag.report.ood_curve import plot_ood_curve
+
+        result["plot"] = str(plot_ood_curve(result["curve"], plot, reference=result["acc_all"]))
+    if write_split is not None:
+        result["split_files"] = write_ood_split(records, split, write_split)
+    result["ci"] = ci
+    return result

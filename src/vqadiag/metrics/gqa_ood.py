@@ -1,0 +1,273 @@
+"""GQA-OOD: the official head / tail construction and its metrics (SPEC.md §3).
+
+Construction (Kervadec et al., official ``gqa_ood`` code), from a GQA question
+file (the official split starts from the *balanced* val / testdev files, so
+questions with ``isBalanced: false`` are left out unless asked otherwise):
+
+1. group questions by ``groups.local`` (null → one group ``"none"``);
+2. per group, the answer histogram p over its K distinct answers (in first-seen
+   order) and its normalized entropy H = −Σ p ln(p + 1e-9) / ln K (K = 1: H = 1);
+3. keep ("imbalanced") the groups with H ≤ mean(H) − std(H), mean and
+   population std over all local groups;
+4. in a kept group, answer a is **tail** if p_a < mean(p) · (1 + α) = (1 + α)/K
+   (strict), else **head**; all = head ∪ tail of the kept groups.
+
+Metrics: acc-all, acc-head, acc-tail (exact match, %) and
+Δ = (acc-head − acc-tail) / acc-tail, reported ×100 as in the paper's Table 2;
+the curve acc-tail(α) over :data:`OOD_ALPHA_GRID`, plotted at x = 1 + α.
+The arithmetic mirrors the official numpy code (same operations, same order),
+so edge cases such as p_a == (1 + α)/K fall on the same side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.gqa import is_balanced
+
+#: The official α grid of the acc-tail curve (GQA-OOD ``evaluation.py``), ascending.
+OOD_ALPHA_GRID: tuple[float, ...] = (
+    -0.7, -0.6, -0.5, -0.4, -0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3,
+    0.4, 0.8, 1.0, 1.4, 1.8, 2.2, 2.8, 3.6, 5.0, 7.0, 9.0,
+)  # fmt: skip
+#: Default tail parameter α of the official split.
+DEFAULT_ALPHA = 0.2
+#: Name of the group of questions whose ``groups.local`` is null.
+NONE_GROUP = "none"
+
+
+def normalized_entropy(p: np.ndarray) -> float:
+    """H(p) = −Σ p ln(p + 1e-9) / ln K, and 1.0 for K = 1 (official ``n_entropy``, SPEC §3).
+
+    For K = 1 the official code divides the entropy by itself, which is 1.0.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    e = -(p * np.log(p + 1e-9)).sum()
+    n = np.log(len(p)) if len(p) > 1 else e
+    return float(e / n)
+
+
+@dataclass(frozen=True, slots=True)
+class OODGroup:
+    """One local group: its answers (first-seen order), counts, p, entropy, kept flag."""
+
+    name: str
+    answers: tuple[str, ...]
+    counts: tuple[int, ...]
+    probs: np.ndarray
+    entropy: float
+    kept: bool
+
+    def tail_answers(self, alpha: float) -> list[str]:
+        """Answers with p_a < mean(p) · (α + 1) (empty for groups that are not kept)."""
+        if not self.kept:
+            return []
+        threshold = self.probs.mean() * (alpha + 1)
+        return [a for a, p in zip(self.answers, self.probs, strict=True) if p < threshold]
+
+    def to_dict(self, alpha: float) -> dict[str, Any]:
+        """JSON view: entropy, kept, K, n and the answer counts, tail answers at ``alpha``."""
+        return {
+            "entropy": self.entropy,
+            "kept": self.kept,
+            "n_answers": len(self.answers),
+            "n": int(sum(self.counts)),
+            "answers": dict(zip(self.answers, self.counts, strict=True)),
+            "tail_answers": self.tail_answers(alpha),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OODGroups:
+    """The α-independent part of the construction: groups, entropies, kept groups.
+
+    ``question_ids`` are the questions the split starts from (file order);
+    ``question_pair[i]`` indexes the (group, answer) pair of question i;
+    per pair: ``pair_prob`` (p_a), ``pair_mean`` (mean p of its group) and
+    ``pair_kept`` (its group is kept).
+    """
+
+    question_ids: list[str]
+    groups: dict[str, OODGroup]
+    entropy_mean: float
+    entropy_std: float
+    question_pair: np.ndarray
+    pair_prob: np.ndarray
+    pair_mean: np.ndarray
+    pair_kept: np.ndarray
+    balanced_only: bool
+
+    @property
+    def entropy_threshold(self) -> float:
+        """mean(H) − std(H) over all local groups (population std)."""
+        return self.entropy_mean - self.entropy_std
+
+    def tail_pairs(self, alpha: float) -> np.ndarray:
+        """Boolean per pair: kept group and p_a < mean(p) · (α + 1)."""
+        return self.pair_kept & (self.pair_prob < self.pair_mean * (alpha + 1))
+
+    def split(self, alpha: float = DEFAULT_ALPHA) -> OODSplit:
+        """The head / tail split at ``alpha`` (step 4 of the construction)."""
+        kept_q = self.pair_kept[self.question_pair]
+        tail_q = self.tail_pairs(alpha)[self.question_pair]
+        ids = self.question_ids
+        return OODSplit(
+            alpha=float(alpha),
+            all_ids=[q for q, k in zip(ids, kept_q, strict=True) if k],
+            head_ids=[q for q, k, t in zip(ids, kept_q, tail_q, strict=True) if k and not t],
+            tail_ids=[q for q, t in zip(ids, tail_q, strict=True) if t],
+            groups=self.groups,
+            entropy_threshold=self.entropy_threshold,
+            n_questions=len(ids),
+            balanced_only=self.balanced_only,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OODSplit:
+    """A GQA-OOD split: ids of all / head / tail (question-file order) and the groups."""
+
+    alpha: float
+    all_ids: list[str]
+    head_ids: list[str]
+    tail_ids: list[str]
+    groups: dict[str, OODGroup]
+    entropy_threshold: float
+    n_questions: int
+    balanced_only: bool
+
+    @property
+    def n_groups_kept(self) -> int:
+        """Number of imbalanced (kept) local groups."""
+        return sum(1 for g in self.groups.values() if g.kept)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts of the split: questions considered, groups, kept groups, threshold."""
+        return {
+            "alpha": self.alpha,
+            "balanced_only": self.balanced_only,
+            "n_questions": self.n_questions,
+            "n_groups": len(self.groups),
+            "n_groups_kept": self.n_groups_kept,
+            "entropy_threshold": self.entropy_threshold,
+            "n_all": len(self.all_ids),
+            "n_head": len(self.head_ids),
+            "n_tail": len(self.tail_ids),
+        }
+
+
+def local_group(record: Mapping[str, Any]) -> str:
+    """``groups.local`` of a question record, null → ``"none"`` (official ``filter_none``)."""
+    value = record["groups"]["local"]
+    return NONE_GROUP if value is None else value
+
+
+def ood_groups(
+    questions: Mapping[str, Mapping[str, Any]], *, balanced_only: bool = True
+) -> OODGroups:
+    """Steps 1–3 of the official construction (SPEC §3): groups, entropies, kept groups.
+
+    Starts from the balanced questions (``isBalanced`` not false) unless
+    ``balanced_only`` is false. Every record needs ``answer`` and
+    ``groups.local``.
+    """
+    ids: list[str] = []
+    pair_of: dict[tuple[str, str], int] = {}
+    pair_counts: list[int] = []
+    pair_names: list[tuple[str, str]] = []
+    question_pair: list[int] = []
+    for qid, record in questions.items():
+        if balanced_only and not is_balanced(record):
+            continue
+        key = (local_group(record), record["answer"])
+        k = pair_of.get(key)
+        if k is None:
+            k = pair_of[key] = len(pair_counts)
+            pair_counts.append(0)
+            pair_names.append(key)
+        pair_counts[k] += 1
+        ids.append(qid)
+        question_pair.append(k)
+    per_group: dict[str, list[int]] = {}
+    for k, (group, _answer) in enumerate(pair_names):
+        per_group.setdefault(group, []).append(k)
+    n_pairs = len(pair_counts)
+    pair_prob = np.zeros(n_pairs)
+    pair_mean = np.zeros(n_pairs)
+    pair_group_idx = np.zeros(n_pairs, dtype=np.int64)
+    entropies: dict[str, float] = {}
+    probs_of: dict[str, np.ndarray] = {}
+    for g, (group, pairs) in enumerate(per_group.items()):
+        counts = np.array([pair_counts[k] for k in pairs])
+        p = counts / counts.sum()
+        probs_of[group] = p
+        entropies[group] = normalized_entropy(p)
+        pair_prob[pairs] = p
+        pair_mean[pairs] = p.mean()
+        pair_group_idx[pairs] = g
+    values = np.array(list(entropies.values()))
+    mean = float(values.mean()) if values.size else float("nan")
+    std = float(values.std()) if values.size else float("nan")
+    threshold = values.mean() - values.std() if values.size else float("nan")
+    groups: dict[str, OODGroup] = {}
+    kept_of_group = np.zeros(len(per_group), dtype=bool)
+    for g, (group, pairs) in enumerate(per_group.items()):
+        kept = bool(entropies[group] <= threshold)
+        kept_of_group[g] = kept
+        groups[group] = OODGroup(
+            name=group,
+            answers=tuple(pair_names[k][1] for k in pairs),
+            counts=tuple(pair_counts[k] for k in pairs),
+            probs=probs_of[group],
+            entropy=entropies[group],
+            kept=kept,
+        )
+    return OODGroups(
+        question_ids=ids,
+        groups=groups,
+        entropy_mean=mean,
+        entropy_std=std,
+        question_pair=np.asarray(question_pair, dtype=np.int64),
+        pair_prob=pair_prob,
+        pair_mean=pair_mean,
+        pair_kept=kept_of_group[pair_group_idx],
+        balanced_only=balanced_only,
+    )
+
+
+def build_ood_split(
+    questions: Mapping[str, Mapping[str, Any]],
+    alpha: float = DEFAULT_ALPHA,
+    *,
+    balanced_only: bool = True,
+) -> OODSplit:
+    """The official GQA-OOD split of ``questions`` at ``alpha`` (SPEC §3).
+
+    Groups by ``groups.local``; keeps groups with normalized answer entropy
+    H ≤ mean(H) − std(H); in them, answers with p_a < (1 + α)/K are tail, the
+    rest head. Starts from the balanced questions unless ``balanced_only`` is
+    false (the official split is built from the balanced files).
+    """
+    return ood_groups(questions, balanced_only=balanced_only).split(alpha)
+
+
+def accuracy_percent(correct: Sequence[float] | np.ndarray) -> float:
+    """100 · mean of 0/1 outcomes as the official GQA eval computes it (NaN when empty)."""
+    c = np.asarray(correct, dtype=np.float64)
+    if c.size == 0:
+        return float("nan")
+    return float(c.sum()) / c.size * 100
+
+
+def delta_percent(acc_head: float, acc_tail: float) -> float:
+    """Δ = (acc-head − acc-tail) / acc-tail × 100 (SPEC §3; the paper's Table 2 is ×100).
+
+    NaN when acc-tail is 0 or undefined.
+    """
+    if not np.isfinite(acc_tail) or acc_tail == 0 or not np.isfinite(acc_head):
+        return float("nan")
+    return (acc_head - acc_tail) / acc_tail * 100

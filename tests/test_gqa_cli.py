@@ -1,0 +1,319 @@
+"""``vqadiag score gqa`` and ``vqadiag score ood`` end to end, and their bad-input errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def op(text: str) -> dict[str, Any]:
+    operation, argument = text.split(": ", 1)
+    return {"operation": operation, "argument": argument, "dependencies": []}
+
+
+def rec(
+    question: str,
+    answer: str,
+    structural: str,
+    semantic: str,
+    global_group: str | None,
+    *,
+    entailed: tuple[str, ...] = (),
+    balanced: bool = True,
+    steps: tuple[str, ...] = ("select: sky (1)", "query: color"),
+    local: str | None = "l",
+) -> dict[str, Any]:
+    return {
+        "question": question,
+        "answer": answer,
+        "fullAnswer": answer,
+        "imageId": "2354786",
+        "isBalanced": balanced,
+        "groups": {"global": global_group, "local": local},
+        "types": {"structural": structural, "semantic": semantic, "detailed": "x"},
+        "semantic": [op(s) for s in steps],
+        "entailed": list(entailed),
+        "equivalent": [],
+        "annotations": {"question": {}, "answer": {}, "fullAnswer": {}},
+    }
+
+
+QUESTIONS = {
+    "001": rec("What color is the sky?", "blue", "query", "attr", "color", entailed=("002", "003")),
+    "002": rec("Is the sky blue?", "yes", "verify", "attr", None),
+    "003": rec("Is the sky red?", "no", "verify", "attr", None, balanced=False),
+    "004": rec(
+        "What is on the table?",
+        "cup",
+        "query",
+        "obj",
+        "object",
+        steps=("select: table (1)", "relate: on,s (2)", "query: name"),
+    ),
+}
+CHOICES = {
+    "001": {"valid": ["blue", "red"], "plausible": ["blue"]},
+    "002": {"valid": ["yes", "no"], "plausible": ["yes"]},
+    "003": {"valid": ["yes", "no"], "plausible": ["no"]},
+    "004": {"valid": ["cup", "plate"], "plausible": ["cup"]},
+}
+# 001 right, 002 right, 004 wrong; 003 (unbalanced) has no prediction
+PREDICTIONS = [
+    {"questionId": "001", "prediction": "blue"},
+    {"questionId": "002", "prediction": "yes"},
+    {"questionId": "004", "prediction": "plate"},
+]
+
+
+@pytest.fixture
+def gqa_files(write_json):
+    return (
+        write_json("q.json", QUESTIONS),
+        write_json("p.json", PREDICTIONS),
+        write_json("c.json", CHOICES),
+    )
+
+
+def test_score_gqa_json_hand_worked(run_cli, gqa_files):
+    q, p, c = gqa_files
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--choices", c, "--json")
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    # scored: 001 (right), 002 (right), 004 (wrong); 003 is not balanced
+    assert out["n"] == 3
+    assert out["accuracy"] == 2 / 3 * 100
+    assert out["binary"] == 100.0  # 002
+    assert out["open"] == 50.0  # 001 right, 004 wrong
+    assert out["perStructuralType"] == {"query": 50.0, "verify": 100.0}
+    assert out["perSemanticType"] == {"attr": 100.0, "obj": 0.0}
+    assert out["perLength"] == {"4": 100.0, "5": 50.0}  # "Is the sky blue?" has 4 words
+    assert out["perSteps"] == {"2": 2 / 3 * 100}  # 004: "query: name" is not a step
+    assert out["validity"] == 100.0
+    assert out["plausibility"] == 2 / 3 * 100  # "plate" is valid but not plausible
+    # 001 is right; its entailed 002 is right, 003 has no prediction (skipped) -> 1.0
+    assert out["consistency"] == 100.0
+    assert out["consistency_detail"] == {
+        "n_questions": 1,
+        "n_entailed": 1,
+        "entailed_skipped": 1,
+        "questions_skipped": 0,
+    }
+    # group color: blue/blue -> 0; group object: gold cup, predicted plate -> 1, N = 1
+    # (0*1 + 1*1) / 2 / 100
+    assert out["distribution"] == 0.005
+    assert out["balanced_only"] is True
+    ci = out["ci"]
+    assert ci["accuracy"]["value"] == out["accuracy"] and ci["accuracy"]["n"] == 3
+    assert ci["accuracy"]["ci_low"] <= out["accuracy"] <= ci["accuracy"]["ci_high"]
+    assert set(ci["perStructuralType"]) == {"query", "verify"}
+    assert ci["perLength"]["5"]["n"] == 2
+    assert ci["distribution"]["value"] == 0.005
+
+
+def test_score_gqa_human_output_and_seed(run_cli, gqa_files):
+    q, p, _ = gqa_files
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p)
+    assert res.exit_code == 0, res.stderr
+    assert "accuracy" in res.stdout and "66.67" in res.stdout
+    assert "pass --choices" in res.stdout
+    args = ("score", "gqa", "--questions", q, "--predictions", p, "--json", "--n-bootstrap", "50")
+    first, again = run_cli(*args, "--seed", "3").json(), run_cli(*args, "--seed", "3").json()
+    assert first == again
+    assert first["validity"] is None and first["ci"]["validity"] is None
+
+
+def test_score_gqa_all_questions_needs_every_prediction(run_cli, gqa_files, write_json):
+    q, p, _ = gqa_files
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--all-questions")
+    assert res.exit_code == 2
+    assert "p.json" in res.stderr and "1 of 4 questions have no prediction" in res.stderr
+    res = run_cli(
+        "score", "gqa", "--questions", q, "--predictions", p, "--all-questions",
+        "--allow-missing", "--json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["n"] == 4 and res.json()["accuracy"] == 50.0  # 003 counted wrong
+
+
+def test_score_gqa_missing_balanced_prediction(run_cli, gqa_files, write_json):
+    q, _, _ = gqa_files
+    p = write_json("p2.json", {"001": "blue", "002": "yes"})
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p)
+    assert res.exit_code == 2
+    assert "p2.json" in res.stderr and "'004'" in res.stderr and "--allow-missing" in res.stderr
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--allow-missing", "--json")
+    assert res.json()["accuracy"] == 2 / 3 * 100
+    assert res.json()["distribution"] == 0.005  # no prediction: counts in no histogram
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("q.json", '{"001": {"question": "a", ', "q.json: malformed JSON at line 1"),
+        ("q.json", "", "q.json: file is empty"),
+        ("p.json", '{"001": NaN}', "p.json: malformed JSON at line 1, column 9: NaN"),
+        ("p.json", '{"001": "blue", "999": "x"}', "p.json: record '999': question id is not"),
+    ],
+)
+def test_score_gqa_bad_files(run_cli, gqa_files, name, content, message):
+    q, p, _ = gqa_files
+    (q if name == "q.json" else p).write_text(content)
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p)
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: ")
+    assert message in res.stderr
+
+
+def test_score_gqa_missing_fields_name_the_record(run_cli, write_json, gqa_files):
+    _, p, _ = gqa_files
+    broken = json.loads(json.dumps(QUESTIONS))
+    del broken["004"]["types"]
+    q = write_json("broken.json", broken)
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p)
+    assert res.exit_code == 2
+    assert "broken.json: record '004': missing field 'types'" in res.stderr
+    del broken["004"]
+    broken["002"]["semantic"] = [{"operation": "select"}]
+    q = write_json("broken2.json", broken)
+    p2 = write_json("p2.json", {"001": "blue", "002": "yes"})
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p2)
+    assert res.exit_code == 2
+    assert "broken2.json: record '002': 'semantic' step 0 needs" in res.stderr
+    small_choices = write_json("c2.json", {"001": CHOICES["001"]})
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p2, "--choices", small_choices)
+    assert res.exit_code == 2
+    assert "c2.json: record '002': no choices for this question" in res.stderr
+
+
+def test_score_gqa_without_balanced_questions(run_cli, write_json):
+    q = write_json("unbalanced.json", {"003": QUESTIONS["003"]})
+    p = write_json("p.json", {"003": "no"})
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p)
+    assert res.exit_code == 2
+    assert "unbalanced.json: no balanced questions" in res.stderr
+
+
+# ------------------------------------------------------------------- score ood
+
+# Local group A: yes x8, no x2 -> H = 0.72193; B (red/blue x5), C (cat x1), D (x/y/z x2)
+# have H = 1. mean 0.93048, population std 0.12041 -> threshold 0.81007: A kept.
+# alpha = 0.2: tail if p < 0.6 -> "no" (p = 0.2) is tail, "yes" (0.8) head.
+OOD_GROUPS = {
+    "A": [("yes", 8), ("no", 2)],
+    "B": [("red", 5), ("blue", 5)],
+    "C": [("cat", 1)],
+    "D": [("x", 2), ("y", 2), ("z", 2)],
+}
+
+
+def ood_questions() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for local, answers in OOD_GROUPS.items():
+        for answer, count in answers:
+            for _ in range(count):
+                out[f"0{len(out):03d}"] = rec("Is it?", answer, "verify", "attr", None, local=local)
+    return out
+
+
+@pytest.fixture
+def ood_files(write_json):
+    questions = ood_questions()
+    predictions = {qid: r["answer"] for qid, r in questions.items()}
+    in_a = [q for q, r in questions.items() if r["groups"]["local"] == "A"]
+    a_yes = [q for q in in_a if questions[q]["answer"] == "yes"]
+    a_no = [q for q in in_a if questions[q]["answer"] == "no"]
+    predictions[a_yes[0]] = "no"  # head: 7 of 8 right
+    predictions[a_no[0]] = "yes"  # tail: 1 of 2 right
+    return write_json("ood_q.json", questions), write_json("ood_p.json", predictions), a_no
+
+
+def test_score_ood_hand_worked(run_cli, ood_files):
+    q, p, _ = ood_files
+    res = run_cli("score", "ood", "--questions", q, "--predictions", p, "--json")
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    assert (out["n_all"], out["n_head"], out["n_tail"]) == (10, 8, 2)
+    assert out["acc_all"] == 80.0  # 8 of 10
+    assert out["acc_head"] == 87.5  # 7 of 8
+    assert out["acc_tail"] == 50.0  # 1 of 2
+    assert out["delta"] == 75.0  # (87.5 - 50) / 50 * 100
+    assert out["alpha"] == 0.2
+    assert out["split"]["n_groups"] == 4 and out["split"]["n_groups_kept"] == 1
+    assert out["split"]["entropy_threshold"] == pytest.approx(0.81007, abs=1e-5)
+    assert out["ci"]["acc_tail"]["n"] == 2 and out["ci"]["delta"]["value"] == 75.0
+    assert out["ci"]["delta"]["n"] == 10
+    assert "curve" not in out
+
+
+def test_score_ood_curve_plot_and_split_files(run_cli, ood_files, tmp_path):
+    q, p, a_no = ood_files
+    png = tmp_path / "plots" / "tail.png"
+    split_dir = tmp_path / "split"
+    res = run_cli(
+        "score", "ood", "--questions", q, "--predictions", p, "--plot", png,
+        "--write-split", split_dir, "--json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    curve = {point["alpha"]: point for point in out["curve"]}
+    assert len(out["curve"]) == 22
+    # alpha = -0.7: threshold 0.3 / 2 = 0.15 > p("no") = 0.2 is false -> empty tail
+    assert curve[-0.7] == {"alpha": -0.7, "acc_tail": None, "n_tail": 0}
+    # alpha = -0.5: 0.25 -> "no" is tail; alpha = 9: 5 -> every answer of A is tail
+    assert curve[-0.5] == {"alpha": -0.5, "acc_tail": 50.0, "n_tail": 2}
+    assert curve[9.0] == {"alpha": 9.0, "acc_tail": 80.0, "n_tail": 10}
+    assert out["ci"]["curve"][0] == {"alpha": -0.7, "acc_tail": None}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out["plot"] == str(png)
+    questions = json.loads(Path(q).read_text())
+    tail = json.loads((split_dir / "ood_tail.json").read_text())
+    assert list(tail) == sorted(a_no)
+    assert tail[a_no[0]] == questions[a_no[0]]
+    assert len(json.loads((split_dir / "ood_all.json").read_text())) == 10
+    assert len(json.loads((split_dir / "ood_head.json").read_text())) == 8
+
+
+def test_score_ood_split_only_without_predictions(run_cli, ood_files, tmp_path):
+    q, _, _ = ood_files
+    res = run_cli("score", "ood", "--questions", q, "--write-split", tmp_path / "s", "--curve")
+    assert res.exit_code == 0, res.stderr
+    assert "1 of 4 local groups kept" in res.stdout and "2 tail" in res.stdout
+    out = run_cli("score", "ood", "--questions", q, "--alpha", "9", "--json").json()
+    assert out["acc_all"] is None and out["delta"] is None
+    assert (out["n_all"], out["n_head"], out["n_tail"]) == (10, 0, 10)
+    assert (tmp_path / "s" / "ood_head.json").exists()
+    res = run_cli("score", "ood", "--questions", q, "--plot", tmp_path / "x.png")
+    assert res.exit_code == 2 and "--plot needs --predictions" in res.stderr
+
+
+def test_score_ood_predictions_may_cover_only_the_split(run_cli, ood_files, write_json):
+    q, _, a_no = ood_files
+    questions = json.loads(Path(q).read_text())
+    split_only = {qid: r["answer"] for qid, r in questions.items() if r["groups"]["local"] == "A"}
+    p = write_json("split_p.json", split_only)
+    res = run_cli("score", "ood", "--questions", q, "--predictions", p, "--json")
+    assert res.exit_code == 0 and res.json()["acc_all"] == 100.0
+    del split_only[a_no[0]]
+    p = write_json("split_p.json", split_only)
+    res = run_cli("score", "ood", "--questions", q, "--predictions", p)
+    assert res.exit_code == 2
+    assert "split_p.json: 1 of 10 questions have no prediction" in res.stderr
+
+
+def test_score_ood_bad_input(run_cli, write_json):
+    questions = ood_questions()
+    del questions["0003"]["groups"]["local"]
+    q = write_json("noloc.json", questions)
+    res = run_cli("score", "ood", "--questions", q)
+    assert res.exit_code == 2
+    assert "noloc.json: record '0003': missing field 'groups.local'" in res.stderr
+    questions = ood_questions()
+    del questions["0005"]["groups"]
+    res = run_cli("score", "ood", "--questions", write_json("nogroups.json", questions))
+    assert res.exit_code == 2
+    assert "nogroups.json: record '0005': missing field 'groups'" in res.stderr
+    res = run_cli("score", "ood", "--questions", write_json("ok.json", ood_questions()),
+                  "--alpha", "-1")  # fmt: skip
+    assert res.exit_code == 2
