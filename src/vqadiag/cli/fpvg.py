@@ -80,7 +80,8 @@ def _render_relevance(result: Mapping[str, Any]) -> None:
     console = Console()
     console.print(
         f"wrote {result['out']}: {result['n_kept']} of {result['n_questions']} questions "
-        "have relevant and irrelevant boxes"
+        "have relevant and irrelevant boxes",
+        soft_wrap=True,
     )
     table = Table(title="Left out", title_justify="left")
     table.add_column("reason")
@@ -173,7 +174,7 @@ def _render_fpvg(result: Mapping[str, Any]) -> None:
     )
     console = Console()
     left_out = ", ".join(f"{k} {v}" for k, v in result["excluded"].items() if v)
-    console.print(f"left out: {left_out or 'none'}")
+    console.print(f"left out: {left_out or 'none'}", soft_wrap=True)
     c2i = result["c2i"]
     groups = [g for g in ("all", "id", "ood") if g in c2i]
     table = Table(title="c2i (#correct / #incorrect)", title_justify="left")
