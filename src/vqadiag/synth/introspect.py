@@ -1,0 +1,60 @@
+"""VQA-introspect records: reasoning questions with perception sub-questions.
+
+For every reasoning question of the VQA v2 files (ripeness, warmth, wildness,
+free seat — rules in ``world.json``), three "annotators" each give one entry:
+``perception`` (probability 0.8) with the perception sub-question that suffices
+to answer the main question by the world's rule, ``reasoning`` (0.12) with a
+rephrased reasoning question, or ``invalid`` (0.08) repeating the main question.
+Sub-answers are the true perceptual facts of the image.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from vqadiag.synth.vqa2 import SUB_QUESTIONS, Facts, answer_of, render
+
+_REPHRASE = {
+    "ripe": "Does the {0} look ripe?",
+    "warm": "Would the {0} keep you warm?",
+    "wild": "Does the animal live in the wild?",
+    "seat": "Is the {0} free to sit on?",
+}
+_ALT_PERCEPTION = {
+    "color": "What is the color of the {0}?",
+    "material": "What material is the {0}?",
+    "animal": "Which animal is this?",
+    "anything_on": "Is something on the {0}?",
+}
+
+
+def introspect_record(
+    key: str, param: str, question: str, answer: str, image_id: int, facts: Facts,
+    rng: random.Random,
+) -> dict[str, Any]:  # fmt: skip
+    """The introspect record of one reasoning question (see module docstring)."""
+    entries = []
+    for _ in range(3):
+        kind = rng.choices(("perception", "reasoning", "invalid"), (0.8, 0.12, 0.08))[0]
+        if kind == "perception":
+            sub_qa = []
+            for sub in SUB_QUESTIONS[key]:
+                sub_answer = answer_of(sub, param, facts)
+                if sub_answer is None:  # cannot happen when the main premise holds
+                    continue
+                text = render(sub, param)
+                if rng.random() < 0.4:
+                    text = _ALT_PERCEPTION[sub].format(param)
+                sub_qa.append({"sub_question": text, "sub_answer": sub_answer})
+        elif kind == "reasoning":
+            sub_qa = [{"sub_question": _REPHRASE[key].format(param), "sub_answer": answer}]
+        else:
+            sub_qa = [{"sub_question": question, "sub_answer": answer}]
+        entries.append({"pred_q_type": kind, "sub_qa": sub_qa})
+    return {
+        "reasoning_question": question,
+        "reasoning_answer_most_common": answer,
+        "image_id": image_id,
+        "introspect": entries,
+    }
