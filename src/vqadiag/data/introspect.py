@@ -1,0 +1,259 @@
+"""VQA-introspect files (SPEC.md §6; Selvaraju et al. §3.2) and their sub-question ids.
+
+Shape of the official files (``VQAIntrospect_{train,val}v1.0.json``)::
+
+    {main_qid: {"reasoning_question": str, "reasoning_answer_most_common": str,
+                "image_id": int, "introspect": [
+                    {"pred_q_type": "reasoning" | "perception" | "invalid",
+                     "sub_qa": [{"sub_question": str, "sub_answer": str}, ...]},
+                    ...]}}
+
+``main_qid`` is the VQA v2 question id of the Reasoning question, so VQA v2
+annotations score the main questions directly.
+
+Sub-questions carry no id in that format. We keep, per main question, the
+sub-questions of every worker whose ``pred_q_type`` is in ``include_types``
+(default: ``reasoning`` and ``perception``; ``invalid`` entries flag a
+nonsensical main question and are skipped), in file order, drop duplicate
+(question, answer) pairs as the paper does ("Removing duplicate question,
+answer pairs", §3.2; compared after lower-casing and collapsing whitespace,
+first spelling kept), and number the survivors from 0:
+
+    sub_id = f"{main_qid}_{k}"        k = 0, 1, 2, …  in that order
+
+so the same file always gives the same ids. :func:`write_vqa_style` writes
+the main and sub-questions as VQA v2 question and annotation files under those
+ids, for running a model on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import read_json, require_field, write_json
+from vqadiag.errors import DataError, record_label
+
+Q_TYPES = ("reasoning", "perception", "invalid")
+DEFAULT_INCLUDE = ("reasoning", "perception")
+
+
+@dataclass(frozen=True, slots=True)
+class SubQuestion:
+    """One deduplicated Perception sub-question of a main question."""
+
+    sub_id: str
+    main_id: str
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class MainQuestion:
+    """One Reasoning question with its deduplicated sub-questions."""
+
+    main_id: str
+    question: str
+    answer: str
+    image_id: int | str
+    subs: tuple[SubQuestion, ...] = ()
+
+
+@dataclass(slots=True)
+class Introspect:
+    """A VQA-introspect file: main questions and all sub-questions, both by id."""
+
+    mains: dict[str, MainQuestion] = field(default_factory=dict)
+    subs: dict[str, SubQuestion] = field(default_factory=dict)
+
+
+def sub_question_id(main_id: str, k: int) -> str:
+    """Id of the k-th (0-based, after deduplication) sub-question: ``"<main_id>_<k>"``."""
+    return f"{main_id}_{k}"
+
+
+def _dedup_key(question: str, answer: str) -> tuple[str, str]:
+    return " ".join(question.lower().split()), " ".join(answer.lower().split())
+
+
+def _text(record: Mapping[str, Any], name: str, path: Path, label: str, where: str = "") -> str:
+    value = require_field(record, name, path, label)
+    prefix = f"{where}: " if where else ""
+    if not isinstance(value, str):
+        raise DataError(path, f"{prefix}{name!r} must be a string, got {value!r}", label)
+    if not value.strip():
+        raise DataError(path, f"{prefix}{name!r} is empty", label)
+    return value
+
+
+def _image_id(record: Mapping[str, Any], path: Path, label: str) -> int | str:
+    value = require_field(record, "image_id", path, label)
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+        raise DataError(path, f"'image_id' must be an integer or string, got {value!r}", label)
+    return value
+
+
+def _main(
+    main_id: str, record: Any, path: Path, include: frozenset[str]
+) -> tuple[MainQuestion, list[SubQuestion]]:
+    label = record_label(main_id)
+    question = _text(record, "reasoning_question", path, label)
+    answer = _text(record, "reasoning_answer_most_common", path, label)
+    image_id = _image_id(record, path, label)
+    entries = require_field(record, "introspect", path, label)
+    if not isinstance(entries, list):
+        raise DataError(path, "'introspect' must be a list", label)
+    seen: set[tuple[str, str]] = set()
+    subs: list[SubQuestion] = []
+    for i, entry in enumerate(entries):
+        where = f"introspect[{i}]"
+        if not isinstance(entry, Mapping):
+            raise DataError(path, f"{where}: expected an object", label)
+        q_type = entry.get("pred_q_type")
+        if q_type not in Q_TYPES:
+            raise DataError(
+                path,
+                f"{where}: 'pred_q_type' must be one of {', '.join(Q_TYPES)}, got {q_type!r}",
+                label,
+            )
+        if "sub_qa" not in entry:
+            raise DataError(path, f"{where}: missing field 'sub_qa'", label)
+        sub_qa = entry["sub_qa"]
+        if not isinstance(sub_qa, list):
+            raise DataError(path, f"{where}: 'sub_qa' must be a list", label)
+        if q_type not in include:
+            continue
+        for j, qa in enumerate(sub_qa):
+            at = f"{where}.sub_qa[{j}]"
+            if not isinstance(qa, Mapping):
+                raise DataError(path, f"{at}: expected an object", label)
+            for name in ("sub_question", "sub_answer"):
+                if name not in qa:
+                    raise DataError(path, f"{at}: missing field {name!r}", label)
+            sub_q = _text(qa, "sub_question", path, label, at)
+            sub_a = _text(qa, "sub_answer", path, label, at)
+            key = _dedup_key(sub_q, sub_a)
+            if key in seen:
+                continue
+            seen.add(key)
+            subs.append(SubQuestion(sub_question_id(main_id, len(subs)), main_id, sub_q, sub_a))
+    return MainQuestion(main_id, question, answer, image_id, tuple(subs)), subs
+
+
+def parse_introspect(
+    data: Any, path: str | Path, include_types: Iterable[str] = DEFAULT_INCLUDE
+) -> Introspect:
+    """Validate parsed VQA-introspect JSON and number its sub-questions (module docstring).
+
+    Raises ``DataError`` naming the file, the main question and the problem
+    (missing field, non-string text, empty text, unknown ``pred_q_type``, a
+    generated sub id that collides with a main id).
+    """
+    p = Path(path)
+    include = frozenset(include_types)
+    unknown = include - set(Q_TYPES)
+    if unknown:
+        raise ValueError(f"unknown pred_q_type(s) {sorted(unknown)}; known: {Q_TYPES}")
+    if not isinstance(data, Mapping):
+        raise DataError(
+            p, f"expected a JSON object keyed by question id, got {type(data).__name__}"
+        )
+    if not data:
+        raise DataError(p, "no questions in file")
+    out = Introspect()
+    for raw_id, record in data.items():
+        main_id = str(raw_id).strip()
+        if not main_id:
+            raise DataError(p, "empty question id", record_label(raw_id))
+        if main_id in out.mains:
+            raise DataError(p, "duplicate question id", record_label(main_id))
+        main, subs = _main(main_id, record, p, include)
+        out.mains[main_id] = main
+        for sub in subs:
+            out.subs[sub.sub_id] = sub
+    clash = next((sid for sid in out.subs if sid in out.mains), None)
+    if clash is not None:
+        raise DataError(
+            p, "generated sub-question id equals a main question id", record_label(clash)
+        )
+    return out
+
+
+def read_introspect(path: str | Path, include_types: Iterable[str] = DEFAULT_INCLUDE) -> Introspect:
+    """Read a VQA-introspect file (module docstring for the shape and the sub ids)."""
+    return parse_introspect(read_json(path), path, include_types)
+
+
+def normalized(answer: str) -> str:
+    """The official VQA normalization of an answer (SPEC.md §1 steps 1–2; raw text if empty)."""
+    from vqadiag.metrics.vqa_accuracy import normalize_answer
+
+    return normalize_answer(answer) or answer.strip()
+
+
+def answer_type(answer: str) -> str:
+    """VQA v2 answer type of a single answer: ``yes/no``, ``number`` or ``other``."""
+    text = answer.strip().lower()
+    if text in {"yes", "no"}:
+        return "yes/no"
+    return "number" if text.replace(",", "").isdigit() else "other"
+
+
+def _vqa_files(
+    rows: list[tuple[str, Any, str, str]], subtype: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    info = {"description": "written by vqadiag introspect-questions from VQA-introspect"}
+    questions = [
+        {"question_id": qid, "image_id": image_id, "question": question}
+        for qid, image_id, question, _ in rows
+    ]
+    annotations = [
+        {
+            "question_id": qid,
+            "image_id": image_id,
+            "question_type": "introspect",
+            "answer_type": answer_type(answer),
+            "multiple_choice_answer": answer,
+            "answers": [
+                {"answer": answer, "answer_confidence": "yes", "answer_id": i} for i in range(1, 11)
+            ],
+        }
+        for qid, image_id, _, answer in rows
+    ]
+    head = {"info": info, "data_type": "mscoco", "data_subtype": subtype}
+    return {**head, "questions": questions}, {**head, "annotations": annotations}
+
+
+def write_vqa_style(intro: Introspect, out_dir: str | Path) -> dict[str, str]:
+    """Write the main and sub-questions as VQA v2-style files under ``out_dir``.
+
+    Files: ``main_questions.json``, ``main_annotations.json``,
+    ``sub_questions.json``, ``sub_annotations.json`` (``{"questions": [...]}`` /
+    ``{"annotations": [...]}`` with string ``question_id``; each annotation
+    repeats the single known answer, in its official VQA normalization
+    (SPEC.md §1), 10 times, so the VQA accuracy of a prediction is 1 when it
+    equals that answer and 0 otherwise) and
+    ``sub_index.json`` ``{sub_id: main_id}``. Returns ``{name: path}``.
+    """
+    out = Path(out_dir)
+    mains = [
+        (m.main_id, m.image_id, m.question, normalized(m.answer)) for m in intro.mains.values()
+    ]
+    subs = [
+        (s.sub_id, intro.mains[s.main_id].image_id, s.question, normalized(s.answer))
+        for s in intro.subs.values()
+    ]
+    written: dict[str, str] = {}
+    for prefix, rows in (("main", mains), ("sub", subs)):
+        questions, annotations = _vqa_files(rows, f"vqa-introspect-{prefix}")
+        written[f"{prefix}_questions"] = str(
+            write_json(out / f"{prefix}_questions.json", questions)
+        )
+        written[f"{prefix}_annotations"] = str(
+            write_json(out / f"{prefix}_annotations.json", annotations)
+        )
+    index = {s.sub_id: s.main_id for s in intro.subs.values()}
+    written["sub_index"] = str(write_json(out / "sub_index.json", index))
+    return written
