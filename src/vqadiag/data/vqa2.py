@@ -1,0 +1,163 @@
+"""Readers for the official VQA v2 files: questions, annotations, complementary pairs.
+
+* questions ``{"questions": [{"image_id", "question", "question_id"}, ...], ...}``
+* annotations ``{"annotations": [{"question_id", "image_id", "question_type",
+  "answer_type", "answers": [{"answer", "answer_confidence", "answer_id"}] × 10,
+  "multiple_choice_answer"}, ...], ...}``
+* complementary pairs: a JSON list of ``[qid_a, qid_b]`` (SPEC.md §2).
+
+Question ids become decimal strings (SPEC.md preamble). Every problem raises
+:class:`~vqadiag.errors.DataError` naming the file and the record.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import read_json, require_field
+from vqadiag.data.predictions import normalize_id
+from vqadiag.errors import DataError, record_label
+
+
+def _records(path: Path, data: Any, key: str) -> list[Any]:
+    """The list under ``key`` (the official shape) or a bare list."""
+    if isinstance(data, Mapping):
+        if key not in data:
+            raise DataError(path, f"expected a JSON object with a {key!r} list")
+        data = data[key]
+    if not isinstance(data, list):
+        raise DataError(path, f"{key!r} must be a list of records")
+    if not data:
+        raise DataError(path, f"no {key} in file")
+    return data
+
+
+def _record_id(record: Any, path: Path, position: int) -> tuple[str, str]:
+    where = f"item {position}"
+    qid = normalize_id(require_field(record, "question_id", path, where), path, where)
+    return qid, record_label(qid)
+
+
+def _string_field(record: Mapping[str, Any], field: str, path: Path, label: str) -> str:
+    value = require_field(record, field, path, label)
+    if not isinstance(value, str):
+        raise DataError(path, f"{field!r} must be a string, got {value!r}", label)
+    return value
+
+
+def _image_id(record: Mapping[str, Any], path: Path, label: str) -> str:
+    value = require_field(record, "image_id", path, label)
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+        raise DataError(path, f"'image_id' must be an integer or string, got {value!r}", label)
+    return str(value)
+
+
+def read_vqa_questions(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Read an official VQA v2 questions file into ``{qid: record}``.
+
+    Each record keeps its fields, with ``question_id`` as a string and
+    ``image_id`` as a string. Missing fields, non-string questions and
+    duplicate ids raise DataError.
+    """
+    p = Path(path)
+    out: dict[str, dict[str, Any]] = {}
+    for i, record in enumerate(_records(p, read_json(p), "questions")):
+        qid, label = _record_id(record, p, i)
+        if qid in out:
+            raise DataError(p, "duplicate question id", label)
+        question = _string_field(record, "question", p, label)
+        out[qid] = {
+            **record,
+            "question_id": qid,
+            "image_id": _image_id(record, p, label),
+            "question": question,
+        }
+    return out
+
+
+def _answer_strings(record: Mapping[str, Any], path: Path, label: str) -> list[str]:
+    answers = require_field(record, "answers", path, label)
+    if not isinstance(answers, list):
+        raise DataError(path, f"'answers' must be a list, got {type(answers).__name__}", label)
+    if not answers:
+        raise DataError(path, "empty answer list", label)
+    out = []
+    for k, item in enumerate(answers):
+        value = require_field(item, "answer", path, f"{label}: answer {k}")
+        if not isinstance(value, str):
+            raise DataError(path, f"answer {k} must be a string, got {value!r}", label)
+        out.append(value)
+    return out
+
+
+def read_vqa_annotations(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Read an official VQA v2 annotations file into ``{qid: record}``.
+
+    Required per record: ``question_id``, ``question_type``, ``answer_type``
+    (strings) and a non-empty ``answers`` list of ``{"answer": str, ...}``.
+    ``image_id`` is optional (kept as a string when present);
+    ``multiple_choice_answer`` is optional and, when absent, set to the most
+    frequent annotator answer (first seen wins ties). Each record gains
+    ``answer_list``: the answer strings in annotator order.
+    """
+    p = Path(path)
+    out: dict[str, dict[str, Any]] = {}
+    for i, record in enumerate(_records(p, read_json(p), "annotations")):
+        qid, label = _record_id(record, p, i)
+        if qid in out:
+            raise DataError(p, "duplicate question id", label)
+        answers = _answer_strings(record, p, label)
+        entry = {
+            **record,
+            "question_id": qid,
+            "question_type": _string_field(record, "question_type", p, label),
+            "answer_type": _string_field(record, "answer_type", p, label),
+            "answer_list": answers,
+        }
+        if "image_id" in record:
+            entry["image_id"] = _image_id(record, p, label)
+        if "multiple_choice_answer" in record:
+            entry["multiple_choice_answer"] = _string_field(
+                record, "multiple_choice_answer", p, label
+            )
+        else:
+            entry["multiple_choice_answer"] = Counter(answers).most_common(1)[0][0]
+        out[qid] = entry
+    return out
+
+
+def read_pairs(path: str | Path, known_ids: Collection[str] | None = None) -> list[tuple[str, str]]:
+    """Read complementary pairs (a JSON list of ``[qid_a, qid_b]``) as string tuples.
+
+    Raises DataError for a pair that is not two ids, a question paired with
+    itself, a pair listed twice, and (when ``known_ids`` is given, e.g. the
+    annotated ids) ids outside ``known_ids``.
+    """
+    p = Path(path)
+    data = read_json(p)
+    if not isinstance(data, list):
+        raise DataError(p, "expected a JSON list of [question_id_a, question_id_b] pairs")
+    if not data:
+        raise DataError(p, "no pairs in file")
+    out: list[tuple[str, str]] = []
+    seen: set[frozenset[str]] = set()
+    for i, item in enumerate(data):
+        where = f"pair {i}"
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise DataError(p, f"expected [question_id_a, question_id_b], got {item!r}", where)
+        a, b = (normalize_id(v, p, where) for v in item)
+        if a == b:
+            raise DataError(p, f"question {a!r} is paired with itself", where)
+        key = frozenset((a, b))
+        if key in seen:
+            raise DataError(p, f"pair [{a!r}, {b!r}] is listed twice", where)
+        seen.add(key)
+        if known_ids is not None:
+            for qid in (a, b):
+                if qid not in known_ids:
+                    raise DataError(p, "question id is not in the annotations", record_label(qid))
+        out.append((a, b))
+    return out

@@ -1,0 +1,159 @@
+"""Readers of VQA v2 questions, annotations and complementary pairs, with validation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.errors import DataError
+
+WriteJson = Callable[[str, Any], Path]
+
+
+def annotation(qid: int, answers: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
+    answers = ["yes"] * 10 if answers is None else answers
+    record = {
+        "question_id": qid,
+        "image_id": 7,
+        "question_type": "is the",
+        "answer_type": "yes/no",
+        "answers": [
+            {"answer": a, "answer_confidence": "yes", "answer_id": i + 1}
+            for i, a in enumerate(answers)
+        ],
+        "multiple_choice_answer": "yes",
+    }
+    record.update(extra)
+    return record
+
+
+def test_questions_official_shape(write_json: WriteJson) -> None:
+    path = write_json(
+        "q.json",
+        {
+            "info": {},
+            "questions": [
+                {"image_id": 7, "question": "Is it?", "question_id": 7000},
+                {"image_id": 8, "question": "What?", "question_id": 8001},
+            ],
+        },
+    )
+    out = read_vqa_questions(path)
+    assert list(out) == ["7000", "8001"]
+    assert out["7000"]["question"] == "Is it?"
+    assert out["7000"]["image_id"] == "7"
+    assert out["7000"]["question_id"] == "7000"
+
+
+def test_annotations_official_shape(write_json: WriteJson) -> None:
+    answers = ["2", "two", "3", "2", "2", "2", "3", "2", "two", "2"]
+    record = annotation(5, answers, answer_type="number", question_type="how many")
+    del record["multiple_choice_answer"]
+    out = read_vqa_annotations(write_json("a.json", {"annotations": [record]}))
+    entry = out["5"]
+    assert entry["answer_list"] == answers
+    assert entry["answer_type"] == "number"
+    assert entry["question_type"] == "how many"
+    assert entry["image_id"] == "7"
+    # absent multiple_choice_answer: the most frequent raw answer ("2": 6 of 10)
+    assert entry["multiple_choice_answer"] == "2"
+
+
+def test_bare_lists_are_accepted(write_json: WriteJson) -> None:
+    out = read_vqa_annotations(write_json("a.json", [annotation(1), annotation(2)]))
+    assert list(out) == ["1", "2"]
+
+
+def _error(fn: Callable[[Path], Any], path: Path) -> str:
+    with pytest.raises(DataError) as info:
+        fn(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("records", "fragment"),
+    [
+        ([annotation(1), annotation(1)], "record '1': duplicate question id"),
+        ([annotation(1, [])], "record '1': empty answer list"),
+        ([annotation(1, ["yes"] * 9 + [3])], "record '1': answer 9 must be a string"),
+        ([annotation(1, ["yes"] * 9 + [None])], "record '1': answer 9 must be a string"),
+        ([{**annotation(1), "answers": "yes"}], "record '1': 'answers' must be a list"),
+        ([annotation(1, question_type=None)], "record '1': 'question_type' must be a string"),
+        ([annotation(1, multiple_choice_answer=4)], "'multiple_choice_answer' must be a string"),
+        ([{k: v for k, v in annotation(1).items() if k != "answer_type"}], "missing field"),
+        ([{"image_id": 3}], "item 0: missing field 'question_id'"),
+        ([annotation(1, image_id=None)], "'image_id' must be an integer or string"),
+    ],
+)
+def test_annotation_problems(write_json: WriteJson, records: list[Any], fragment: str) -> None:
+    path = write_json("ann.json", {"annotations": records})
+    message = _error(read_vqa_annotations, path)
+    assert message.startswith(str(path))
+    assert fragment in message
+
+
+def test_annotation_answer_without_answer_field(write_json: WriteJson) -> None:
+    record = annotation(4)
+    record["answers"][2] = {"answer_id": 3}
+    path = write_json("ann.json", {"annotations": [record]})
+    message = _error(read_vqa_annotations, path)
+    assert "record '4'" in message and "answer 2" in message and "missing field 'answer'" in message
+
+
+def test_question_problems(write_json: WriteJson) -> None:
+    good = {"image_id": 1, "question": "Q?", "question_id": 10}
+    path = write_json("q.json", {"questions": [good, good]})
+    assert "record '10': duplicate question id" in _error(read_vqa_questions, path)
+    path = write_json("q.json", {"questions": [{"image_id": 1, "question_id": 11}]})
+    assert "record '11': missing field 'question'" in _error(read_vqa_questions, path)
+    path = write_json("q.json", {"questions": [{**good, "question": 5}]})
+    assert "'question' must be a string" in _error(read_vqa_questions, path)
+    path = write_json("q.json", {"quest": []})
+    assert "'questions' list" in _error(read_vqa_questions, path)
+    path = write_json("q.json", {"questions": []})
+    assert "no questions in file" in _error(read_vqa_questions, path)
+
+
+def test_file_level_problems(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert _error(read_vqa_annotations, empty) == f"{empty}: file is empty"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"annotations": [')
+    assert "malformed JSON at line 1" in _error(read_vqa_annotations, bad)
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"annotations": [{"question_id": 1, "x": NaN}]}')
+    assert "NaN" in _error(read_vqa_annotations, nan)
+    assert "file not found" in _error(read_vqa_questions, tmp_path / "missing.json")
+
+
+def test_pairs(write_json: WriteJson) -> None:
+    path = write_json("pairs.json", [[1, 2], ["3", "4"]])
+    assert read_pairs(path) == [("1", "2"), ("3", "4")]
+    assert read_pairs(path, {"1", "2", "3", "4"}) == [("1", "2"), ("3", "4")]
+
+
+@pytest.mark.parametrize(
+    ("pairs", "fragment"),
+    [
+        ([[1, 2, 3]], "pair 0: expected [question_id_a, question_id_b]"),
+        ([[1]], "pair 0: expected"),
+        ([5], "pair 0: expected"),
+        ([[1, 2], [3, 3]], "pair 1: question '3' is paired with itself"),
+        ([[1, 2], [2, 1]], "pair 1: pair ['2', '1'] is listed twice"),
+        ([[1, None]], "pair 0: question id must be a string or integer"),
+        ([[1, 9]], "record '9': question id is not in the annotations"),
+        ({"pairs": []}, "expected a JSON list"),
+        ([], "no pairs in file"),
+    ],
+)
+def test_pair_problems(write_json: WriteJson, pairs: Any, fragment: str) -> None:
+    path = write_json("pairs.json", pairs)
+    with pytest.raises(DataError) as info:
+        read_pairs(path, {"1", "2", "3"})
+    assert str(info.value).startswith(str(path))
+    assert fragment in str(info.value)
