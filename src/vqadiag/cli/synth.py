@@ -1,3 +1,141 @@
-"""Commands: (in progress)."""
+"""Commands: ``vqadiag synth`` (generate a synthetic world) and ``vqadiag stats DIR``."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from vqadiag.cli.apps import app, stats_app
+from vqadiag.cli.common import JsonFlag, ResamplesOption, SeedOption, cli_errors, emit, rate_table
+
+
+def _render_summary(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"synthetic world in {result['out']}", title_justify="left")
+    for col in ("dataset", "split", "images", "questions", "notes"):
+        table.add_column(col, justify="left" if col in ("dataset", "split", "notes") else "right")
+    splits = result["splits"]
+    for split, s in splits["gqa"].items():
+        table.add_row(
+            "gqa",
+            split,
+            str(s["images"]),
+            str(s["questions"]),
+            f"{s['balanced']} balanced, {s['objects']} objects",
+        )
+    for split, s in splits["vqa2"].items():
+        table.add_row(
+            "vqa2",
+            split,
+            str(s["images"]),
+            str(s["questions"]),
+            f"{s['pairs']} pairs, not possible {s['not_possible_rate']:.2f}%",
+        )
+    for split, s in splits["introspect"].items():
+        table.add_row(
+            "introspect", split, "", str(s["questions"]), f"{s['sub_questions']} sub-questions"
+        )
+    d = splits["detections"]
+    table.add_row("detections", "all", str(d["images"]), "", f"{d['boxes']} boxes")
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{result['questions']} questions in {result['seconds']:.1f} s "
+        f"({result['questions_per_second']:.0f} questions/s), seed {result['seed']}, "
+        f"bias {result['bias']}, feature dim {result['feature_dim']}"
+    )
+
+
+@app.command("synth")
+@cli_errors
+def synth(
+    out: Annotated[Path, typer.Option("--out", help="Output folder (created).", file_okay=False)],
+    images: Annotated[int, typer.Option("--images", min=3, help="Number of images.")] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed: same seed, same bytes.")] = 0,
+    bias: Annotated[
+        float,
+        typer.Option(
+            "--bias", min=0.0, max=1.0, help="Skew of class-conditional attribute priors."
+        ),
+    ] = 0.8,
+    feature_dim: Annotated[
+        int, typer.Option("--feature-dim", min=1, help="Detector feature dimension.")
+    ] = 64,
+    as_json: JsonFlag = False,
+) -> None:
+    """Generate a synthetic world in the GQA, VQA v2 and VQA-introspect file formats."""
+    from vqadiag.synth import generate_world
+
+    result = generate_world(
+        out, images=images, seed=seed, bias=bias, feature_dim=feature_dim, progress=not as_json
+    )
+    emit(result, as_json, _render_summary)
+
+
+def _render_stats(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+
+    w = result["world"]
+    Console().print(
+        f"world: {w['images']} images, seed {w['seed']}, bias {w['bias']}, "
+        f"feature dim {w['feature_dim']}"
+    )
+    ci = result["ci"]
+    rows = []
+    for split, s in result["gqa"].items():
+        rows.append((f"gqa {split}: balanced %", ci["gqa"][split]["balanced_rate"], s["questions"]))
+        rows.append((f"gqa {split}: yes % (balanced yes/no)", ci["gqa"][split]["yes_rate"], None))
+    d = result["detections"]
+    rows.append(("detector recall @ IoU>0.5 %", ci["detections"]["recall_iou50"], None))
+    rows.append(("detected boxes unmatched %", ci["detections"]["unmatched_rate"], d["boxes"]))
+    for split, s in result["vqa2"].items():
+        rows.append(
+            (
+                f"vqa2 {split}: unanimous answers %",
+                ci["vqa2"][split]["unanimous_rate"],
+                s["questions"],
+            )
+        )
+        rows.append(
+            (
+                f"vqa2 {split}: pair possible %",
+                ci["vqa2"][split]["pair_possible_rate"],
+                s["pair_attempts"],
+            )
+        )
+    for split, s in result["introspect"].items():
+        rows.append(
+            (
+                f"introspect {split}: perception %",
+                ci["introspect"][split]["perception_rate"],
+                s["entries"],
+            )
+        )
+    rate_table("synthetic world", rows)
+    console = Console()
+    for split, s in result["gqa"].items():
+        o = s["ood"]
+        console.print(
+            f"gqa {split}: {s['objects_per_image']['mean']:.1f} objects/image, "
+            f"GQA-OOD {o['n_groups_kept']}/{o['n_groups']} groups kept, "
+            f"head {o['n_head']}, tail {o['n_tail']}"
+        )
+
+
+@stats_app.command("world")
+@cli_errors
+def world(
+    directory: Annotated[Path, typer.Argument(help="Folder written by `vqadiag synth`.")],
+    seed: SeedOption = 0,
+    n_bootstrap: ResamplesOption = 1000,
+    as_json: JsonFlag = False,
+) -> None:
+    """Describe a synthetic world: sizes, balance, detector quality, pairs (`vqadiag stats DIR`)."""
+    from vqadiag.synth import world_stats
+
+    emit(world_stats(directory, seed=seed, n_bootstrap=n_bootstrap), as_json, _render_stats)

@@ -85,7 +85,7 @@ def split_ranges(n: int) -> dict[str, range]:
 
 
 class _Progress:
-    """A rich progress bar when ``show`` is true, otherwise nothing."""
+    """A rich progress bar on stderr when ``show`` is true, otherwise nothing."""
 
     def __init__(self, show: bool) -> None:
         self.show = show
@@ -96,6 +96,7 @@ class _Progress:
         if not self.show:
             yield self
             return
+        from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = (
@@ -104,7 +105,7 @@ class _Progress:
             TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
         )
-        with Progress(*columns) as bar:
+        with Progress(*columns, console=Console(stderr=True)) as bar:
             self.bar = bar
             yield self
         self.bar = None
