@@ -86,36 +86,20 @@ def _render_stats(result: Mapping[str, Any]) -> None:
         f"feature dim {w['feature_dim']}"
     )
     ci = result["ci"]
-    rows = []
-    for split, s in result["gqa"].items():
-        rows.append((f"gqa {split}: balanced %", ci["gqa"][split]["balanced_rate"], s["questions"]))
-        rows.append((f"gqa {split}: yes % (balanced yes/no)", ci["gqa"][split]["yes_rate"], None))
-    d = result["detections"]
-    rows.append(("detector recall @ IoU>0.5 %", ci["detections"]["recall_iou50"], None))
-    rows.append(("detected boxes unmatched %", ci["detections"]["unmatched_rate"], d["boxes"]))
-    for split, s in result["vqa2"].items():
-        rows.append(
-            (
-                f"vqa2 {split}: unanimous answers %",
-                ci["vqa2"][split]["unanimous_rate"],
-                s["questions"],
-            )
+    labelled = []
+    for split in result["gqa"]:
+        labelled.append((f"gqa {split}: balanced %", ci["gqa"][split]["balanced_rate"]))
+        labelled.append((f"gqa {split}: yes % (balanced yes/no)", ci["gqa"][split]["yes_rate"]))
+    labelled.append(("detector recall @ IoU>0.5 %", ci["detections"]["recall_iou50"]))
+    labelled.append(("detected boxes unmatched %", ci["detections"]["unmatched_rate"]))
+    for split in result["vqa2"]:
+        labelled.append((f"vqa2 {split}: unanimous answers %", ci["vqa2"][split]["unanimous_rate"]))
+        labelled.append((f"vqa2 {split}: pair possible %", ci["vqa2"][split]["pair_possible_rate"]))
+    for split in result["introspect"]:
+        labelled.append(
+            (f"introspect {split}: perception %", ci["introspect"][split]["perception_rate"])
         )
-        rows.append(
-            (
-                f"vqa2 {split}: pair possible %",
-                ci["vqa2"][split]["pair_possible_rate"],
-                s["pair_attempts"],
-            )
-        )
-    for split, s in result["introspect"].items():
-        rows.append(
-            (
-                f"introspect {split}: perception %",
-                ci["introspect"][split]["perception_rate"],
-                s["entries"],
-            )
-        )
+    rows = [(label, c, c["n"]) for label, c in labelled]
     rate_table("synthetic world", rows)
     console = Console()
     for split, s in result["gqa"].items():
