@@ -21,7 +21,7 @@ matching is what makes the paper's separate ``wear`` / ``wearing`` and ``on`` /
 Provenance (documented in ``docs/robustness-consistency.md``): the 40 rules
 below are the paper's Table 2 ("top-40 rules based on data eliminated"), in
 its order, with the table's duplicated row ``What … playing?`` kept once.
-The paper lists only the first entries of four "not contains" lists and ends
+The paper lists only the first entries of five "not contains" lists and ends
 them with "etc."; we implement the listed words only. The paper's full rule
 set (beyond the top 40) was not published in any source we could find, so
 this split is a close approximation of the paper's, not a copy.
