@@ -7,8 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from vqadiag.api.robustness import resampled_sums_fast
-from vqadiag.metrics.bootstrap import resampled_sums
 from vqadiag.metrics.robustness import (
     accuracy_difference,
     check_limits,
@@ -102,11 +100,3 @@ def test_monotonic_fall():
     assert monotonic_violations(acc) == [4, 6]
     assert is_monotonic_fall(acc) is False
     assert is_monotonic_fall([50.0]) is None
-
-
-def test_fast_resampling_equals_shared_bootstrap():
-    rng = np.random.default_rng(3)
-    x = rng.random((257, 3))
-    fast = resampled_sums_fast(x, n_resamples=50, seed=11)
-    shared = resampled_sums(x, n_resamples=50, seed=11)
-    np.testing.assert_allclose(fast, shared, rtol=1e-12)

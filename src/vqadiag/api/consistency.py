@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.api.robustness import estimate, resampled_sums_fast, truth_format
+from vqadiag.api.robustness import estimate, truth_format
 from vqadiag.data.introspect import DEFAULT_INCLUDE, Introspect, read_introspect, write_vqa_style
 from vqadiag.data.jsonio import write_json
 from vqadiag.data.predictions import Prediction, align_predictions, answers_of, read_predictions
 from vqadiag.errors import DataError, record_label
-from vqadiag.metrics.bootstrap import DEFAULT_RESAMPLES
+from vqadiag.metrics.bootstrap import DEFAULT_RESAMPLES, resampled_sums
 from vqadiag.metrics.consistency import (
     QUADRANTS,
     balanced_pair_weights,
@@ -168,7 +168,7 @@ def score_consistency(
     )
     n_main = len(main_ids)
     point = consistency_statistics(columns.sum(axis=0)[None, :])
-    boot = consistency_statistics(resampled_sums_fast(columns, n_bootstrap, seed))
+    boot = consistency_statistics(resampled_sums(columns, n_bootstrap, seed))
 
     def pick(key: str) -> tuple[float, dict[str, Any]]:
         return float(point[key][0]), estimate(point[key][0], boot[key], n_main)
@@ -197,7 +197,7 @@ def score_consistency(
             read_predictions(overall), all_ids, overall, allow_missing=allow_missing
         )
         scores = _vqa_scores(anns, all_ids, answers_of(aligned), annotations, lenient)
-        sums = resampled_sums_fast(scores, n_bootstrap, seed)[:, 0]
+        sums = resampled_sums(scores, n_bootstrap, seed)[:, 0]
         value = 100.0 * float(scores.sum()) / scores.size
         result["overall_accuracy"] = value
         result["n_overall"] = int(scores.size)
@@ -284,7 +284,7 @@ def classify_questions(
         counts[label] += 1
     n = len(rows)
     value = 100.0 * float(reasoning.sum()) / n
-    boot = 100.0 * resampled_sums_fast(reasoning, n_bootstrap, seed)[:, 0] / n
+    boot = 100.0 * resampled_sums(reasoning, n_bootstrap, seed)[:, 0] / n
     result: dict[str, Any] = {
         "format": fmt,
         "n": n,

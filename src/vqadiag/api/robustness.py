@@ -30,9 +30,9 @@ from vqadiag.data.jsonio import read_json
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import (
-    _CHUNK_ELEMENTS,
     DEFAULT_RESAMPLES,
     percentile_interval,
+    resampled_sums,
 )
 from vqadiag.metrics.robustness import (
     DEFAULT_M,
@@ -75,37 +75,6 @@ def truth_format(path: str | Path) -> str:
             return "vqa_annotations"
         return "vqa_questions"
     return "introspect" if b'"reasoning_question"' in head else "gqa"
-
-
-def resampled_sums_fast(
-    columns: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0
-) -> np.ndarray:
-    """Bootstrap column sums, same draws as :func:`vqadiag.metrics.bootstrap.resampled_sums`.
-
-    ``S_b = Σ_i w_bi · X_i`` with ``w_b`` the resample counts of the n units.
-    The same generator calls (seed, chunking, ``integers``) give the same
-    resamples; the sums are taken as ``counts @ X`` (one bincount per resample
-    and one matrix product per chunk) instead of one gather per column, which is
-    much faster for many columns. Equal to the shared function up to
-    floating-point summation order.
-    """
-    x = np.asarray(columns, dtype=np.float64)
-    if x.ndim == 1:
-        x = x[:, None]
-    n, k = x.shape
-    out = np.zeros((n_resamples, k), dtype=np.float64)
-    if n == 0:
-        return out
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
-    for start in range(0, n_resamples, chunk):
-        stop = min(n_resamples, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        counts = np.empty((stop - start, n), dtype=np.float64)
-        for row in range(stop - start):
-            counts[row] = np.bincount(idx[row], minlength=n)
-        out[start:stop] = counts @ x
-    return out
 
 
 def estimate(value: float, boot: np.ndarray, n: int) -> dict[str, Any]:
@@ -254,7 +223,7 @@ def score_robustness(
         blocks.append(masks.astype(np.float64))
     columns = np.column_stack(blocks)
     full = columns.sum(axis=0)[None, :]
-    boot = resampled_sums_fast(columns, n_bootstrap, seed)
+    boot = resampled_sums(columns, n_bootstrap, seed)
 
     def rates(sums: np.ndarray) -> dict[str, Any]:
         """All statistics from rows of column sums (point estimate: one row)."""

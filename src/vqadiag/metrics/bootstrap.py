@@ -41,23 +41,26 @@ def resampled_sums(
 ) -> np.ndarray:
     """Column sums of ``columns`` (n × k) over ``n_resamples`` bootstrap resamples → (B × k).
 
-    Resamples are drawn in chunks so memory stays bounded for large n.
+    Each resample draws n unit indices; its resample counts ``w_b`` (one
+    bincount) give all k sums at once as ``w_b · X``. Resamples are drawn in
+    chunks so memory stays bounded for large n.
     """
     x = np.asarray(columns, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
     n, k = x.shape
-    out = np.empty((n_resamples, k), dtype=np.float64)
+    out = np.zeros((n_resamples, k), dtype=np.float64)
     if n == 0:
-        out.fill(0.0)
         return out
     rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
     for start in range(0, n_resamples, chunk):
         stop = min(n_resamples, start + chunk)
         idx = rng.integers(0, n, size=(stop - start, n))
-        for j in range(k):
-            out[start:stop, j] = x[idx, j].sum(axis=1)
+        counts = np.empty((stop - start, n), dtype=np.float64)
+        for row in range(stop - start):
+            counts[row] = np.bincount(idx[row], minlength=n)
+        out[start:stop] = counts @ x
     return out
 
 
