@@ -194,3 +194,34 @@ def test_all_patterns_of_small_lists_match_a_direct_loop() -> None:
         gts = [{"answers": [{"answer": x, "answer_id": i} for i, x in enumerate(r)]} for r in rows]
         naive = bench.naive_vqa_accuracies(gts, [{"answer": pred}] * len(rows))
         assert np.array_equal(vqa_accuracies([pred] * len(rows), rows), np.asarray(naive))
+
+
+# ---------------------------------------------------------------- bootstrap over few levels
+
+
+def test_discrete_mean_ci_matches_index_resampling() -> None:
+    from vqadiag.metrics.bootstrap import mean_ci
+    from vqadiag.metrics.vqa_accuracy import discrete_mean_ci
+
+    rng = np.random.default_rng(5)
+    values = rng.choice([0.0, 0.3, 0.6, 0.9, 1.0], size=1000, p=[0.3, 0.1, 0.1, 0.1, 0.4])
+    fast = discrete_mean_ci(values, n_resamples=4000, seed=1)
+    slow = mean_ci(values, n_resamples=4000, seed=1)
+    assert fast.value == official_mean(values)
+    assert fast.n == 1000
+    # both are bootstrap percentiles of the same distribution (standard error ≈ 1.3 points)
+    assert abs(fast.ci_low - slow.ci_low) < 0.5
+    assert abs(fast.ci_high - slow.ci_high) < 0.5
+    assert fast.ci_low < fast.value < fast.ci_high
+    assert discrete_mean_ci(values, seed=3) == discrete_mean_ci(values, seed=3)
+
+
+def test_discrete_mean_ci_edge_cases() -> None:
+    from vqadiag.metrics.vqa_accuracy import discrete_mean_ci
+
+    constant = discrete_mean_ci(np.ones(50))
+    assert (constant.value, constant.ci_low, constant.ci_high) == (100.0, 100.0, 100.0)
+    assert np.isnan(discrete_mean_ci(np.array([])).value)
+    many = discrete_mean_ci(np.linspace(0, 1, 5000), n_resamples=200)  # > 4096 levels
+    assert many.value == pytest.approx(50.0)
+    assert many.ci_low < 50.0 < many.ci_high

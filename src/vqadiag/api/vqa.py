@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
-from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.vqa2 import paused_gc, read_pairs, read_vqa_annotations, read_vqa_questions
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.balance import (
     answer_counts_by_type,
@@ -30,18 +30,15 @@ from vqadiag.metrics.balance import (
     prior_predictions,
     weighted_mean_entropy,
 )
-from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.metrics.pairs import DEFAULT_PAIR_THRESHOLD, pair_both_correct, pair_identical
-from vqadiag.metrics.vqa_accuracy import group_indices, official_mean, vqa_accuracies
+from vqadiag.metrics.vqa_accuracy import discrete_mean_ci, group_indices, vqa_accuracies
 from vqadiag.metrics.vqa_normalize import normalize_answer
 
 
 def _rate(values: np.ndarray, seed: int, n_bootstrap: int) -> tuple[float, dict[str, Any]]:
     """``100 × mean`` (official summation order) and its bootstrap interval object."""
-    value = official_mean(values)
-    ci = mean_ci(values, n_resamples=n_bootstrap, seed=seed).to_dict()
-    ci["value"] = value
-    return value, ci
+    ci = discrete_mean_ci(values, n_resamples=n_bootstrap, seed=seed).to_dict()
+    return ci["value"], ci
 
 
 def _grouped_rates(
@@ -135,9 +132,9 @@ def score_vqa(
     annotation_records = read_vqa_annotations(annotations)
     _check_questions(question_records, annotation_records, annotations)
     qids = list(annotation_records)
-    aligned = align_predictions(
-        read_predictions(predictions), qids, predictions, allow_missing=allow_missing
-    )
+    with paused_gc():
+        prediction_records = read_predictions(predictions)
+    aligned = align_predictions(prediction_records, qids, predictions, allow_missing=allow_missing)
     answers = answers_of(aligned)
     records = [annotation_records[q] for q in qids]
     acc = vqa_accuracies(answers, [r["answer_list"] for r in records], lenient=lenient)
@@ -181,7 +178,8 @@ def score_pairs(
     annotation_records = read_vqa_annotations(annotations)
     pair_list = read_pairs(pairs, annotation_records)
     paired = list(dict.fromkeys(q for pair in pair_list for q in pair))
-    preds = read_predictions(predictions)
+    with paused_gc():
+        preds = read_predictions(predictions)
     align_predictions(preds, list(annotation_records), predictions, allow_missing=True)
     answers = answers_of(
         align_predictions(preds, paired, predictions, allow_missing=allow_missing, allow_extra=True)
