@@ -118,7 +118,11 @@ def _from_record(record: Any, path: str | Path, position: str) -> tuple[str, Pre
     return qid, Prediction(_answer_text(answer, path, label), probs)
 
 
-def _records(path: Path) -> Iterable[tuple[str, Any]]:
+_LINE_OR_TABLE_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".tab"}
+
+
+def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
+    """``(position, record)`` pairs of a file; ``data`` is its parsed JSON if already read."""
     suffix = path.suffix.lower()
     if suffix in {".jsonl", ".ndjson"}:
         for lineno, obj in iter_jsonl(path):
@@ -128,7 +132,8 @@ def _records(path: Path) -> Iterable[tuple[str, Any]]:
         for i, row in enumerate(read_table(path), start=2):
             yield f"row {i}", row
         return
-    data = read_json(path)
+    if data is None:
+        data = read_json(path)
     if isinstance(data, list):
         for i, obj in enumerate(data):
             yield f"item {i}", obj
@@ -142,6 +147,15 @@ def _records(path: Path) -> Iterable[tuple[str, Any]]:
         raise DataError(path, "expected a JSON object {qid: answer} or a list of records")
 
 
+def _is_plain_answer_dict(data: Any) -> bool:
+    """``{qid: "answer"}`` with clean, non-empty string ids: no per-record checks needed."""
+    return (
+        isinstance(data, Mapping)
+        and bool(data)
+        and all(isinstance(v, str) and k and k.strip() == k for k, v in data.items())
+    )
+
+
 def read_predictions(path: str | Path) -> dict[str, Prediction]:
     """Read a prediction file of any supported shape into ``{qid: Prediction}``.
 
@@ -149,8 +163,11 @@ def read_predictions(path: str | Path) -> dict[str, Prediction]:
     fields, non-string answers, NaN probabilities and duplicate ids.
     """
     p = Path(path)
+    data = None if p.suffix.lower() in _LINE_OR_TABLE_SUFFIXES else read_json(p)
+    if _is_plain_answer_dict(data):
+        return {qid: Prediction(answer) for qid, answer in data.items()}
     out: dict[str, Prediction] = {}
-    for position, record in _records(p):
+    for position, record in _records(p, data):
         qid, prediction = _from_record(record, p, position)
         if qid in out:
             raise DataError(p, "duplicate question id", record_label(qid))
