@@ -157,3 +157,32 @@ def test_pair_problems(write_json: WriteJson, pairs: Any, fragment: str) -> None
         read_pairs(path, {"1", "2", "3"})
     assert str(info.value).startswith(str(path))
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        annotation(3),
+        annotation(" 4 ", ["a", "b"] * 5),  # id with spaces: stripped
+        annotation(5.0),  # float id with an integer value
+        {k: v for k, v in annotation(6).items() if k != "image_id"},
+        {k: v for k, v in annotation(7, ["x", "y", "y"]).items() if k != "multiple_choice_answer"},
+        annotation("q8", image_id="COCO_8"),
+    ],
+)
+def test_fast_and_checked_paths_agree(record: dict[str, Any], tmp_path: Path) -> None:
+    from vqadiag.data.vqa2 import _checked_annotation, _fast_annotation
+
+    checked = _checked_annotation(dict(record), tmp_path / "a.json", 0)
+    fast = _fast_annotation(dict(record))
+    assert fast is None or fast == checked
+    assert checked["answer_list"] == [a["answer"] for a in record["answers"]]
+
+
+def test_fast_path_takes_well_formed_records() -> None:
+    from vqadiag.data.vqa2 import _fast_annotation
+
+    assert _fast_annotation(annotation(3)) is not None
+    assert _fast_annotation(annotation(3, [])) is None
+    assert _fast_annotation(annotation(3, ["yes"] * 9 + [1])) is None
+    assert _fast_annotation(annotation(True)) is None
