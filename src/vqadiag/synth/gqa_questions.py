@@ -277,7 +277,7 @@ class QuestionMaker:
         if value is None:
             return None
         q = Phrase().add(f"is there {_article(value)} {value}").obj(name, oid if truth else None)
-        full = Phrase().add("yes, there is" if truth else "no, there is no")
+        full = Phrase().add(f"yes, there is {_article(value)}" if truth else "no, there is no")
         full.add(value).obj(name, oid if truth else None)
         program = [
             step("select", [], f"{name} ({oid})"),
@@ -335,12 +335,15 @@ class QuestionMaker:
         q = Phrase().add("are there both" if op == "and" else "are there")
         q.obj(pl_a, oid_a).add(op).obj(pl_b, oid_b).add("in the image")
         full = Phrase()
-        if truth:
+        if truth and op == "and":
+            full.add("yes, there are both").obj(pl_a, oid_a).add("and").obj(pl_b, oid_b)
+        elif truth:
             full.add("yes, there are")
             (full.obj(pl_a, oid_a) if pa else full.obj(pl_b, oid_b))
-        else:
-            full.add("no, there are no").obj(pl_a, None).add("or" if op == "or" else "and")
-            full.obj(pl_b, None) if op == "or" else full.add("no").obj(pl_b, None)
+        elif op == "or" or not (pa or pb):
+            full.add("no, there are no").obj(pl_a, None).add("or").obj(pl_b, None)
+        else:  # "and" with one of the two missing
+            full.add("no, there are no").obj(pl_b if pa else pl_a, None)
         program = [
             step("select", [], f"{a} ({oid_a or '-'})"),
             step("exist", [0], "?"),
@@ -412,7 +415,12 @@ class QuestionMaker:
         if kind == "chooseRel":
             opts = ["to the left of", "to the right of"]
             rng.shuffle(opts)
-            q = Phrase().add("is the").obj(na, ida).add(f"{opts[0]} or {opts[1]} the")
+            q = (
+                Phrase()
+                .add("is the")
+                .obj(na, ida)
+                .add(f"{opts[0].removesuffix(' of')} or {opts[1]} the")
+            )
             q.obj(nb, idb)
             ans = RELATION_ANSWER[rel]
             full = Phrase().add("the").obj(na, ida).add(f"is {rel} the").obj(nb, idb)
@@ -444,7 +452,11 @@ class QuestionMaker:
         if truth:
             name, oid = na, ida
         else:
-            pool = [c.name for c in CLASSES if c.category == cat_a and c.name not in subjects]
+            pool = [
+                c.name
+                for c in CLASSES
+                if c.category == cat_a and c.name not in subjects and c.name != nb
+            ]
             if not pool:
                 return None
             name, oid = rng.choice(pool), None
