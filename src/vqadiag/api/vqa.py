@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from vqadiag.data.jsonio import paused_gc
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
-from vqadiag.data.vqa2 import paused_gc, read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.balance import (
     answer_counts_by_type,

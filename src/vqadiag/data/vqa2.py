@@ -12,33 +12,14 @@ Question ids become decimal strings (SPEC.md preamble). Every problem raises
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import read_json, require_field
+from vqadiag.data.jsonio import paused_gc, read_json, require_field
 from vqadiag.data.predictions import normalize_id
 from vqadiag.errors import DataError, record_label
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while reading a big JSON file.
-
-    Parsing creates millions of dicts and lists without cycles; each automatic
-    collection walks the whole growing heap, which doubles the time to read the
-    VQA v2 val annotations. The previous state is restored afterwards.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _records(path: Path, data: Any, key: str) -> list[Any]:
