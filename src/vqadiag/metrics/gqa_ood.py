@@ -114,15 +114,15 @@ class OODGroups:
         """The head / tail split at ``alpha`` (step 4 of the construction)."""
         kept_q = self.pair_kept[self.question_pair]
         tail_q = self.tail_pairs(alpha)[self.question_pair]
-        ids = self.question_ids
+        ids = np.asarray(self.question_ids, dtype=object)
         return OODSplit(
             alpha=float(alpha),
-            all_ids=[q for q, k in zip(ids, kept_q, strict=True) if k],
-            head_ids=[q for q, k, t in zip(ids, kept_q, tail_q, strict=True) if k and not t],
-            tail_ids=[q for q, t in zip(ids, tail_q, strict=True) if t],
+            all_ids=ids[kept_q].tolist(),
+            head_ids=ids[kept_q & ~tail_q].tolist(),
+            tail_ids=ids[tail_q].tolist(),
             groups=self.groups,
             entropy_threshold=self.entropy_threshold,
-            n_questions=len(ids),
+            n_questions=len(self.question_ids),
             balanced_only=self.balanced_only,
         )
 
