@@ -161,7 +161,10 @@ def test_compute_relevance_exclusions_and_records():
         "no_relevant_boxes": 0,
         "no_irrelevant_boxes": 1,
     }
-    records = result.records(questions)
+    records = {
+        qid: {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in rec.items()}
+        for qid, rec in result.records(questions).items()
+    }
     assert records["q1"] == {"relevant": [0, 7], "irrelevant": [1, 3, 4, 5, 6, 8]}
     assert records["q3"] == {"relevant": [0], "irrelevant": [], "excluded": "no_irrelevant_boxes"}
     assert records["q2"]["excluded"] == "no_annotated_objects"
@@ -174,3 +177,72 @@ def test_compute_relevance_missing_scene_and_object():
     scenes = {"a": {"objects": {}}}
     with pytest.raises(DataError, match="sg.json: image 'a': annotated object 'o1' is not in"):
         compute_relevance({"q1": _question("a", "o1")}, scenes, det, scenes_path="sg.json")
+
+
+def _reference(questions, scenes, detections, denominator="detected"):
+    """Per-box reference of the official rules, one pair at a time (plain Python)."""
+
+    def meet(a, b):
+        if not (a[0] < a[2] and a[1] < a[3] and b[0] < b[2] and b[1] < b[3]):
+            return None
+        left, top = max(a[0], b[0]), max(a[1], b[1])
+        right, bottom = min(a[2], b[2]), min(a[3], b[3])
+        if right < left or bottom < top:
+            return None
+        area = [int(a[2] - a[0]) * int(a[3] - a[1]), int(b[2] - b[0]) * int(b[3] - b[1])]
+        return int(right - left) * int(bottom - top), area[0], area[1]
+
+    out = {}
+    for qid, record in questions.items():
+        objs = annotated_object_ids(record)
+        if not objs:
+            continue
+        boxes = detections[record["imageId"]].tolist()
+        rel, exc = set(), set()
+        for o in objs:
+            g = scenes[record["imageId"]]["objects"][o]
+            ann = (g["x"], g["y"], g["x"] + g["w"], g["y"] + g["h"])
+            for j, raw in enumerate(boxes):
+                if sum(raw) == 0:
+                    continue
+                m = meet(ann, [int(v) for v in raw])
+                if m is None:
+                    continue
+                inter, area_ann, area_det = m
+                if inter / (area_ann + area_det - inter) > 0.5:
+                    rel.add(j)
+                den = area_det if denominator == "detected" else area_ann
+                if den and inter / den > 0.25:
+                    exc.add(j)
+        out[qid] = (sorted(rel), sorted(set(range(len(boxes))) - exc))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("scale", "denominator"), [(1, "detected"), (10, "detected"), (1, "annotated")]
+)
+def test_compute_relevance_matches_per_box_reference(scale, denominator):
+    # scale 1: corners < 2048 (float32 fast path); scale 10: up to ~6000 (float64 path)
+    rng = np.random.default_rng(7)
+    scenes, detections, questions = {}, {}, {}
+    for i in range(40):
+        xy = rng.integers(0, 400, size=(6, 2)) * scale
+        wh = rng.integers(1, 150, size=(6, 2)) * scale
+        objects = {f"o{k}": dict(zip("xywh", (*xy[k], *wh[k]), strict=True)) for k in range(6)}
+        scenes[f"im{i}"] = {
+            "objects": {k: {n: int(v) for n, v in o.items()} for k, o in objects.items()}
+        }
+        n = int(rng.integers(0, 30))
+        ann = np.column_stack([xy, xy + wh])[rng.integers(0, 6, n)].astype(float)
+        boxes = ann + rng.normal(0, 8 * scale, size=ann.shape)
+        boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2] + 1)
+        boxes = np.clip(boxes, 0, None)
+        boxes[rng.random(n) < 0.1] = 0.0  # padding inside objectsNum
+        detections[f"im{i}"] = boxes
+        for j in range(5):
+            picks = rng.choice(6, size=int(rng.integers(0, 4)), replace=False)
+            spans = {str(t): f"o{p}" for t, p in enumerate(picks)}
+            questions[f"q{i}_{j}"] = {"imageId": f"im{i}", "annotations": {"question": spans}}
+    result = compute_relevance(questions, scenes, detections, overlap_denominator=denominator)
+    got = {q: (r.tolist(), i.tolist()) for q, (r, i, _) in result.sets.items()}
+    assert got == _reference(questions, scenes, detections, denominator)

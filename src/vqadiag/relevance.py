@@ -34,8 +34,10 @@ question's relevant and excluded boxes at once.
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -55,8 +57,44 @@ EXCLUSION_REASONS = (NO_ANNOTATED_OBJECTS, NO_RELEVANT_BOXES, NO_IRRELEVANT_BOXE
 OverlapDenominator = Literal["detected", "annotated"]
 
 
-def _sides(boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+def _ordered(boxes: np.ndarray) -> np.ndarray:
+    return (boxes[..., 0] < boxes[..., 2]) & (boxes[..., 1] < boxes[..., 3])
+
+
+def _areas(boxes: np.ndarray, integer: bool) -> np.ndarray:
+    w = boxes[..., 2] - boxes[..., 0]
+    h = boxes[..., 3] - boxes[..., 1]
+    if integer:
+        w, h = np.trunc(w), np.trunc(h)
+    return np.where(_ordered(boxes), w * h, 0.0)
+
+
+def _geometry(
+    a: np.ndarray, b: np.ndarray, integer: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intersection and both areas of broadcastable box arrays ``a`` (..., 4) and ``b`` (..., 4).
+
+    Official rule: the intersection is 0 when either box is not strictly
+    ordered or the boxes do not meet, else ``int(x_right − x_left) ·
+    int(y_bottom − y_top)``; areas ``int(x2 − x1) · int(y2 − y1)``.
+    """
+    w = np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0])
+    h = np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1])
+    valid = (w >= 0) & (h >= 0) & _ordered(a) & _ordered(b)
+    if integer:
+        w, h = np.trunc(w), np.trunc(h)
+    return np.where(valid, w * h, 0.0), _areas(a, integer), _areas(b, integer)
+
+
+def _safe_divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    num, den = np.broadcast_arrays(num, den)
+    out = np.zeros(num.shape, dtype=np.float64)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def _as_boxes(boxes: np.ndarray) -> np.ndarray:
+    return np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
 
 
 def box_areas(boxes: np.ndarray, *, integer: bool = True) -> np.ndarray:
@@ -65,15 +103,7 @@ def box_areas(boxes: np.ndarray, *, integer: bool = True) -> np.ndarray:
     With ``integer=False`` the exact product ``(x2 − x1)(y2 − y1)``. Boxes that
     are not strictly ordered get area 0.
     """
-    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    w, h = _sides(b)
-    if integer:
-        w, h = np.trunc(w), np.trunc(h)
-    return np.where(_ordered(b), w * h, 0.0)
-
-
-def _ordered(boxes: np.ndarray) -> np.ndarray:
-    return (boxes[:, 0] < boxes[:, 2]) & (boxes[:, 1] < boxes[:, 3])
+    return _areas(_as_boxes(boxes), integer)
 
 
 def pairwise_intersection(a: np.ndarray, b: np.ndarray, *, integer: bool = True) -> np.ndarray:
@@ -83,20 +113,7 @@ def pairwise_intersection(a: np.ndarray, b: np.ndarray, *, integer: bool = True)
     meet; otherwise ``int(x_right − x_left) · int(y_bottom − y_top)``
     (exact product with ``integer=False``).
     """
-    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    valid = (w >= 0) & (h >= 0) & _ordered(a)[:, None] & _ordered(b)[None, :]
-    if integer:
-        w, h = np.trunc(w), np.trunc(h)
-    return np.where(valid, w * h, 0.0)
-
-
-def _safe_divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    out = np.zeros(np.broadcast_shapes(num.shape, den.shape), dtype=np.float64)
-    np.divide(num, den, out=out, where=den > 0)
-    return out
+    return _geometry(_as_boxes(a)[:, None, :], _as_boxes(b)[None, :, :], integer)[0]
 
 
 def pairwise_iou(a: np.ndarray, b: np.ndarray, *, integer: bool = True) -> np.ndarray:
@@ -105,9 +122,8 @@ def pairwise_iou(a: np.ndarray, b: np.ndarray, *, integer: bool = True) -> np.nd
     IoU = I / (area_a + area_b − I) with the official integer areas
     (SPEC.md §5); 0 where the union is empty.
     """
-    inter = pairwise_intersection(a, b, integer=integer)
-    union = box_areas(a, integer=integer)[:, None] + box_areas(b, integer=integer)[None, :] - inter
-    return _safe_divide(inter, union)
+    inter, area_a, area_b = _geometry(_as_boxes(a)[:, None, :], _as_boxes(b)[None, :, :], integer)
+    return _safe_divide(inter, area_a + area_b - inter)
 
 
 def pairwise_coverage(
@@ -123,11 +139,19 @@ def pairwise_coverage(
     detected box shows the annotated object; ``"annotated"`` (paper, App. A):
     area(det ∩ ann) / area(ann). 0 where the denominator is 0.
     """
-    inter = pairwise_intersection(annotated, detected, integer=integer)
+    inter, area_ann, area_det = _geometry(
+        _as_boxes(annotated)[:, None, :], _as_boxes(detected)[None, :, :], integer
+    )
+    return _safe_divide(inter, _denominator(area_ann, area_det, denominator))
+
+
+def _denominator(
+    area_ann: np.ndarray, area_det: np.ndarray, denominator: OverlapDenominator
+) -> np.ndarray:
     if denominator == "detected":
-        return _safe_divide(inter, box_areas(detected, integer=integer)[None, :])
+        return area_det
     if denominator == "annotated":
-        return _safe_divide(inter, box_areas(annotated, integer=integer)[:, None])
+        return area_ann
     raise ValueError(f"overlap denominator must be 'detected' or 'annotated', not {denominator!r}")
 
 
@@ -136,11 +160,132 @@ def prepare_detected(raw: np.ndarray, *, official: bool = True) -> tuple[np.ndar
 
     Official: coordinates truncated toward zero (``int()``), skipped where the
     raw coordinates sum to 0. Otherwise: unchanged, skipped where all zero.
+    Works on any array whose last axis holds the four corners.
     """
-    r = np.asarray(raw, dtype=np.float64).reshape(-1, 4)
+    r = np.asarray(raw, dtype=np.float64)
     if official:
-        return np.trunc(r), r.sum(axis=1) == 0
-    return r, (r == 0).all(axis=1)
+        return np.trunc(r), r.sum(axis=-1) == 0
+    return r, (r == 0).all(axis=-1)
+
+
+@dataclass(frozen=True)
+class MatchSettings:
+    """Thresholds and rules of the matching (defaults: the official ones, SPEC.md §5)."""
+
+    overlap_denominator: OverlapDenominator = "detected"
+    official: bool = True
+    iou_threshold: float = IOU_THRESHOLD
+    overlap_threshold: float = OVERLAP_THRESHOLD
+
+
+def _block_masks(
+    detected: np.ndarray,
+    n_boxes: np.ndarray,
+    annotated: np.ndarray,
+    annotated_image: np.ndarray,
+    question_rows: np.ndarray,
+    question_starts: np.ndarray,
+    question_image: np.ndarray,
+    settings: MatchSettings,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Relevant / irrelevant masks (questions × box slots) for a block of images.
+
+    ``detected`` (images × slots × 4) holds each image's raw boxes in its first
+    ``n_boxes`` slots; annotated box k belongs to image ``annotated_image[k]``;
+    question q refers to the annotated rows
+    ``question_rows[question_starts[q] : question_starts[q + 1]]`` (never empty).
+    One (annotated × slots) IoU and coverage matrix for the whole block.
+    """
+    n_slots = detected.shape[1]
+    integer = settings.official
+    det, skip = prepare_detected(detected, official=integer)
+    annotated = np.asarray(annotated, dtype=np.float64)
+    integral = integer and bool(np.all(annotated == np.trunc(annotated)))
+    dtype = _work_dtype(det, annotated, integral, settings)
+    # Per box slot, once per image: corners as contiguous planes, area, and whether
+    # the box can match at all (exists, is not skipped padding, strictly ordered;
+    # unordered boxes score 0 in the official code).
+    x1, y1, x2, y2 = (np.ascontiguousarray(det[..., k], dtype=dtype) for k in range(4))
+    exists = np.arange(n_slots)[None, :] < n_boxes[:, None]
+    ordered = (x1 < x2) & (y1 < y2)
+    usable = exists & ~skip & ordered
+    dw, dh = x2 - x1, y2 - y1
+    if integer:  # int(x2 − x1); the truncated corners make this a no-op, kept for clarity
+        dw, dh = np.trunc(dw), np.trunc(dh)
+    det_area = np.where(ordered, dw * dh, dtype.type(0))
+    ann = annotated.astype(dtype)
+    ann_area = _areas(ann, integer)[:, None]
+    ann_ok = _ordered(ann)[:, None]
+
+    def take(plane: np.ndarray) -> np.ndarray:  # per (annotated object, slot of its image)
+        return np.take(plane, annotated_image, axis=0)
+
+    w = np.minimum(ann[:, 2:3], take(x2))
+    w -= np.maximum(ann[:, 0:1], take(x1))
+    h = np.minimum(ann[:, 3:4], take(y2))
+    h -= np.maximum(ann[:, 1:2], take(y1))
+    np.maximum(w, 0, out=w)  # boxes that do not meet intersect in 0
+    np.maximum(h, 0, out=h)
+    if integer and not integral:
+        # int(x_right − x_left); already integral when every corner is an integer
+        np.trunc(w, out=w)
+        np.trunc(h, out=h)
+    inter = w
+    inter *= h
+    can_match = take(usable) & ann_ok
+    area_det = take(det_area)
+    union = area_det + ann_area
+    union -= inter
+    iou_hit = _greater_ratio(inter, union, settings.iou_threshold, integer)
+    den = _denominator(ann_area, area_det, settings.overlap_denominator)
+    cov_hit = _greater_ratio(inter, den, settings.overlap_threshold, integer)
+    iou_hit &= can_match
+    cov_hit &= can_match
+    relevant = _any_per_question(iou_hit, question_rows, question_starts, n_slots)
+    excluded = _any_per_question(cov_hit, question_rows, question_starts, n_slots)
+    return relevant, exists[question_image] & ~excluded
+
+
+_FLOAT32_EXACT_BELOW = 2048.0
+"""Integer corners in [0, 2048): sides < 2**11, areas < 2**22, unions < 2**23 — all exact
+in float32, so the official integer arithmetic can run at half the memory traffic."""
+
+
+def _dyadic(threshold: float) -> bool:
+    return (threshold * 2**20).is_integer()
+
+
+def _work_dtype(
+    det: np.ndarray, annotated: np.ndarray, integral: bool, settings: MatchSettings
+) -> np.dtype:
+    """float32 when the official integer arithmetic is exact in it, else float64."""
+    if not (integral and _dyadic(settings.iou_threshold) and _dyadic(settings.overlap_threshold)):
+        return np.dtype(np.float64)
+    for arr in (det, annotated):
+        if arr.size and (arr.min() < 0 or arr.max() >= _FLOAT32_EXACT_BELOW):
+            return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def _greater_ratio(num: np.ndarray, den: np.ndarray, threshold: float, integer: bool) -> np.ndarray:
+    """``num / den > threshold`` as the official code computes it (0 / 0 is not greater).
+
+    With integer operands (< 2**33) and a dyadic threshold such as 0.5 or 0.25,
+    ``num > threshold · den`` gives exactly the same answers without dividing.
+    """
+    if integer and _dyadic(threshold):
+        return num > den * threshold
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return num / den > threshold
+
+
+def _any_per_question(
+    hits: np.ndarray, rows: np.ndarray, starts: np.ndarray, n_slots: int
+) -> np.ndarray:
+    """OR of the hit rows of each question's annotated objects (bit-packed for speed)."""
+    packed = np.packbits(hits, axis=1)
+    merged = np.bitwise_or.reduceat(packed[rows], starts, axis=0)
+    return np.unpackbits(merged, axis=1, count=n_slots).view(bool)
 
 
 def image_relevance(
@@ -157,56 +302,62 @@ def image_relevance(
 
     ``annotated`` holds the image's annotated boxes (m × 4, corners);
     ``question_objects[q]`` lists the rows of ``annotated`` that question ``q``
-    refers to. relevant[q, j] = ∃ k ∈ objects(q): IoU_kj > iou_threshold;
-    irrelevant[q, j] = ¬∃ k ∈ objects(q): coverage_kj > overlap_threshold.
+    refers to (at least one). relevant[q, j] = ∃ k ∈ objects(q): IoU_kj >
+    iou_threshold; irrelevant[q, j] = ¬∃ k ∈ objects(q): coverage_kj >
+    overlap_threshold.
     """
-    det, skip = prepare_detected(detected, official=official)
-    ann = np.asarray(annotated, dtype=np.float64).reshape(-1, 4)
-    n_q, n_obj = len(question_objects), ann.shape[0]
-    if n_q == 0:
+    det = _as_boxes(detected)
+    ann = _as_boxes(annotated)
+    if any(len(rows) == 0 for rows in question_objects):
+        raise ValueError("every question needs at least one annotated object")
+    if not question_objects:
         empty = np.zeros((0, det.shape[0]), dtype=bool)
         return empty, empty.copy()
-    keep = ~skip
-    iou_hit = np.zeros((n_obj, det.shape[0]), dtype=bool)
-    cov_hit = np.zeros((n_obj, det.shape[0]), dtype=bool)
-    if n_obj and keep.any():
-        kept = det[keep]
-        iou_hit[:, keep] = pairwise_iou(ann, kept, integer=official) > iou_threshold
-        cover = pairwise_coverage(ann, kept, denominator=overlap_denominator, integer=official)
-        cov_hit[:, keep] = cover > overlap_threshold
-    incidence = np.zeros((n_q, n_obj), dtype=np.float32)
-    for q, rows in enumerate(question_objects):
-        incidence[q, list(rows)] = 1.0
-    relevant = incidence @ iou_hit.astype(np.float32) > 0
-    irrelevant = ~(incidence @ cov_hit.astype(np.float32) > 0)
-    return relevant, irrelevant
+    rows = np.fromiter((r for q in question_objects for r in q), dtype=np.int64)
+    starts = np.cumsum([0] + [len(q) for q in question_objects[:-1]])
+    settings = MatchSettings(overlap_denominator, official, iou_threshold, overlap_threshold)
+    return _block_masks(
+        det[None],
+        np.array([det.shape[0]]),
+        ann,
+        np.zeros(ann.shape[0], dtype=np.int64),
+        rows,
+        starts,
+        np.zeros(len(question_objects), dtype=np.int64),
+        settings,
+    )
 
 
 def annotated_object_ids(record: Mapping[str, Any], path: Any = None, qid: str = "") -> list[str]:
     """Union of the object ids in ``annotations.{question, answer, fullAnswer}`` (sorted).
 
-    Each annotation maps a token span (``"3"`` or ``"3:5"``) to an object id.
-    A question without ``annotations`` has no annotated objects.
+    Each annotation maps a token span (``"3"`` or ``"3:5"``) to an object id
+    (a string; integers are turned into strings). A question without
+    ``annotations`` has no annotated objects.
     """
     annotations = record.get("annotations")
-    if annotations is None:
+    if not annotations:
         return []
-    label = record_label(qid)
-    if not isinstance(annotations, Mapping):
-        raise DataError(path, "'annotations' must be an object", label)
-    ids: set[str] = set()
+    if type(annotations) is not dict and not isinstance(annotations, Mapping):
+        raise DataError(path, "'annotations' must be an object", record_label(qid))
+    ids: set[Any] = set()
     for name in ANNOTATION_FIELDS:
         spans = annotations.get(name)
-        if spans is None:
+        if not spans:
             continue
-        if not isinstance(spans, Mapping):
+        if type(spans) is not dict and not isinstance(spans, Mapping):
             raise DataError(
-                path, f"'annotations.{name}' must be an object span -> object id", label
+                path, f"'annotations.{name}' must be an object span -> object id", record_label(qid)
             )
         for obj in spans.values():
-            if not isinstance(obj, (str, int)) or isinstance(obj, bool):
-                raise DataError(path, f"'annotations.{name}' has a non-id value {obj!r}", label)
-            ids.add(str(obj))
+            if type(obj) is not str:
+                if isinstance(obj, int) and not isinstance(obj, bool):
+                    obj = str(obj)
+                else:
+                    raise DataError(
+                        path, f"'annotations.{name}' has a non-id value {obj!r}", record_label(qid)
+                    )
+            ids.add(obj)
     return sorted(ids)
 
 
@@ -214,13 +365,13 @@ def annotated_object_ids(record: Mapping[str, Any], path: Any = None, qid: str =
 class RelevanceResult:
     """Per-question box sets and the reasons questions were left out.
 
-    ``sets[qid] = (relevant indices, irrelevant indices, n_boxes)`` for every
-    question with annotated objects; ``excluded[qid]`` names the reason for the
+    ``sets[qid] = (relevant indices, irrelevant indices, n_boxes)`` (index
+    arrays) for every question with annotated objects; ``excluded[qid]`` names the reason for the
     questions left out (first failing rule in the order of
     :data:`EXCLUSION_REASONS`).
     """
 
-    sets: dict[str, tuple[list[int], list[int], int]] = field(default_factory=dict)
+    sets: dict[str, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -238,11 +389,13 @@ class RelevanceResult:
     def records(self, question_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The ``R.json`` contract: ``{qid: {"relevant": [...], "irrelevant": [...]}}``.
 
-        Left-out questions also carry ``"excluded": reason``.
+        Left-out questions also carry ``"excluded": reason``. Index lists are
+        numpy arrays (``write_json`` serializes them as JSON lists).
         """
         out: dict[str, dict[str, Any]] = {}
+        empty = np.zeros(0, dtype=np.int64)
         for qid in question_ids:
-            rel, irrel, _ = self.sets.get(qid, ([], [], 0))
+            rel, irrel, _ = self.sets.get(qid, (empty, empty, 0))
             record: dict[str, Any] = {"relevant": rel, "irrelevant": irrel}
             if qid in self.excluded:
                 record["excluded"] = self.excluded[qid]
@@ -250,22 +403,8 @@ class RelevanceResult:
         return out
 
 
-def _scene_boxes(
-    scene: Mapping[str, Any], object_ids: Sequence[str], scenes_path: Any, image_id: str
-) -> np.ndarray:
-    objects = scene.get("objects", {}) if isinstance(scene, Mapping) else {}
-    rows = []
-    for obj_id in object_ids:
-        obj = objects.get(obj_id)
-        if obj is None:
-            raise DataError(
-                scenes_path,
-                f"annotated object {obj_id!r} is not in the scene graph",
-                f"image {image_id!r}",
-            )
-        x, y = float(obj["x"]), float(obj["y"])
-        rows.append((x, y, x + float(obj["w"]), y + float(obj["h"])))
-    return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
+BLOCK_PAIRS = 400_000
+"""Annotated-object × box-slot pairs matched in one vectorized block (bounds memory)."""
 
 
 def compute_relevance(
@@ -283,11 +422,38 @@ def compute_relevance(
     """Relevant / irrelevant detected boxes for every question (SPEC.md §5).
 
     Questions are grouped by ``imageId``; each image's boxes are read once and
-    matched against the union of its questions' annotated objects. Questions
-    with no annotated objects, no relevant or no irrelevant boxes are recorded
-    in ``excluded``. Raises ``DataError`` for an image missing from the scene
-    graphs or detections, or an annotated object missing from its scene graph.
+    matched against the union of its questions' annotated objects, many
+    images per vectorized block. Questions with no annotated objects, no
+    relevant or no irrelevant boxes are recorded in ``excluded``. Raises
+    ``DataError`` for an image missing from the scene graphs or detections, or
+    an annotated object missing from its scene graph.
     """
+    settings = MatchSettings(overlap_denominator, official, iou_threshold, overlap_threshold)
+    with _gc_paused():
+        return _compute(questions, scenes, detections, settings, questions_path, scenes_path)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: matching allocates many small acyclic lists, and each
+    collection would re-scan the (large) question and scene dicts held by the caller."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compute(
+    questions: Mapping[str, Mapping[str, Any]],
+    scenes: Mapping[str, Mapping[str, Any]],
+    detections: Mapping[str, np.ndarray],
+    settings: MatchSettings,
+    questions_path: Any,
+    scenes_path: Any,
+) -> RelevanceResult:
     result = RelevanceResult()
     by_image: dict[str, list[tuple[str, list[str]]]] = defaultdict(list)
     for qid, record in questions.items():
@@ -296,6 +462,7 @@ def compute_relevance(
             result.excluded[qid] = NO_ANNOTATED_OBJECTS
             continue
         by_image[str(record["imageId"])].append((qid, object_ids))
+    block = _Block()
     for image_id, entries in by_image.items():
         scene = scenes.get(image_id)
         if scene is None:
@@ -303,35 +470,105 @@ def compute_relevance(
                 scenes_path,
                 f"image {image_id!r} of question {entries[0][0]!r} is not in the scene graphs",
             )
-        object_rows: dict[str, int] = {}
-        for _, object_ids in entries:
-            for obj_id in object_ids:
-                object_rows.setdefault(obj_id, len(object_rows))
-        annotated = _scene_boxes(scene, list(object_rows), scenes_path, image_id)
-        boxes = detections[image_id]
-        relevant, irrelevant = image_relevance(
-            boxes,
-            annotated,
-            [[object_rows[o] for o in object_ids] for _, object_ids in entries],
-            overlap_denominator=overlap_denominator,
-            official=official,
-            iou_threshold=iou_threshold,
-            overlap_threshold=overlap_threshold,
-        )
-        n_boxes = relevant.shape[1]
-        rel_lists = _row_indices(relevant)
-        irrel_lists = _row_indices(irrelevant)
-        for (qid, _), rel, irrel in zip(entries, rel_lists, irrel_lists, strict=True):
-            result.sets[qid] = (rel, irrel, n_boxes)
-            if not rel:
-                result.excluded[qid] = NO_RELEVANT_BOXES
-            elif not irrel:
-                result.excluded[qid] = NO_IRRELEVANT_BOXES
+        boxes = np.asarray(detections[image_id], dtype=np.float64).reshape(-1, 4)
+        block.add_image(scene, entries, boxes, scenes_path, image_id)
+        if block.pairs >= BLOCK_PAIRS:
+            block.match(settings, result)
+            block = _Block()
+    if block.qids:
+        block.match(settings, result)
     return result
 
 
-def _row_indices(mask: np.ndarray) -> list[list[int]]:
-    """Column indices of the true entries of each row, as Python lists."""
+class _Block:
+    """Images matched together: their boxes, annotated objects and questions, flattened."""
+
+    def __init__(self) -> None:
+        self.boxes: list[np.ndarray] = []
+        self.annotated: list[tuple[float, float, float, float]] = []
+        self.annotated_image: list[int] = []
+        self.qids: list[str] = []
+        self.question_image: list[int] = []
+        self.question_rows: list[int] = []
+        self.question_starts: list[int] = []
+        self.pairs = 0
+
+    def add_image(
+        self,
+        scene: Mapping[str, Any],
+        entries: Sequence[tuple[str, Sequence[str]]],
+        boxes: np.ndarray,
+        scenes_path: Any,
+        image_id: str,
+    ) -> None:
+        """Add one image, its questions and the scene-graph boxes of their objects."""
+        i = len(self.boxes)
+        base = len(self.annotated)
+        object_rows: dict[str, int] = {}
+        rows, starts = self.question_rows, self.question_starts
+        for qid, object_ids in entries:
+            starts.append(len(rows))
+            for obj_id in object_ids:
+                row = object_rows.get(obj_id)
+                if row is None:
+                    row = object_rows[obj_id] = len(object_rows)
+                rows.append(base + row)
+            self.qids.append(qid)
+        self.question_image.extend([i] * len(entries))
+        objects = scene.get("objects", {}) if isinstance(scene, Mapping) else {}
+        for obj_id in object_rows:
+            obj = objects.get(obj_id)
+            if obj is None:
+                raise DataError(
+                    scenes_path,
+                    f"annotated object {obj_id!r} is not in the scene graph",
+                    f"image {image_id!r}",
+                )
+            x, y = float(obj["x"]), float(obj["y"])
+            self.annotated.append((x, y, x + float(obj["w"]), y + float(obj["h"])))
+        self.annotated_image.extend([i] * len(object_rows))
+        self.boxes.append(boxes)
+        self.pairs += len(object_rows) * max(boxes.shape[0], 1)
+
+    def match(self, settings: MatchSettings, result: RelevanceResult) -> None:
+        """Match the block and record every question's sets and exclusions in ``result``."""
+        n_boxes = np.array([b.shape[0] for b in self.boxes], dtype=np.int64)
+        detected = np.zeros((len(self.boxes), int(n_boxes.max()), 4), dtype=np.float64)
+        for i, b in enumerate(self.boxes):
+            detected[i, : b.shape[0]] = b
+        relevant, irrelevant = _block_masks(
+            detected,
+            n_boxes,
+            np.asarray(self.annotated, dtype=np.float64).reshape(-1, 4),
+            np.asarray(self.annotated_image, dtype=np.int64),
+            np.asarray(self.question_rows, dtype=np.int64),
+            np.asarray(self.question_starts, dtype=np.int64),
+            np.asarray(self.question_image, dtype=np.int64),
+            settings,
+        )
+        sizes = n_boxes[self.question_image].tolist()
+        result.sets.update(
+            zip(
+                self.qids,
+                zip(_row_indices(relevant), _row_indices(irrelevant), sizes, strict=True),
+                strict=True,
+            )
+        )
+        no_rel = ~relevant.any(axis=1)
+        no_irrel = ~no_rel & ~irrelevant.any(axis=1)
+        for reason, mask in ((NO_RELEVANT_BOXES, no_rel), (NO_IRRELEVANT_BOXES, no_irrel)):
+            for q in np.flatnonzero(mask).tolist():
+                result.excluded[self.qids[q]] = reason
+
+
+def _row_indices(mask: np.ndarray) -> list[np.ndarray]:
+    """Column indices of the true entries of each row (views into one index array)."""
     rows, cols = np.nonzero(mask)
-    counts = np.bincount(rows, minlength=mask.shape[0])
-    return [part.tolist() for part in np.split(cols, np.cumsum(counts)[:-1])]
+    cols = np.ascontiguousarray(cols)  # slices of it serialize directly (orjson)
+    ends = np.cumsum(np.bincount(rows, minlength=mask.shape[0])).tolist()
+    out = []
+    start = 0
+    for end in ends:
+        out.append(cols[start:end])
+        start = end
+    return out

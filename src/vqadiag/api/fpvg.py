@@ -209,7 +209,7 @@ def score_fpvg(
     ``probs``.
     """
     qpath, rpath = Path(questions), Path(relevance)
-    qs = read_gqa_questions(qpath, require=("answer", "imageId"))
+    qs = read_gqa_questions(qpath, require=("answer",))
     rel_file = read_relevance(rpath)
     for qid in rel_file:
         if qid not in qs:
