@@ -34,15 +34,14 @@ question's relevant and excluded boxes at once.
 
 from __future__ import annotations
 
-import gc
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from vqadiag.data.jsonio import paused_gc
 from vqadiag.errors import DataError, record_label
 
 IOU_THRESHOLD = 0.5
@@ -429,21 +428,8 @@ def compute_relevance(
     an annotated object missing from its scene graph.
     """
     settings = MatchSettings(overlap_denominator, official, iou_threshold, overlap_threshold)
-    with _gc_paused():
+    with paused_gc():  # many small acyclic lists; no rescans of the caller's big dicts
         return _compute(questions, scenes, detections, settings, questions_path, scenes_path)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC: matching allocates many small acyclic lists, and each
-    collection would re-scan the (large) question and scene dicts held by the caller."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _compute(
