@@ -148,3 +148,21 @@ def test_detector_statistics():
         "max_boxes": {"all": 9, "rel": 3, "irrel": 8},
         "avg_boxes": {"all": pytest.approx(25 / 3), "rel": 2.0, "irrel": 5.0},
     }
+
+
+def test_batched_intervals_equal_one_call_per_statistic():
+    # All FPVG statistics share one set of resamples; with the same seed this must give
+    # exactly the intervals of separate mean_ci / sums_statistic_ci calls.
+    from vqadiag.metrics.bootstrap import mean_ci, sums_statistic_ci
+
+    rng = np.random.default_rng(1)
+    gold = rng.choice(["a", "b", "c"], 300).tolist()
+    runs = [rng.choice(["a", "b", "c"], 300).tolist() for _ in range(3)]
+    rates = fpvg_rates(*runs, gold, n_resamples=200, seed=5)
+    correct = answers_equal(runs[0], gold)
+    assert rates["acc_all"] == mean_ci(correct, n_resamples=200, seed=5)
+    fpvg = fpvg_indicators(*runs)
+    _, ci = c2i_report(correct, {"fpvg_plus": fpvg}, n_resamples=200, seed=5)
+    cols = np.column_stack([fpvg & correct, fpvg & ~correct])
+    alone = sums_statistic_ci(cols, lambda s: s[:, 0] / s[:, 1], n_resamples=200, seed=5)
+    assert ci["all"]["fpvg_plus"] == alone.to_dict()

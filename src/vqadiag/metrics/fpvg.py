@@ -18,11 +18,12 @@ and is wrong. Rates are percentages with 95% bootstrap intervals.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from vqadiag.metrics.bootstrap import Estimate, mean_ci, sums_statistic_ci
+from vqadiag.metrics.bootstrap import Estimate, percentile_interval, resampled_sums
 
 SUFF_GOOD = 0.01
 """'Good' sufficiency: p_â drops by less than 1% absolute from all to relevant objects."""
@@ -76,8 +77,58 @@ def relative_drop(before: float, after: float) -> float:
     return 100.0 * (before - after) / before
 
 
-def _rate(values: np.ndarray, n_resamples: int, seed: int) -> Estimate:
-    return mean_ci(np.asarray(values, dtype=np.float64), n_resamples=n_resamples, seed=seed)
+Statistic = Callable[[np.ndarray], np.ndarray]
+
+
+class _Batch:
+    """Several statistics of per-question column sums, all from ONE set of resamples.
+
+    Equivalent to one ``sums_statistic_ci`` / ``mean_ci`` call per statistic
+    with the same seed (the resample weights depend only on n and the seed),
+    but the resampling is paid once.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.columns: list[np.ndarray] = []
+        self.statistics: dict[Any, Statistic] = {}
+
+    def column(self, values: np.ndarray) -> int:
+        """Register a per-question column; returns its index in the sums."""
+        self.columns.append(np.asarray(values, dtype=np.float64).reshape(self.n))
+        return len(self.columns) - 1
+
+    def mean(self, key: Any, values: np.ndarray, scale: float = 100.0) -> None:
+        """``scale · mean(values)`` (a rate in percent by default)."""
+        j, n = self.column(values), self.n
+        self.statistics[key] = lambda s: scale * s[:, j] / n
+
+    def ratio(self, key: Any, num: np.ndarray, den: np.ndarray, scale: float = 100.0) -> None:
+        """``scale · Σ num / Σ den``."""
+        i, j = self.column(num), self.column(den)
+        self.statistics[key] = lambda s: scale * s[:, i] / s[:, j]
+
+    def add(self, key: Any, statistic: Statistic) -> None:
+        """Any statistic of the column sums (B × k → B)."""
+        self.statistics[key] = statistic
+
+    def estimates(self, n_resamples: int, seed: int) -> dict[Any, Estimate]:
+        """Point estimate and 95% percentile interval of every statistic."""
+        nan = float("nan")
+        if self.n == 0 or not self.columns:
+            return {key: Estimate(nan, nan, nan, self.n) for key in self.statistics}
+        x = np.column_stack(self.columns)
+        full = x.sum(axis=0)[None, :]
+        boot = resampled_sums(x, n_resamples, seed)
+        out = {}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for key, statistic in self.statistics.items():
+                value = float(statistic(full)[0])
+                low, high = percentile_interval(statistic(boot))
+                if not np.isfinite(value):
+                    low = high = nan
+                out[key] = Estimate(value, low, high, self.n)
+        return out
 
 
 def fpvg_rates(
@@ -111,7 +162,10 @@ def fpvg_rates(
         "acc_rel": answers_equal(ans_rel, gold),
         "acc_irrel": answers_equal(ans_irrel, gold),
     }
-    return {key: _rate(col, n_resamples, seed) for key, col in columns.items()}
+    batch = _Batch(len(fpvg))
+    for key, col in columns.items():
+        batch.mean(key, col)
+    return batch.estimates(n_resamples, seed)
 
 
 def _c2i_stat(sums: np.ndarray) -> np.ndarray:
@@ -150,41 +204,49 @@ def c2i_report(
     groups: dict[str, np.ndarray] = {"all": np.ones(c.shape[0], dtype=bool)}
     for name, mask in (splits or {}).items():
         groups[name] = np.asarray(mask, dtype=bool)
+    cats = {name: np.asarray(mask, dtype=bool) for name, mask in categories.items()}
+    batch = _Batch(c.shape[0])
 
-    def counts(mask: np.ndarray) -> list[np.ndarray]:
-        return [mask & c, mask & ~c]
+    def counts(mask: np.ndarray) -> tuple[int, int]:
+        return batch.column(mask & c), batch.column(mask & ~c)
 
+    def c2i(cols: tuple[int, int]) -> Statistic:
+        return lambda s: s[:, cols[0]] / s[:, cols[1]]
+
+    def drop(before: tuple[int, int], after: tuple[int, int]) -> Statistic:
+        def statistic(s: np.ndarray) -> np.ndarray:
+            b, a = s[:, before[0]] / s[:, before[1]], s[:, after[0]] / s[:, after[1]]
+            return 100.0 * (b - a) / b
+
+        return statistic
+
+    cells = {
+        (g, cat): counts(gmask & cmask)
+        for g, gmask in groups.items()
+        for cat, cmask in cats.items()
+    }
+    layout: dict[str, list[Any]] = {}
+    for (group, cat), cols in cells.items():
+        batch.add((group, cat), c2i(cols))
+        layout.setdefault(group, []).append(cat)
+    if "id" in groups and "ood" in groups:
+        for cat in cats:
+            batch.add(("drop_id_to_ood", cat), drop(cells[("id", cat)], cells[("ood", cat)]))
+            layout.setdefault("drop_id_to_ood", []).append(cat)
+    for prefix in ("", "mod_"):
+        plus, minus = f"{prefix}fpvg_plus", f"{prefix}fpvg_minus"
+        if plus not in cats or minus not in cats:
+            continue
+        for group in groups:
+            key = f"{prefix}drop_plus_to_minus"
+            batch.add((key, group), drop(cells[(group, plus)], cells[(group, minus)]))
+            layout.setdefault(key, []).append(group)
+    est = batch.estimates(n_resamples, seed)
     values: dict[str, object] = {}
     ci: dict[str, object] = {}
-    for group, gmask in groups.items():
-        values[group], ci[group] = {}, {}
-        for cat, cmask in categories.items():
-            cols = np.column_stack(counts(gmask & np.asarray(cmask, dtype=bool)))
-            est = sums_statistic_ci(cols, _c2i_stat, n_resamples=n_resamples, seed=seed)
-            values[group][cat] = est.value  # type: ignore[index]
-            ci[group][cat] = est.to_dict()  # type: ignore[index]
-
-    def drop(before: np.ndarray, after: np.ndarray) -> Estimate:
-        cols = np.column_stack(counts(before) + counts(after))
-        return sums_statistic_ci(cols, _drop_stat, n_resamples=n_resamples, seed=seed)
-
-    if "id" in groups and "ood" in groups:
-        values["drop_id_to_ood"], ci["drop_id_to_ood"] = {}, {}
-        for cat, cmask in categories.items():
-            m = np.asarray(cmask, dtype=bool)
-            est = drop(groups["id"] & m, groups["ood"] & m)
-            values["drop_id_to_ood"][cat] = est.value  # type: ignore[index]
-            ci["drop_id_to_ood"][cat] = est.to_dict()  # type: ignore[index]
-    for prefix in ("", "mod_"):
-        plus, minus = categories.get(f"{prefix}fpvg_plus"), categories.get(f"{prefix}fpvg_minus")
-        if plus is None or minus is None:
-            continue
-        key = f"{prefix}drop_plus_to_minus"
-        values[key], ci[key] = {}, {}
-        for group, gmask in groups.items():
-            est = drop(gmask & np.asarray(plus, bool), gmask & np.asarray(minus, bool))
-            values[key][group] = est.value  # type: ignore[index]
-            ci[key][group] = est.to_dict()  # type: ignore[index]
+    for outer, inners in layout.items():
+        values[outer] = {inner: est[(outer, inner)].value for inner in inners}
+        ci[outer] = {inner: est[(outer, inner)].to_dict() for inner in inners}
     return values, ci
 
 
@@ -219,12 +281,9 @@ def suff_comp_report(
     comp_best = comp >= COMP_BEST
     comp_medium = ~comp_bad & ~comp_best
     n = p_all.shape[0]
-    mean_suff = mean_ci(suff, n_resamples=n_resamples, seed=seed)
-    mean_comp = mean_ci(comp, n_resamples=n_resamples, seed=seed)
-    values: dict[str, object] = {"suff": mean_suff.value, "comp": mean_comp.value, "n": n}
-    ci: dict[str, object] = {"suff": mean_suff.to_dict(), "comp": mean_comp.to_dict()}
-    cats_v: dict[str, dict[str, float]] = {}
-    cats_ci: dict[str, dict[str, object]] = {}
+    batch = _Batch(n)
+    batch.mean("suff", suff)
+    batch.mean("comp", comp)
     single = {
         "suff_good": (suff_good, flip_rel),
         "suff_other": (~suff_good, flip_rel),
@@ -232,24 +291,26 @@ def suff_comp_report(
         "comp_medium": (comp_medium, flip_irrel),
         "comp_best": (comp_best, flip_irrel),
     }
-    for name, (mask, flips) in single.items():
-        share = mean_ci(mask, n_resamples=n_resamples, seed=seed)
-        cols = np.column_stack([mask & flips, mask]).astype(np.float64)
-        flip = sums_statistic_ci(
-            cols, lambda s: 100.0 * s[:, 0] / s[:, 1], n_resamples=n_resamples, seed=seed
-        )
-        cats_v[name] = {"share": share.value, "flip": flip.value, "n": int(mask.sum())}
-        cats_ci[name] = {"share": share.to_dict(), "flip": flip.to_dict()}
     crossed = {
         "suff_good_comp_bad": suff_good & comp_bad,
         "suff_good_comp_best": suff_good & comp_best,
         "suff_other_comp_bad": ~suff_good & comp_bad,
         "suff_other_comp_best": ~suff_good & comp_best,
     }
+    for name, (mask, flips) in single.items():
+        batch.mean((name, "share"), mask)
+        batch.ratio((name, "flip"), mask & flips, mask)
     for name, mask in crossed.items():
-        share = mean_ci(mask, n_resamples=n_resamples, seed=seed)
-        cats_v[name] = {"share": share.value, "n": int(mask.sum())}
-        cats_ci[name] = {"share": share.to_dict()}
+        batch.mean((name, "share"), mask)
+    est = batch.estimates(n_resamples, seed)
+    values: dict[str, object] = {"suff": est["suff"].value, "comp": est["comp"].value, "n": n}
+    ci: dict[str, object] = {"suff": est["suff"].to_dict(), "comp": est["comp"].to_dict()}
+    cats_v: dict[str, dict[str, float]] = {}
+    cats_ci: dict[str, dict[str, object]] = {}
+    for name, mask in {**{k: v[0] for k, v in single.items()}, **crossed}.items():
+        parts = ("share", "flip") if name in single else ("share",)
+        cats_v[name] = {p: est[(name, p)].value for p in parts} | {"n": int(mask.sum())}
+        cats_ci[name] = {p: est[(name, p)].to_dict() for p in parts}
     values["categories"] = cats_v
     ci["categories"] = cats_ci
     values["thresholds"] = {"suff_good": SUFF_GOOD, "comp_bad": COMP_BAD, "comp_best": COMP_BEST}
