@@ -70,3 +70,18 @@ def test_paired_bootstrap_detects_a_real_difference_only():
     strong = paired_bootstrap(a, b, seed=0)
     assert strong.difference.value > 5 and strong.significant()
     assert paired_bootstrap(a, a).p_value == 1.0
+
+
+def test_level_counts_path_matches_index_resampling(monkeypatch):
+    # Few distinct values are resampled through multinomial counts of the levels; that
+    # must give the same interval as drawing unit indices, up to Monte Carlo error.
+    import vqadiag.metrics.bootstrap as bootstrap
+
+    values = np.random.default_rng(2).choice([0.0, 0.3, 0.6, 0.9, 1.0], size=5000)
+    fast = mean_ci(values, n_resamples=3000, seed=1)
+    monkeypatch.setattr(bootstrap, "_MAX_LEVELS", 0)
+    slow = mean_ci(values, n_resamples=3000, seed=1)
+    assert fast.value == slow.value
+    assert fast.ci_low == pytest.approx(slow.ci_low, abs=0.25)
+    assert fast.ci_high == pytest.approx(slow.ci_high, abs=0.25)
+    assert fast != slow  # the two paths really differ

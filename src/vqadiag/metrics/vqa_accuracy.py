@@ -24,7 +24,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from vqadiag.metrics.bootstrap import Estimate, mean_ci, percentile_interval
+from vqadiag.metrics.bootstrap import Estimate, mean_ci
 from vqadiag.metrics.vqa_normalize import clean_whitespace, normalize_answer
 
 MISSING_CODE = -2
@@ -146,29 +146,19 @@ def discrete_mean_ci(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> Estimate:
-    """``scale × mean(values)`` with a percentile-bootstrap interval (SPEC.md §8), fast for
-    values with few distinct levels (VQA accuracies take at most a few dozen).
+    """``scale × mean(values)`` with its percentile-bootstrap interval (SPEC.md §8).
 
-    Drawing n units with replacement matters only through how often each distinct value
-    v is drawn: (N_v) ~ Multinomial(n, c_v / n), c_v = count of v. The resampled mean is
-    Σ_v v N_v / n, the same distribution as resampling indices, in O(B·V) instead of
-    O(B·n). The point value is summed left to right like :func:`official_mean`.
-    Falls back to :func:`~vqadiag.metrics.bootstrap.mean_ci` above 4096 levels.
+    The interval is :func:`~vqadiag.metrics.bootstrap.mean_ci`'s (fast for the few
+    distinct levels VQA accuracies take); the point value is summed left to right
+    like :func:`official_mean`, so it equals the official script's figure bit for bit.
     """
     v = np.asarray(values, dtype=np.float64)
     n = v.shape[0]
     if n == 0:
         nan = float("nan")
         return Estimate(nan, nan, nan, 0)
-    levels, counts = np.unique(v, return_counts=True)
-    if levels.size > 4096:
-        estimate = mean_ci(v, scale=scale, n_resamples=n_resamples, seed=seed)
-        return Estimate(scale * float(sum(v.tolist())) / n, estimate.ci_low, estimate.ci_high, n)
-    rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n, counts / n, size=n_resamples)
-    boot = scale * (draws @ levels) / n
-    low, high = percentile_interval(boot, confidence)
-    return Estimate(scale * float(sum(v.tolist())) / n, low, high, n)
+    est = mean_ci(v, scale=scale, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    return Estimate(scale * float(sum(v.tolist())) / n, est.ci_low, est.ci_high, n)
 
 
 def group_indices(labels: Sequence[Hashable]) -> dict[Hashable, np.ndarray]:
