@@ -3,7 +3,9 @@
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -m "not slow"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+# The CPU build of PyTorch first: a plain `pip install torch` would pull CUDA packages.
+python3 -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+python3 -m pip install --quiet --disable-pip-version-check -e ".[dev,torch,hf]"
 python3 -m ruff check src tests benchmarks
 set +e
 python3 -m pytest "$@"

@@ -1,0 +1,136 @@
+"""GQA-format training and evaluation data for models: questions, scene graphs, objects.
+
+A data folder is either a synthetic world (``vqadiag synth --out DIR``) or a real
+GQA download laid out the same way::
+
+    DIR/gqa/{split}_balanced_questions.json      (or DIR/{split}_balanced_questions.json)
+    DIR/gqa/{split}_sceneGraphs.json             (optional: symbolic training)
+    DIR/gqa/objects/gqa_objects_info.json + gqa_objects_<k>.h5
+
+Questions are read once per split; object features are read lazily from the h5
+files, per image, and kept in a bounded cache, so real GQA (≈ 120 GB of
+features) is never loaded whole.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.detections import Detections, read_detections
+from vqadiag.data.gqa import GQAQuestions, SceneGraphs, read_gqa_questions, read_scene_graphs
+from vqadiag.errors import DataError
+from vqadiag.models.base import ObjectInput, QuestionBatch
+
+DEFAULT_CACHE_BYTES = 1 << 30
+
+
+def _gqa_dir(data_dir: Path) -> Path:
+    nested = data_dir / "gqa"
+    return nested if nested.is_dir() else data_dir
+
+
+class GQAData:
+    """Questions, scene graphs and detector objects of a GQA-format data folder."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        *,
+        detections: str | Path | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        self.root = Path(data_dir)
+        if not self.root.is_dir():
+            raise DataError(self.root, "data folder not found")
+        self.gqa_dir = _gqa_dir(self.root)
+        self._detections_path = Path(detections) if detections else self.gqa_dir / "objects"
+        self._detections: Detections | None = None
+        self._questions: dict[str, GQAQuestions] = {}
+        self._scenes: dict[str, SceneGraphs] = {}
+        self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._cache_bytes = cache_bytes
+        self._cached = 0
+
+    def questions_path(self, split: str) -> Path:
+        """The question file of ``split`` (balanced, else all questions)."""
+        for name in (f"{split}_balanced_questions.json", f"{split}_all_questions.json"):
+            path = self.gqa_dir / name
+            if path.is_file():
+                return path
+        raise DataError(self.gqa_dir, f"no question file for split {split!r}")
+
+    def questions(self, split: str) -> GQAQuestions:
+        """``{qid: record}`` of a split (read once)."""
+        if split not in self._questions:
+            self._questions[split] = read_gqa_questions(self.questions_path(split))
+        return self._questions[split]
+
+    def scene_graphs(self, split: str) -> SceneGraphs:
+        """``{imageId: scene}`` of a split (read once)."""
+        if split not in self._scenes:
+            path = self.gqa_dir / f"{split}_sceneGraphs.json"
+            self._scenes[split] = read_scene_graphs(path)
+        return self._scenes[split]
+
+    @property
+    def detections(self) -> Detections:
+        """The detector boxes and features (opened on first use)."""
+        if self._detections is None:
+            self._detections = read_detections(self._detections_path)
+        return self._detections
+
+    def batch(self, split: str, question_ids: Sequence[str]) -> QuestionBatch:
+        """A :class:`QuestionBatch` of the given questions of ``split``."""
+        records = self.questions(split)
+        rows = [records[q] for q in question_ids]
+        return QuestionBatch(
+            question_ids=list(question_ids),
+            questions=[r["question"] for r in rows],
+            image_ids=[str(r["imageId"]) for r in rows],
+            records=rows,
+        )
+
+    def image_objects(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(features (n, D) float32, boxes (n, 4) float32)`` of an image, cached."""
+        hit = self._cache.get(image_id)
+        if hit is not None:
+            self._cache.move_to_end(image_id)
+            return hit
+        det = self.detections
+        boxes = np.asarray(det[image_id], dtype=np.float32)
+        feats = np.asarray(det.features(image_id), dtype=np.float32)
+        self._cache[image_id] = (feats, boxes)
+        self._cached += feats.nbytes + boxes.nbytes
+        while self._cached > self._cache_bytes and len(self._cache) > 1:
+            _, (f, b) = self._cache.popitem(last=False)
+            self._cached -= f.nbytes + b.nbytes
+        return feats, boxes
+
+    def object_input(self, image_ids: Sequence[str], max_objects: int = 100) -> ObjectInput:
+        """Stack the objects of ``image_ids`` into an :class:`ObjectInput` padded to the
+        batch's largest object count (at most ``max_objects``); padding is masked out."""
+        per_image = [self.image_objects(str(i)) for i in image_ids]
+        n = max(1, min(max_objects, max((len(b) for _, b in per_image), default=1)))
+        dim = next((f.shape[1] for f, _ in per_image if f.ndim == 2 and f.shape[0]), 1)
+        size = len(per_image)
+        features = np.zeros((size, n, dim), dtype=np.float32)
+        boxes = np.zeros((size, n, 4), dtype=np.float32)
+        mask = np.zeros((size, n), dtype=bool)
+        sizes = np.zeros((size, 2), dtype=np.float32)
+        for row, (image_id, (f, b)) in enumerate(zip(image_ids, per_image, strict=True)):
+            k = min(n, len(b))
+            features[row, :k] = f[:k]
+            boxes[row, :k] = b[:k]
+            mask[row, :k] = True
+            wh = self.detections.image_size(str(image_id))
+            sizes[row] = wh if wh is not None else boxes[row, :k, 2:].max(axis=0, initial=1.0)
+        return ObjectInput(features, boxes, mask, sizes)
+
+    def describe(self) -> dict[str, Any]:
+        """Where the data came from (for run configs and fingerprints)."""
+        return {"root": str(self.root), "gqa_dir": str(self.gqa_dir)}
