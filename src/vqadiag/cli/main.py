@@ -8,6 +8,7 @@ from vqadiag import __version__
 from vqadiag.cli import (  # noqa: F401  (importing registers the commands)
     consistency,
     fpvg,
+    models,
     robustness,
     score_gqa,
     score_vqa,

@@ -1,0 +1,3 @@
+"""Commands: (in progress)."""
+
+from __future__ import annotations

@@ -1,0 +1,82 @@
+"""Checkpoints: ``config.json`` + ``weights.safetensors`` + ``answers.json`` in a run folder.
+
+Loading never unpickles: weights are safetensors (plain tensors), the rest JSON.
+``config.json`` always names the model (``"model"``) so ``vqadiag predict`` can
+rebuild it; the fingerprint of a run is a hash of all three files' contents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vqadiag import __version__
+from vqadiag.data.jsonio import read_json, require_field, write_json
+from vqadiag.errors import DataError
+
+CONFIG = "config.json"
+WEIGHTS = "weights.safetensors"
+ANSWERS = "answers.json"
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    config: Mapping[str, Any],
+    tensors: Mapping[str, np.ndarray],
+    answers: Sequence[str],
+) -> Path:
+    """Write a run folder; ``config`` must name the model under ``"model"``."""
+    from safetensors.numpy import save_file
+
+    if "model" not in config:
+        raise ValueError("a checkpoint config must name its model under 'model'")
+    out = Path(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / CONFIG, {**config, "vqadiag_version": __version__}, indent=True)
+    write_json(out / ANSWERS, list(answers), indent=True)
+    arrays = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    save_file(arrays, str(out / WEIGHTS))
+    return out
+
+
+def load_checkpoint(
+    run_dir: str | Path,
+) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
+    """Read ``(config, tensors, answers)`` of a run folder, with errors naming the file."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise DataError(folder, "run folder not found")
+    config = read_json(folder / CONFIG)
+    if not isinstance(config, dict):
+        raise DataError(folder / CONFIG, "expected a JSON object")
+    require_field(config, "model", folder / CONFIG, "config")
+    answers = read_json(folder / ANSWERS)
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise DataError(folder / ANSWERS, "expected a JSON list of answer strings")
+    weights = folder / WEIGHTS
+    if not weights.is_file():
+        raise DataError(weights, "file not found")
+    try:
+        tensors = load_file(str(weights))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise DataError(weights, f"cannot read safetensors: {err}") from None
+    return config, tensors, answers
+
+
+def run_fingerprint(run_dir: str | Path) -> str:
+    """SHA-256 over the config, weights and answers files of a run (hex, 16 chars)."""
+    digest = hashlib.sha256()
+    folder = Path(run_dir)
+    for name in (CONFIG, WEIGHTS, ANSWERS):
+        path = folder / name
+        digest.update(name.encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
