@@ -10,16 +10,14 @@ at full precision and has a ``{"value", "ci_low", "ci_high", "n"}`` twin under
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vqadiag.data.gqa import is_balanced, read_choices, read_gqa_questions
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.jsonio import paused_gc, write_json
 from vqadiag.data.predictions import align_predictions, read_predictions
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import mean_ci, percentile_interval, sums_statistic_ci
@@ -39,31 +37,6 @@ from vqadiag.metrics.gqa_ood import (
 )
 
 SPLIT_FILES = {"all": "ood_all.json", "head": "ood_head.json", "tail": "ood_tail.json"}
-
-
-# ----------------------------------------------------------------- reading
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while millions of containers are created.
-
-    Parsing a big question file allocates millions of dicts and lists; the
-    collector's repeated passes over them made parsing 2–5× slower (see
-    ``benchmarks/bench_gqa_loading.py``). Parsed JSON holds no cycles.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _load_questions(path: Path, require: Iterable[str]) -> dict[str, dict[str, Any]]:
-    with _gc_paused():
-        return read_gqa_questions(path, require=require)
 
 
 # ----------------------------------------------------------------- validation
@@ -128,7 +101,7 @@ def _read_answers(
     """Predictions as ``{qid: answer}``: ids outside ``questions`` are an error, and
     so are ``required_ids`` without a prediction unless ``allow_missing``."""
     p = Path(path)
-    with _gc_paused():
+    with paused_gc():
         predictions = read_predictions(p)
     for qid in predictions:
         if qid not in questions:
@@ -193,7 +166,7 @@ def score_gqa(
     entailed questions that have predictions and reports the rest as skipped.
     """
     q_path = Path(questions)
-    records = _load_questions(q_path, ("question", "answer"))
+    records = read_gqa_questions(q_path, require=("question", "answer"))
     scored = [qid for qid, r in records.items() if all_questions or is_balanced(r)]
     if not scored:
         raise DataError(
@@ -202,8 +175,7 @@ def score_gqa(
     choice_data = None
     if choices is not None:
         c_path = Path(choices)
-        with _gc_paused():
-            choice_data = read_choices(c_path)
+        choice_data = read_choices(c_path)
         for qid in scored:
             if qid not in choice_data:
                 raise DataError(c_path, "no choices for this question", record_label(qid))
@@ -315,7 +287,7 @@ def score_ood(
     only the split is built (counts, ``curve`` of tail sizes, ``write_split``).
     """
     q_path = Path(questions)
-    records = _load_questions(q_path, ("answer", "groups"))
+    records = read_gqa_questions(q_path, require=("answer", "groups"))
     for qid, record in records.items():
         if all_questions or is_balanced(record):
             _check_local_group(record, q_path, qid)
