@@ -29,6 +29,7 @@ def plot_ood_curve(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     points = [
         (1.0 + float(p["alpha"]), float(p["acc_tail"]))
@@ -45,12 +46,14 @@ def plot_ood_curve(
         if reference is not None and reference == reference:
             ax.axhline(reference, linestyle="--", color="grey", label=reference_label)
         ax.set_xscale("log")
+        ax.set_xticks([0.3, 0.5, 1, 2, 5, 10])
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.set_xlabel("1 + α (tail size)")
         ax.set_ylabel("acc-tail (%)")
         ax.set_title("GQA-OOD: accuracy on the tail")
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="lower right")
+            ax.legend(loc="best")
         fig.tight_layout()
         fig.savefig(out, format="png")
     finally:
