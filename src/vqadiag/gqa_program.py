@@ -37,9 +37,10 @@ raises :class:`ProgramError` on any ambiguity. **Lenient** execution
 (``strict=False``, for predicted scene graphs) resolves ambiguity by the
 objects' confidences: an object may carry ``score`` (how sure the detector /
 classifier is that it exists, default 1) and ``probs`` ``{family: {value: p}}``
-(classifier distributions, ``"name"`` included); a query then answers the value
-of largest score-weighted probability mass, a choice the most probable option,
-and a step that needs one object takes the highest-scoring one.
+(classifier distributions, ``"name"`` included), and the scene ``probs``
+``{scene_key: {value: p}}``; a query then answers the value of largest
+score-weighted probability mass, a choice the most probable option, and a step
+that needs one object takes the highest-scoring one.
 """
 
 from __future__ import annotations
@@ -160,6 +161,9 @@ class _Runner:
         if scene_key is not None and (ids == "scene" or scene_key in self.scene):
             if scene_key not in self.scene:
                 raise ProgramError(f"the scene has no {scene_key!r}")
+            probs = self.scene.get("probs", {}).get(scene_key)
+            if not self.strict and options is not None and probs:
+                return max(options, key=lambda v: (float(probs.get(v, 0.0)), v))
             return str(self.scene[scene_key])
         ids = [] if ids == "scene" else ids
         if not ids:
