@@ -32,39 +32,60 @@ def _top_object(data: Any, path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+#: Optional question fields and the JSON type each must have when present (not null).
+QUESTION_FIELD_TYPES: tuple[tuple[str, type], ...] = (
+    ("answer", str),
+    ("groups", dict),
+    ("types", dict),
+    ("annotations", dict),
+    ("entailed", list),
+    ("equivalent", list),
+    ("semantic", list),
+    ("isBalanced", bool),
+)
+
+
+def _question_ok(record: Any, required: frozenset[str]) -> bool:
+    """Cheap check of one record (the common case); failures are explained by
+    :func:`_question_problem`."""
+    if type(record) is not dict or not required <= record.keys():
+        return False
+    get = record.get
+    for field, kind in QUESTION_FIELD_TYPES:
+        value = get(field)
+        if value is not None and type(value) is not kind:
+            return False
+    return True
+
+
+def _question_problem(record: Any, required: tuple[str, ...], path: Path, label: str) -> None:
+    """Raise the DataError that says what is wrong with a record."""
+    for field in required:
+        require_field(record, field, path, label)
+    for field, kind in QUESTION_FIELD_TYPES:
+        value = record.get(field)
+        if value is not None and type(value) is not kind:
+            expected = {str: "a string", dict: "an object", list: "a list", bool: "true or false"}
+            raise DataError(path, f"{field!r} must be {expected[kind]}, got {value!r}", label)
+
+
 def read_gqa_questions(
     path: str | Path, require: Iterable[str] = ("question", "answer", "imageId")
 ) -> GQAQuestions:
     """Read a GQA question file, checking that every record has the ``require`` fields.
 
-    Optional fields are type-checked when present (``isBalanced`` a bool,
-    ``groups`` / ``types`` / ``annotations`` objects, ``entailed`` a list, string
-    answers).
+    Optional fields are type-checked when present (:data:`QUESTION_FIELD_TYPES`:
+    string ``answer``, ``groups`` / ``types`` / ``annotations`` objects,
+    ``entailed`` / ``equivalent`` / ``semantic`` lists, boolean ``isBalanced``).
+    The parsed dicts are returned as they are (no second copy).
     """
     p = Path(path)
     data = _top_object(read_json(p), p, "question id")
     required = tuple(require)
+    required_set = frozenset(required)
     for qid, record in data.items():
-        label = record_label(qid)
-        for field in required:
-            require_field(record, field, p, label)
-        answer = record.get("answer")
-        if answer is not None and not isinstance(answer, str):
-            raise DataError(p, f"'answer' must be a string, got {answer!r}", label)
-        for field, kind in (
-            ("groups", dict),
-            ("types", dict),
-            ("annotations", dict),
-            ("entailed", list),
-            ("equivalent", list),
-            ("semantic", list),
-        ):
-            value = record.get(field)
-            if value is not None and not isinstance(value, kind):
-                raise DataError(p, f"{field!r} must be a {kind.__name__}", label)
-        balanced = record.get("isBalanced")
-        if balanced is not None and not isinstance(balanced, bool):
-            raise DataError(p, f"'isBalanced' must be true or false, got {balanced!r}", label)
+        if not _question_ok(record, required_set):
+            _question_problem(record, required, p, record_label(qid))
     return data
 
 

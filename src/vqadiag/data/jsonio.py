@@ -54,7 +54,7 @@ def read_json(path: str | Path) -> Any:
     """Parse a whole JSON file with orjson; empty or malformed files raise DataError."""
     p = _existing(path)
     raw = p.read_bytes()
-    if not raw.strip():
+    if not raw or raw.isspace():  # no stripped copy of a large file
         raise DataError(p, "file is empty")
     try:
         with paused_gc():
