@@ -330,6 +330,26 @@ def _fit(
             )
 
 
+class _threads:
+    """Run small torch work on ``n`` intra-op threads (restored afterwards): the nets are
+    tiny, so extra threads only add synchronisation, and oversubscribed cores stall them."""
+
+    def __init__(self, n: int = 1) -> None:
+        self.n = n
+        self.old = 0
+
+    def __enter__(self) -> None:
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc: object) -> None:
+        import torch
+
+        torch.set_num_threads(self.old)
+
+
 # --------------------------------------------------------------------------- the model
 class SymbolicModel:
     """Per-object classifiers + predicted scene graph + GQA program execution."""
@@ -394,10 +414,22 @@ class SymbolicModel:
         ``epochs`` sets the object classifier's epochs (default 30) and, unless
         ``relation_epochs`` is given, the relation classifier's (default 10).
         """
-        import torch
 
         if options:
             raise ValueError(f"unknown options for the symbolic model: {sorted(options)}")
+        with _threads(1):
+            return cls._train(
+                data, split, epochs, seed, progress, hidden, relation_epochs, max_images,
+                max_pairs, nms_iou,
+            )  # fmt: skip
+
+    @classmethod
+    def _train(
+        cls, data, split, epochs, seed, progress, hidden, relation_epochs, max_images, max_pairs,
+        nms_iou,
+    ) -> SymbolicModel:  # fmt: skip
+        import torch
+
         torch.manual_seed(seed)
         generator = torch.Generator().manual_seed(seed)
         rng = np.random.default_rng(seed)
@@ -510,8 +542,10 @@ class SymbolicModel:
         return cls(config, tensors, answers)
 
     def fingerprint(self) -> str:
-        """SHA-256 (16 hex) over the config, the answer vocabulary and every tensor."""
-        digest = hashlib.sha256(orjson.dumps(self.config, option=orjson.OPT_SORT_KEYS))
+        """SHA-256 (16 hex) over the config (less the writer's version), the answer
+        vocabulary and every tensor."""
+        config = {k: v for k, v in self.config.items() if k != "vqadiag_version"}
+        digest = hashlib.sha256(orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
         digest.update(orjson.dumps(self.answer_vocab))
         for key in sorted(self.tensors):
             digest.update(key.encode())
@@ -640,6 +674,10 @@ class SymbolicModel:
         of its visible objects (module docstring)."""
         if not isinstance(visual, ObjectInput):
             raise TypeError("the symbolic model needs ObjectInput (detector objects)")
+        with _threads(1):
+            return self._predict(batch, visual)
+
+    def _predict(self, batch: QuestionBatch, visual: ObjectInput) -> ModelOutput:
         size_b, size_n = visual.mask.shape
         n_ans = len(self.answer_vocab)
         probs = np.zeros((size_b, n_ans), dtype=np.float32)
