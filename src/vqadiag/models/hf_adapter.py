@@ -178,9 +178,11 @@ class HFModel:
         return cls(folder, device=device)
 
     def fingerprint(self) -> str:
-        """SHA-256 (16 hex) over the run config and every file of the model folder."""
+        """SHA-256 (16 hex) over the settings and the content of every file of the model
+        folder (not its location: a copied folder has the same fingerprint)."""
         if self._fingerprint is None:
-            digest = hashlib.sha256(repr(sorted(self.run_config().items())).encode())
+            settings = {k: v for k, v in self.run_config().items() if k != "path"}
+            digest = hashlib.sha256(repr(sorted(settings.items())).encode())
             for path in sorted(p for p in self.model_dir.rglob("*") if p.is_file()):
                 digest.update(str(path.relative_to(self.model_dir)).encode())
                 with path.open("rb") as fh:
