@@ -1,3 +1,127 @@
-"""Commands: (in progress)."""
+"""Commands: ``vqadiag train`` and ``vqadiag predict`` (built-in reference models)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from vqadiag.cli.apps import app
+from vqadiag.cli.common import JsonFlag, ResamplesOption, cli_errors, emit, rate_table
+from vqadiag.errors import DataError
+
+DataOption = Annotated[Path, typer.Option("--data", help="GQA-format data folder.")]
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+
+
+def parse_options(items: list[str]) -> dict[str, Any]:
+    """``["hidden_dim=512", "lr=1e-3"]`` → ``{"hidden_dim": 512, "lr": 0.001}`` (values JSON,
+    else strings)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise DataError("--option", f"expected KEY=VALUE, got {item!r}")
+        try:
+            out[key] = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _render_train(result: Mapping[str, Any]) -> None:
+    typer.echo(
+        f"trained {result['model']} on {result['train_questions']} {result['split']} questions "
+        f"in {result['seconds']:.1f} s → {result['run']} (fingerprint {result['fingerprint']})"
+    )
+    if result["val"] is not None:
+        ci = result["ci"]["val"]["accuracy"]
+        rate_table(f"{result['model']} on {result['val']['split']}", [("accuracy", ci, ci["n"])])
+
+
+def _render_predict(result: Mapping[str, Any]) -> None:
+    typer.echo(
+        f"{result['model']}: {result['questions']} {result['split']} answers → {result['out']} "
+        f"({result['questions_per_second']:.0f} questions/s)"
+    )
+    if result["ci"]["accuracy"] is not None:
+        ci = result["ci"]["accuracy"]
+        rate_table(f"{result['model']} on {result['split']}", [("accuracy", ci, ci["n"])])
+
+
+@app.command("train")
+@cli_errors
+def train_command(
+    data: DataOption,
+    model: Annotated[str, typer.Option("--model", help="prior, question-only, updn or symbolic.")],
+    out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
+    epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
+    split: Annotated[str, typer.Option("--split", help="Training split.")] = "train",
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="Prior only: global, group or type.")
+    ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", help="Model option KEY=VALUE (repeatable)."),
+    ] = None,
+    n_bootstrap: ResamplesOption = 1000,
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Train a reference model on GQA-format data and save its run folder."""
+    from vqadiag.api.models import train
+
+    options = parse_options(option or [])
+    if mode is not None:
+        if model != "prior":
+            raise DataError("--mode", "only the prior model has a mode")
+        options["mode"] = mode
+    result = train(
+        data,
+        model,
+        out,
+        epochs=epochs,
+        seed=seed,
+        split=split,
+        options=options,
+        progress=not quiet,
+        n_bootstrap=n_bootstrap,
+    )
+    emit(result, as_json, _render_train)
+
+
+@app.command("predict")
+@cli_errors
+def predict_command(
+    model: Annotated[Path, typer.Option("--model", help="Run folder written by train.")],
+    data: DataOption,
+    out: Annotated[Path, typer.Option("--out", help="Prediction file to write (JSON).")],
+    split: Annotated[str, typer.Option("--split", help="Split to answer.")] = "val",
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 256,
+    probs: Annotated[
+        int, typer.Option("--probs", min=0, help="Store the top-K answer probabilities.")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval.")] = 0,
+    n_bootstrap: ResamplesOption = 1000,
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Answer a split with a trained model and write a prediction file `vqadiag score` reads."""
+    from vqadiag.api.models import predict
+
+    result = predict(
+        model,
+        data,
+        out,
+        split=split,
+        batch_size=batch_size,
+        probs_k=probs,
+        progress=not quiet,
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+    )
+    emit(result, as_json, _render_predict)

@@ -1,0 +1,149 @@
+"""Glue of ``vqadiag train`` and ``vqadiag predict``: data folder → model → run folder /
+prediction file, and the result dicts those commands print with ``--json``.
+
+Accuracy here is exact match of the predicted answer with the GQA ``answer``
+(percent), with a 95% bootstrap interval over questions (``mean_ci``); ``vqadiag
+score gqa`` gives the full GQA protocol on the written prediction file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vqadiag.errors import DataError
+from vqadiag.metrics.bootstrap import mean_ci
+from vqadiag.models.checkpoint import run_fingerprint
+from vqadiag.models.data import GQAData
+from vqadiag.models.predict import accuracy_values, predict_split, write_prediction_file
+from vqadiag.models.registry import MODELS, TRAINABLE, load_model, model_class
+from vqadiag.models.training import has_split
+
+
+def _accuracy(
+    predictions: Mapping[str, Any],
+    questions: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    n_bootstrap: int,
+) -> dict[str, Any] | None:
+    """``{"value", "ci_low", "ci_high", "n"}`` of exact-match accuracy, None without answers."""
+    values = accuracy_values(predictions, questions)
+    if not values:
+        return None
+    return mean_ci(values, n_resamples=n_bootstrap, seed=seed).to_dict()
+
+
+def train(
+    data_dir: str | Path,
+    model: str,
+    out: str | Path,
+    *,
+    epochs: int | None = None,
+    seed: int = 0,
+    split: str = "train",
+    val_split: str = "val",
+    options: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    n_bootstrap: int = 1000,
+) -> dict[str, Any]:
+    """Train ``model`` on ``split`` of ``data_dir``, save it to ``out`` and score ``val_split``.
+
+    Returns ``{model, run, data, split, seed, epochs, options, train_questions,
+    seconds, fingerprint, history, val: {split, questions, accuracy} | None,
+    ci: {val: {accuracy}}}`` (accuracy in percent).
+    """
+    if model not in MODELS:
+        model_class(model)  # raises the unknown-model error
+    if model not in TRAINABLE:
+        raise DataError(
+            "--model",
+            f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
+        )
+    cls = model_class(model)
+    data = GQAData(data_dir)
+    data.questions(split)  # bad or missing question files fail before any work
+    start = time.perf_counter()
+    try:
+        trained = cls.train(
+            data, split=split, epochs=epochs, seed=seed, progress=progress, **dict(options or {})
+        )
+    except (ValueError, TypeError) as err:
+        if isinstance(err, DataError):
+            raise
+        raise DataError("--option", str(err)) from None
+    seconds = time.perf_counter() - start
+    run = Path(out)
+    trained.save(run)
+    log = getattr(trained, "training_log", None) or {}
+    result: dict[str, Any] = {
+        "model": model,
+        "run": str(run),
+        "data": str(data_dir),
+        "split": split,
+        "seed": seed,
+        "epochs": epochs if epochs is not None else getattr(trained, "options", {}).get("epochs"),
+        "options": dict(getattr(trained, "options", None) or options or {}),
+        "train_questions": len(data.questions(split)),
+        "seconds": seconds,
+        "fingerprint": trained.fingerprint(),
+        "run_fingerprint": run_fingerprint(run),
+        "history": list(log.get("history", [])),
+        "val": None,
+        "ci": {"val": None},
+    }
+    if val_split != split and has_split(data, val_split):
+        preds = predict_split(trained, data, val_split, progress=progress)
+        ci = _accuracy(preds, data.questions(val_split), seed, n_bootstrap)
+        result["val"] = {
+            "split": val_split,
+            "questions": len(preds),
+            "accuracy": None if ci is None else ci["value"],
+        }
+        result["ci"] = {"val": {"accuracy": ci}}
+    return result
+
+
+def predict(
+    run: str | Path,
+    data_dir: str | Path,
+    out: str | Path,
+    *,
+    split: str = "val",
+    batch_size: int = 256,
+    probs_k: int = 0,
+    progress: bool = True,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+) -> dict[str, Any]:
+    """Answer every question of ``split`` with the model of ``run`` and write ``out``
+    (``{qid: answer}``, or ``{qid: {"answer", "probs": top-k}}`` with ``probs_k > 0``).
+
+    Returns ``{model, run, fingerprint, data, split, out, questions, seconds,
+    questions_per_second, accuracy | None, ci: {accuracy}}`` (accuracy in percent,
+    exact match, when the questions carry answers).
+    """
+    model = load_model(run)
+    data = GQAData(data_dir)
+    questions = data.questions(split)
+    start = time.perf_counter()
+    preds = predict_split(
+        model, data, split, batch_size=batch_size, probs_k=probs_k, progress=progress
+    )
+    seconds = time.perf_counter() - start
+    path = write_prediction_file(out, preds)
+    ci = _accuracy(preds, questions, seed, n_bootstrap)
+    return {
+        "model": model.name,
+        "run": str(run),
+        "fingerprint": model.fingerprint(),
+        "data": str(data_dir),
+        "split": split,
+        "out": str(path),
+        "questions": len(preds),
+        "seconds": seconds,
+        "questions_per_second": len(preds) / seconds if seconds > 0 else None,
+        "accuracy": None if ci is None else ci["value"],
+        "ci": {"accuracy": ci},
+    }

@@ -1,0 +1,384 @@
+"""The shared training loop and checkpoint plumbing of the neural built-in models.
+
+:class:`TorchModel` is the base of :class:`~vqadiag.models.question_only.QuestionOnlyModel`
+and :class:`~vqadiag.models.updn.UpDnModel`: it owns the vocabularies, turns a
+:class:`QuestionBatch` / :class:`ObjectInput` into tensors, predicts, saves and loads
+(safetensors + JSON, never pickle) and fingerprints. :func:`fit` is the one training
+loop: AdamW, cross-entropy against the GQA ``answer`` (answers outside the answer
+vocabulary are ignored), shuffled batches with their objects from :class:`GQAData`,
+a seed for initialisation, shuffling and dropout, rich progress (loss, accuracy,
+ETA) and validation accuracy after every epoch when a validation split exists.
+
+The same seed reproduces the same weights: ``torch.manual_seed(seed)``, a numpy
+generator seeded with ``seed`` for the order, deterministic algorithms
+(``torch.use_deterministic_algorithms``) and a fixed intra-op thread count (option
+``threads``, default 1: the networks are small, so one thread is as fast as two on
+an idle machine and far faster on a busy one, and the summation order never
+depends on the machine) while training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import orjson
+
+from vqadiag.errors import DataError
+from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, QuestionBatch
+from vqadiag.models.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
+from vqadiag.models.data import GQAData
+from vqadiag.models.vocab import AnswerVocab, WordVocab, vocab_config, words_from_config
+
+if TYPE_CHECKING:
+    import torch
+
+SPATIAL_DIM = 5
+
+
+def spatial_features(boxes: np.ndarray, image_sizes: np.ndarray) -> np.ndarray:
+    """Boxes normalised by image size: ``x1/W, y1/H, x2/W, y2/H, (x2−x1)(y2−y1)/(W·H)``
+    → (B, N, 5) float32 (the spatial features of UpDn, Anderson et al. 2018 §3.1)."""
+    wh = np.maximum(np.asarray(image_sizes, np.float32), 1.0)[:, None, :]  # (B, 1, 2)
+    b = np.asarray(boxes, np.float32)
+    x1y1 = b[..., :2] / wh
+    x2y2 = b[..., 2:] / wh
+    area = np.prod(np.clip(x2y2 - x1y1, 0.0, None), axis=-1, keepdims=True)
+    return np.concatenate([x1y1, x2y2, area], axis=-1).astype(np.float32)
+
+
+class TorchModel:
+    """Base of the neural models: vocabularies, tensors, predict, save / load, fingerprint."""
+
+    name: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    uses_objects: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        words: WordVocab,
+        answers: AnswerVocab,
+        options: Mapping[str, Any],
+        feature_dim: int = 0,
+        training_log: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.net = net
+        self.words = words
+        self.answers = answers
+        self.answer_vocab: list[str] = answers.answers
+        self.options = dict(options)
+        self.feature_dim = feature_dim
+        self.training_log: dict[str, Any] = dict(training_log or {})
+        self._fingerprint: str | None = None
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def build_net(
+        cls, n_words: int, n_answers: int, feature_dim: int, options: Mapping[str, Any]
+    ) -> torch.nn.Module:
+        """The network of this model (implemented by each subclass)."""
+        raise NotImplementedError
+
+    @classmethod
+    def resolve_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``options``; unknown option names raise ``ValueError``."""
+        unknown = sorted(set(options) - set(cls.defaults))
+        if unknown:
+            known = ", ".join(sorted(cls.defaults))
+            raise ValueError(f"unknown option(s) {unknown} for model {cls.name!r} (known: {known})")
+        return {**cls.defaults, **options}
+
+    @classmethod
+    def train(
+        cls,
+        data: GQAData,
+        *,
+        split: str = "train",
+        epochs: int | None = None,
+        seed: int = 0,
+        progress: bool = True,
+        **options: Any,
+    ) -> TorchModel:
+        """Train on ``split`` of ``data`` with :func:`fit` (options: see ``defaults``)."""
+        opts = cls.resolve_options(options)
+        if epochs is not None:
+            opts["epochs"] = int(epochs)
+        return fit(cls, data, split=split, seed=seed, progress=progress, options=opts)
+
+    # -- tensors --------------------------------------------------------------------------
+    def _question_tensors(self, batch: QuestionBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        ids, lengths = self.words.encode(batch.questions, self.options["max_question_tokens"])
+        return torch.from_numpy(ids), torch.from_numpy(lengths)
+
+    def _object_tensors(
+        self, visual: ObjectInput | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        import torch
+
+        if not isinstance(visual, ObjectInput):
+            raise DataError(None, f"model {self.name!r} needs object input (features and boxes)")
+        if visual.features.shape[2] != self.feature_dim:
+            raise DataError(
+                None,
+                f"object features have {visual.features.shape[2]} dimensions; "
+                f"model {self.name!r} was trained on {self.feature_dim}",
+            )
+        feats = torch.from_numpy(np.ascontiguousarray(visual.features, dtype=np.float32))
+        spatial = torch.from_numpy(spatial_features(visual.boxes, visual.image_sizes))
+        mask = torch.from_numpy(np.ascontiguousarray(visual.mask, dtype=bool))
+        return feats, spatial, mask
+
+    def forward(
+        self, batch: QuestionBatch, visual: ObjectInput | None, feats: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(logits (B, A), attention (B, N) or None)``; ``feats`` replaces the features
+        tensor (for gradients)."""
+        tokens, lengths = self._question_tensors(batch)
+        if not self.uses_objects:
+            return self.net(tokens, lengths), None
+        f, spatial, mask = self._object_tensors(visual)
+        return self.net(tokens, lengths, f if feats is None else feats, spatial, mask)
+
+    def predict(self, batch: QuestionBatch, visual: ObjectInput | None = None) -> ModelOutput:
+        """Softmax over the answer vocabulary; the answer is the arg-max (first on ties)."""
+        import torch
+
+        self.net.eval()
+        with torch.inference_mode():
+            logits, attention = self.forward(batch, visual)
+            probs = torch.softmax(logits, dim=1).numpy()
+        best = probs.argmax(axis=1)
+        return ModelOutput(
+            answers=[self.answer_vocab[i] for i in best],
+            probs=probs,
+            attention=None if attention is None else attention.numpy(),
+        )
+
+    # -- persistence ----------------------------------------------------------------------
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The network weights as numpy arrays (what goes into ``weights.safetensors``)."""
+        return {k: v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
+
+    def architecture(self) -> dict[str, Any]:
+        """Everything but the weights needed to rebuild the model (and nothing else)."""
+        return {
+            "model": self.name,
+            "options": self.options,
+            "feature_dim": self.feature_dim,
+            **vocab_config(self.words, self.options["max_question_tokens"]),
+        }
+
+    def save(self, run_dir: str | Path) -> None:
+        """Write ``config.json`` (architecture + training log), weights and answers."""
+        config = {**self.architecture(), "training": self.training_log}
+        save_checkpoint(run_dir, config, self.state_arrays(), self.answer_vocab)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> TorchModel:
+        """Rebuild from a run folder; mismatching weights raise ``DataError`` naming the file."""
+        import torch
+
+        config, tensors, answers = load_checkpoint(run_dir)
+        path = Path(run_dir) / "config.json"
+        try:
+            words = words_from_config(config)
+            options = cls.resolve_options(config["options"])
+            feature_dim = int(config.get("feature_dim", 0))
+        except (KeyError, TypeError, ValueError) as err:
+            raise DataError(path, f"not a {cls.name!r} config: {err}") from None
+        vocab = AnswerVocab(answers)
+        net = cls.build_net(len(words), len(vocab), feature_dim, options)
+        try:
+            net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()})
+        except RuntimeError as err:
+            first = str(err).splitlines()[0]
+            raise DataError(
+                Path(run_dir) / WEIGHTS, f"weights do not fit the model: {first}"
+            ) from None
+        net.eval()
+        return cls(net, words, vocab, options, feature_dim, config.get("training"))
+
+    def fingerprint(self) -> str:
+        """SHA-256 (16 hex chars) over the architecture config and every weight tensor."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256(orjson.dumps(self.architecture(), option=orjson.OPT_SORT_KEYS))
+            digest.update(orjson.dumps(self.answer_vocab))
+            for key, arr in sorted(self.state_arrays().items()):
+                digest.update(key.encode())
+                digest.update(np.ascontiguousarray(arr).tobytes())
+            self._fingerprint = digest.hexdigest()[:16]
+        return self._fingerprint
+
+
+def _train_progress(enabled: bool) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from rich.console import Console
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.3f}  acc {task.fields[acc]:.1f}%"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+    )
+
+
+def has_split(data: GQAData, split: str) -> bool:
+    """Whether ``data`` has a question file for ``split``."""
+    try:
+        data.questions_path(split)
+    except DataError:
+        return False
+    return True
+
+
+def evaluate_accuracy(
+    model: TorchModel, data: GQAData, split: str, batch_size: int = 512, max_objects: int = 100
+) -> float:
+    """Exact-match accuracy (percent) of ``model`` on every question of ``split``."""
+    from vqadiag.models.predict import iter_batches
+
+    correct = total = 0
+    for batch, output in iter_batches(
+        model, data, split, batch_size=batch_size, max_objects=max_objects
+    ):
+        for record, answer in zip(batch.records, output.answers, strict=True):
+            correct += answer == record["answer"]
+            total += 1
+    return 100.0 * correct / total if total else float("nan")
+
+
+def fit(
+    cls: type[TorchModel],
+    data: GQAData,
+    *,
+    split: str,
+    seed: int,
+    progress: bool,
+    options: Mapping[str, Any],
+    val_split: str | None = "val",
+) -> TorchModel:
+    """Train ``cls`` on ``split``: AdamW (``lr``, ``weight_decay``), mean cross-entropy over
+    the questions whose answer is in the vocabulary, ``epochs`` passes of shuffled
+    ``batch_size`` batches; validation accuracy after each epoch when ``val_split`` exists."""
+    import torch
+
+    start = time.perf_counter()
+    questions = data.questions(split)
+    if not questions:
+        raise DataError(data.questions_path(split), "no questions to train on")
+    qids = list(questions)
+    words = WordVocab.build((questions[q]["question"] for q in qids), options["min_word_count"])
+    answers = AnswerVocab.build(
+        (questions[q]["answer"] for q in qids), options.get("top_answers") or None
+    )
+    targets_all = answers.encode([questions[q]["answer"] for q in qids])
+    keep = targets_all >= 0
+    qids = [q for q, k in zip(qids, keep, strict=True) if k]
+    targets_all = targets_all[keep]
+
+    feature_dim = 0
+    if cls.uses_objects:
+        first_image = str(questions[qids[0]]["imageId"])
+        feature_dim = int(data.image_objects(first_image)[0].shape[1])
+
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    threads = torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    if options.get("threads"):
+        torch.set_num_threads(int(options["threads"]))
+    try:
+        torch.manual_seed(seed)
+        net = cls.build_net(len(words), len(answers), feature_dim, options)
+        model = cls(net, words, answers, options, feature_dim)
+        optimizer = torch.optim.AdamW(
+            net.parameters(), lr=options["lr"], weight_decay=options["weight_decay"]
+        )
+        loss_fn = torch.nn.CrossEntropyLoss()
+        rng = np.random.default_rng(seed)
+        epochs = int(options["epochs"])
+        bs = int(options["batch_size"])
+        n_batches = (len(qids) + bs - 1) // bs
+        validate = val_split is not None and val_split != split and has_split(data, val_split)
+        history: list[dict[str, Any]] = []
+        bar = _train_progress(progress)
+        with bar:
+            task = bar.add_task(
+                f"{cls.name} epoch 1/{epochs}", total=epochs * n_batches, loss=0.0, acc=0.0
+            )
+            for epoch in range(1, epochs + 1):
+                bar.update(task, description=f"{cls.name} epoch {epoch}/{epochs}")
+                net.train()
+                order = rng.permutation(len(qids))
+                loss_sum = correct = seen = 0.0
+                for b in range(n_batches):
+                    idx = order[b * bs : (b + 1) * bs]
+                    batch = data.batch(split, [qids[i] for i in idx])
+                    visual = (
+                        data.object_input(batch.image_ids, options["max_objects"])
+                        if cls.uses_objects
+                        else None
+                    )
+                    target = torch.from_numpy(targets_all[idx])
+                    logits, _ = model.forward(batch, visual)
+                    loss = loss_fn(logits, target)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if options.get("grad_clip"):
+                        torch.nn.utils.clip_grad_norm_(net.parameters(), options["grad_clip"])
+                    optimizer.step()
+                    loss_sum += loss.item() * len(idx)
+                    correct += float((logits.argmax(1) == target).sum())
+                    seen += len(idx)
+                    bar.update(task, advance=1, loss=loss_sum / seen, acc=100 * correct / seen)
+                row: dict[str, Any] = {
+                    "epoch": epoch,
+                    "loss": loss_sum / seen,
+                    "train_accuracy": 100.0 * correct / seen,
+                }
+                if validate:
+                    row["val_accuracy"] = evaluate_accuracy(
+                        model, data, val_split, max_objects=options["max_objects"]
+                    )
+                row["seconds"] = time.perf_counter() - start
+                history.append(row)
+                if progress:
+                    val = f"  val acc {row['val_accuracy']:.2f}%" if validate else ""
+                    bar.console.print(
+                        f"epoch {epoch}: loss {row['loss']:.4f}  "
+                        f"train acc {row['train_accuracy']:.2f}%{val}"
+                    )
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(threads)
+    net.eval()
+    model.training_log = {
+        "split": split,
+        "seed": seed,
+        "questions": len(qids),
+        "history": history,
+        "seconds": time.perf_counter() - start,
+        "val_split": val_split if validate else None,
+    }
+    model._fingerprint = None
+    return model
