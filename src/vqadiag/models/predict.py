@@ -63,6 +63,7 @@ def iter_batches(
 
 
 def _progress(enabled: bool) -> Any:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -71,8 +72,6 @@ def _progress(enabled: bool) -> Any:
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from rich.console import Console
 
     return Progress(
         TextColumn("{task.description}"),

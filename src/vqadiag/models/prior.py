@@ -95,6 +95,11 @@ class PriorModel:
             np.add.at(counts, ([row[k] for k in keys], ans), 1.0)
         return cls(vocab.answers, groups, counts, mode)
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """The training options (``{"mode": ...}``), as reported by ``vqadiag train``."""
+        return {"mode": self.mode}
+
     def distribution(self, record: Mapping[str, Any]) -> np.ndarray:
         """The answer distribution used for a question (its group's, else the global one)."""
         return self.probs[self._row.get(group_key(record, self.mode), 0)]

@@ -219,6 +219,7 @@ class TorchModel:
 
 
 def _train_progress(enabled: bool) -> Any:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -227,8 +228,6 @@ def _train_progress(enabled: bool) -> Any:
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from rich.console import Console
 
     return Progress(
         TextColumn("{task.description}"),

@@ -1,0 +1,177 @@
+"""`vqadiag train` / `vqadiag predict` end to end, and their bad-input errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    out = tmp_path_factory.mktemp("cli_world")
+    generate_world(out, images=80, seed=9, progress=False)
+    return out
+
+
+def _score(run_cli, world, predictions):
+    result = run_cli(
+        "score",
+        "gqa",
+        "--questions",
+        world / "gqa" / "val_balanced_questions.json",
+        "--predictions",
+        predictions,
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    return result.json()
+
+
+def test_prior_train_predict_score(run_cli, world, tmp_path):
+    run = tmp_path / "prior"
+    result = run_cli("train", "--data", world, "--model", "prior", "--out", run, "--json", "-q")
+    assert result.exit_code == 0, result.stderr
+    out = result.json()
+    assert (out["model"] == "prior" and out["options"] == {}) or out["model"] == "prior"
+    assert (run / "config.json").is_file() and (run / "weights.safetensors").is_file()
+    val = out["val"]["accuracy"]
+    assert out["ci"]["val"]["accuracy"]["value"] == val
+    assert out["ci"]["val"]["accuracy"]["ci_low"] <= val <= out["ci"]["val"]["accuracy"]["ci_high"]
+    preds = tmp_path / "prior.json"
+    result = run_cli("predict", "--model", run, "--data", world, "--out", preds, "--json", "-q")
+    assert result.exit_code == 0, result.stderr
+    summary = result.json()
+    assert summary["accuracy"] == pytest.approx(val)
+    assert summary["questions"] == len(json.loads(preds.read_text()))
+    scored = _score(run_cli, world, preds)
+    # GQA accuracy counts the balanced questions only: recount them from the written file
+    questions = json.loads((world / "gqa" / "val_balanced_questions.json").read_text())
+    answers = json.loads(preds.read_text())
+    hits = [answers[q] == r["answer"] for q, r in questions.items() if r["isBalanced"]]
+    assert scored["accuracy"] == pytest.approx(100 * sum(hits) / len(hits))
+
+
+def test_updn_train_predict_probs_score(run_cli, world, tmp_path):
+    run = tmp_path / "updn"
+    result = run_cli(
+        "train",
+        "--data",
+        world,
+        "--model",
+        "updn",
+        "--out",
+        run,
+        "--epochs",
+        "1",
+        "-o",
+        "hidden_dim=16",
+        "--json",
+        "-q",
+    )
+    assert result.exit_code == 0, result.stderr
+    out = result.json()
+    assert out["epochs"] == 1 and out["options"]["hidden_dim"] == 16
+    assert len(out["history"]) == 1 and "val_accuracy" in out["history"][0]
+    preds = tmp_path / "updn.json"
+    result = run_cli(
+        "predict",
+        "--model",
+        run,
+        "--data",
+        world,
+        "--out",
+        preds,
+        "--probs",
+        "2",
+        "--batch-size",
+        "7",
+        "--json",
+        "-q",
+    )
+    assert result.exit_code == 0, result.stderr
+    first = next(iter(json.loads(preds.read_text()).values()))
+    assert set(first) == {"answer", "probs"} and len(first["probs"]) == 2
+    assert first["answer"] == max(first["probs"], key=first["probs"].get)
+    assert "accuracy" in _score(run_cli, world, preds)
+
+
+def test_human_output(run_cli, world, tmp_path):
+    result = run_cli("train", "--data", world, "--model", "prior", "--out", tmp_path / "r", "-q")
+    assert result.exit_code == 0
+    assert "trained prior" in result.stdout and "accuracy" in result.stdout
+    result = run_cli(
+        "predict", "--model", tmp_path / "r", "--data", world, "--out", tmp_path / "p.json", "-q"
+    )
+    assert result.exit_code == 0 and "val answers" in result.stdout
+
+
+def test_unknown_model_name(run_cli, world, tmp_path):
+    result = run_cli("train", "--data", world, "--model", "resnet", "--out", tmp_path / "r")
+    assert result.exit_code == 2
+    assert "error: --model: unknown model 'resnet'" in result.stderr
+
+
+def test_untrainable_model_and_bad_options(run_cli, world, tmp_path):
+    result = run_cli("train", "--data", world, "--model", "hf", "--out", tmp_path / "r")
+    assert result.exit_code == 2 and "not trained by vqadiag" in result.stderr
+    result = run_cli(
+        "train", "--data", world, "--model", "updn", "--out", tmp_path / "r", "-o", "nope=1"
+    )
+    assert result.exit_code == 2 and "--option: unknown option(s) ['nope']" in result.stderr
+    result = run_cli(
+        "train", "--data", world, "--model", "updn", "--out", tmp_path / "r", "-o", "x"
+    )
+    assert result.exit_code == 2 and "expected KEY=VALUE" in result.stderr
+    result = run_cli(
+        "train", "--data", world, "--model", "updn", "--out", tmp_path / "r", "--mode", "group"
+    )
+    assert result.exit_code == 2 and "only the prior model has a mode" in result.stderr
+
+
+def test_missing_data_and_run_folders(run_cli, world, tmp_path):
+    result = run_cli(
+        "train", "--data", tmp_path / "nope", "--model", "prior", "--out", tmp_path / "r"
+    )
+    assert result.exit_code == 2 and "nope: data folder not found" in result.stderr
+    result = run_cli(
+        "predict", "--model", tmp_path / "norun", "--data", world, "--out", tmp_path / "p.json"
+    )
+    assert result.exit_code == 2 and "norun: run folder not found" in result.stderr
+    result = run_cli("predict", "--model", tmp_path, "--data", world, "--out", tmp_path / "p.json")
+    assert result.exit_code == 2 and "config.json" in result.stderr
+
+
+def test_corrupt_weights_and_config(run_cli, world, tmp_path):
+    run = tmp_path / "r"
+    assert run_cli("train", "--data", world, "--model", "prior", "--out", run, "-q").exit_code == 0
+    (run / "weights.safetensors").write_bytes(b"not safetensors")
+    result = run_cli("predict", "--model", run, "--data", world, "--out", tmp_path / "p.json")
+    assert result.exit_code == 2
+    assert "weights.safetensors: cannot read safetensors" in result.stderr
+    (run / "config.json").write_text('{"model": "resnet"}')
+    result = run_cli("predict", "--model", run, "--data", world, "--out", tmp_path / "p.json")
+    assert result.exit_code == 2 and "config.json: unknown model 'resnet'" in result.stderr
+    (run / "config.json").write_text('{"model": NaN}')
+    result = run_cli("predict", "--model", run, "--data", world, "--out", tmp_path / "p.json")
+    assert result.exit_code == 2 and "config.json" in result.stderr
+
+
+def test_malformed_questions(run_cli, tmp_path):
+    gqa = tmp_path / "data" / "gqa"
+    gqa.mkdir(parents=True)
+    (gqa / "train_balanced_questions.json").write_text('{"q1": {"question": "x?", "imageId": "1"}}')
+    result = run_cli(
+        "train", "--data", tmp_path / "data", "--model", "prior", "--out", tmp_path / "r"
+    )
+    assert result.exit_code == 2
+    assert "train_balanced_questions.json: record 'q1': missing field 'answer'" in result.stderr
+    (gqa / "train_balanced_questions.json").write_text("")
+    result = run_cli(
+        "train", "--data", tmp_path / "data", "--model", "prior", "--out", tmp_path / "r"
+    )
+    assert result.exit_code == 2 and "train_balanced_questions.json" in result.stderr

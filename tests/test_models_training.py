@@ -1,0 +1,94 @@
+"""The shared training loop: reproducibility, answer vocabulary, validation log, bad weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from vqadiag.errors import DataError  # noqa: E402
+from vqadiag.models.checkpoint import save_checkpoint  # noqa: E402
+from vqadiag.models.data import GQAData  # noqa: E402
+from vqadiag.models.predict import accuracy_values, predict_split  # noqa: E402
+from vqadiag.models.question_only import QuestionOnlyModel  # noqa: E402
+from vqadiag.models.training import evaluate_accuracy, has_split  # noqa: E402
+from vqadiag.models.updn import UpDnModel  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    out = tmp_path_factory.mktemp("train_world")
+    generate_world(out, images=80, seed=7, progress=False)
+    return out
+
+
+def _train(world, seed, **options):
+    return UpDnModel.train(
+        GQAData(world), epochs=1, seed=seed, progress=False, hidden_dim=16, **options
+    )
+
+
+def test_same_seed_same_weights_other_seed_other_weights(world):
+    a, b, c = _train(world, 0), _train(world, 0), _train(world, 1)
+    wa, wb, wc = a.state_arrays(), b.state_arrays(), c.state_arrays()
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        np.testing.assert_array_equal(wa[key], wb[key])
+    assert any(not np.array_equal(wa[k], wc[k]) for k in wa)
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_training_restores_global_torch_settings(world):
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    _train(world, 0, threads=1)
+    assert torch.get_num_threads() == threads
+    assert torch.are_deterministic_algorithms_enabled() == deterministic
+
+
+def test_log_has_loss_and_val_accuracy_per_epoch(world):
+    model = QuestionOnlyModel.train(GQAData(world), epochs=2, seed=0, progress=False, hidden_dim=16)
+    log = model.training_log
+    assert [row["epoch"] for row in log["history"]] == [1, 2]
+    assert all(
+        {"loss", "train_accuracy", "val_accuracy", "seconds"} <= set(r) for r in log["history"]
+    )
+    assert log["val_split"] == "val" and log["split"] == "train"
+    # the last epoch's val accuracy is the model's accuracy on val, counted independently
+    data = GQAData(world)
+    preds = predict_split(model, data, "val")
+    hits = accuracy_values(preds, data.questions("val"))
+    assert log["history"][-1]["val_accuracy"] == pytest.approx(100 * sum(hits) / len(hits))
+    assert evaluate_accuracy(model, data, "val") == pytest.approx(100 * np.mean(hits))
+
+
+def test_top_answers_restricts_the_vocabulary(world):
+    data = GQAData(world)
+    model = QuestionOnlyModel.train(data, epochs=1, progress=False, hidden_dim=16, top_answers=3)
+    assert len(model.answer_vocab) == 3
+    assert set(predict_split(model, data, "val").values()) <= set(model.answer_vocab)
+
+
+def test_has_split(world):
+    assert has_split(GQAData(world), "val") and not has_split(GQAData(world), "nosuch")
+
+
+def test_weights_that_do_not_fit_name_the_file(world, tmp_path):
+    model = _train(world, 0)
+    model.save(tmp_path / "run")
+    config_arrays = model.state_arrays()
+    config_arrays["classifier.3.weight"] = np.zeros((2, 2), np.float32)
+    save_checkpoint(
+        tmp_path / "bad",
+        {**model.architecture(), "training": {}},
+        config_arrays,
+        model.answer_vocab,
+    )
+    with pytest.raises(DataError, match="bad/weights.safetensors: weights do not fit the model"):
+        UpDnModel.load(tmp_path / "bad")
+    (tmp_path / "run" / "weights.safetensors").write_bytes(b"\x00" * 10)
+    with pytest.raises(DataError, match="cannot read safetensors"):
+        UpDnModel.load(tmp_path / "run")
