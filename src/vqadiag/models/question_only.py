@@ -68,7 +68,7 @@ class QuestionOnlyModel(TorchModel):
     )
     uses_objects: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {
-        "epochs": 8,
+        "epochs": 6,
         "batch_size": 64,
         "lr": 2e-3,
         "weight_decay": 1e-4,

@@ -95,7 +95,7 @@ class UpDnModel(TorchModel):
     )
     uses_objects: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
-        "epochs": 10,
+        "epochs": 12,
         "batch_size": 64,
         "lr": 2e-3,
         "weight_decay": 1e-4,
