@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from vqadiag.models.base import Capabilities
-from vqadiag.models.training import TorchModel
+from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
 
 
 def make_question_encoder(n_words: int, emb: int, hidden: int) -> Any:
@@ -67,21 +67,7 @@ class QuestionOnlyModel(TorchModel):
         visual="none", object_masking=False, attention=False, gradients=False
     )
     uses_objects: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {
-        "epochs": 6,
-        "batch_size": 64,
-        "lr": 2e-3,
-        "weight_decay": 1e-4,
-        "grad_clip": 5.0,
-        "embedding_dim": 128,
-        "hidden_dim": 256,
-        "dropout": 0.2,
-        "min_word_count": 1,
-        "top_answers": None,
-        "max_question_tokens": 30,
-        "max_objects": 100,
-        "threads": 1,
-    }
+    defaults: ClassVar[dict[str, Any]] = TRAINING_DEFAULTS
 
     @classmethod
     def build_net(

@@ -51,13 +51,31 @@ def spatial_features(boxes: np.ndarray, image_sizes: np.ndarray) -> np.ndarray:
     return np.concatenate([x1y1, x2y2, area], axis=-1).astype(np.float32)
 
 
+#: Options every neural reference model accepts (``-o KEY=VALUE``), with their defaults.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "epochs": 6,
+    "batch_size": 64,
+    "lr": 2e-3,
+    "weight_decay": 1e-4,
+    "grad_clip": 5.0,
+    "embedding_dim": 128,
+    "hidden_dim": 256,
+    "dropout": 0.2,
+    "min_word_count": 1,
+    "top_answers": None,
+    "max_question_tokens": 30,
+    "max_objects": 100,
+    "threads": 1,
+}
+
+
 class TorchModel:
     """Base of the neural models: vocabularies, tensors, predict, save / load, fingerprint."""
 
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()
     uses_objects: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {}
+    defaults: ClassVar[dict[str, Any]] = TRAINING_DEFAULTS
 
     def __init__(
         self,

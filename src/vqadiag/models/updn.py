@@ -24,7 +24,7 @@ import numpy as np
 
 from vqadiag.models.base import Capabilities, ObjectInput, QuestionBatch
 from vqadiag.models.question_only import make_question_encoder
-from vqadiag.models.training import SPATIAL_DIM, TorchModel
+from vqadiag.models.training import SPATIAL_DIM, TRAINING_DEFAULTS, TorchModel
 
 
 def masked_softmax(logits: Any, mask: Any) -> Any:
@@ -94,21 +94,7 @@ class UpDnModel(TorchModel):
         visual="objects", object_masking=True, attention=True, gradients=True
     )
     uses_objects: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {
-        "epochs": 12,
-        "batch_size": 64,
-        "lr": 2e-3,
-        "weight_decay": 1e-4,
-        "grad_clip": 5.0,
-        "embedding_dim": 128,
-        "hidden_dim": 256,
-        "dropout": 0.2,
-        "min_word_count": 1,
-        "top_answers": None,
-        "max_question_tokens": 30,
-        "max_objects": 100,
-        "threads": 1,
-    }
+    defaults: ClassVar[dict[str, Any]] = {**TRAINING_DEFAULTS, "epochs": 12}
 
     @classmethod
     def build_net(
