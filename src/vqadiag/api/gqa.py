@@ -20,7 +20,7 @@ from vqadiag.data.gqa import is_balanced, read_choices, read_gqa_questions
 from vqadiag.data.jsonio import paused_gc, write_json
 from vqadiag.data.predictions import align_predictions, read_predictions
 from vqadiag.errors import DataError, record_label
-from vqadiag.metrics.bootstrap import mean_ci, percentile_interval, sums_statistic_ci
+from vqadiag.metrics.bootstrap import Estimate, mean_ci, sums_statistic_ci
 from vqadiag.metrics.gqa_eval import (
     GQAEvaluation,
     bootstrap_distribution,
@@ -216,9 +216,8 @@ def score_gqa(
         ci["distribution"] = None
     else:
         boot = bootstrap_distribution(ev.distribution_index, n_resamples=n_bootstrap, seed=seed)
-        low, high = percentile_interval(boot)
         n_grouped = int((ev.distribution_index.gold_pair >= 0).sum())
-        ci["distribution"] = {"value": distribution, "ci_low": low, "ci_high": high, "n": n_grouped}
+        ci["distribution"] = Estimate.from_bootstrap(distribution, boot, n_grouped).to_dict()
     result["n"] = len(scored)
     result["balanced_only"] = not all_questions
     result["ci"] = ci

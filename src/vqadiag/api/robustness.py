@@ -31,7 +31,7 @@ from vqadiag.data.predictions import align_predictions, answers_of, read_predict
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import (
     DEFAULT_RESAMPLES,
-    percentile_interval,
+    Estimate,
     resampled_sums,
 )
 from vqadiag.metrics.robustness import (
@@ -80,10 +80,7 @@ def truth_format(path: str | Path) -> str:
 def estimate(value: float, boot: np.ndarray, n: int) -> dict[str, Any]:
     """``{"value", "ci_low", "ci_high", "n"}`` from a point value and its bootstrap values."""
     with np.errstate(invalid="ignore"):
-        low, high = percentile_interval(boot)
-    if not np.isfinite(value):
-        low = high = float("nan")
-    return {"value": float(value), "ci_low": low, "ci_high": high, "n": int(n)}
+        return Estimate.from_bootstrap(value, boot, n).to_dict()
 
 
 def _restrict_ids(path: str | Path, known: Mapping[str, Any], truth: Path) -> list[str]:

@@ -32,6 +32,18 @@ class Estimate:
     ci_high: float
     n: int
 
+    @classmethod
+    def from_bootstrap(
+        cls, value: float, boot: np.ndarray, n: int, confidence: float = DEFAULT_CONFIDENCE
+    ) -> Estimate:
+        """A point value with the percentile interval of its bootstrap values ``boot``
+        (NaN resamples ignored); an undefined (NaN) value gets a NaN interval."""
+        value = float(value)
+        if not np.isfinite(value):
+            return cls(value, float("nan"), float("nan"), int(n))
+        low, high = percentile_interval(boot, confidence)
+        return cls(value, low, high, int(n))
+
     def to_dict(self) -> dict[str, float | int]:
         """The ``{"value", "ci_low", "ci_high", "n"}`` object of the JSON contract."""
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
@@ -105,12 +117,9 @@ def sums_statistic_ci(
     if x.ndim == 1:
         x = x[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        value = float(statistic(x.sum(axis=0)[None, :])[0])
+        value = statistic(x.sum(axis=0)[None, :])[0]
         boot = statistic(resampled_sums(x, n_resamples, seed))
-    low, high = percentile_interval(boot, confidence)
-    if not np.isfinite(value):
-        low = high = float("nan")
-    return Estimate(value, low, high, int(x.shape[0]))
+    return Estimate.from_bootstrap(value, boot, x.shape[0], confidence)
 
 
 def mean_ci(

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.metrics.bootstrap import Estimate, percentile_interval, resampled_sums
+from vqadiag.metrics.bootstrap import Estimate, resampled_sums
 
 SUFF_GOOD = 0.01
 """'Good' sufficiency: p_â drops by less than 1% absolute from all to relevant objects."""
@@ -123,11 +123,7 @@ class _Batch:
         out = {}
         with np.errstate(divide="ignore", invalid="ignore"):
             for key, statistic in self.statistics.items():
-                value = float(statistic(full)[0])
-                low, high = percentile_interval(statistic(boot))
-                if not np.isfinite(value):
-                    low = high = nan
-                out[key] = Estimate(value, low, high, self.n)
+                out[key] = Estimate.from_bootstrap(statistic(full)[0], statistic(boot), self.n)
         return out
 
 
