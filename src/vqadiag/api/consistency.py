@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.api.robustness import estimate, truth_format
 from vqadiag.data.introspect import DEFAULT_INCLUDE, Introspect, read_introspect, write_vqa_style
 from vqadiag.data.jsonio import write_json
 from vqadiag.data.predictions import Prediction, align_predictions, answers_of, read_predictions
+from vqadiag.data.sniff import truth_format
 from vqadiag.errors import DataError, record_label
-from vqadiag.metrics.bootstrap import DEFAULT_RESAMPLES, resampled_sums
+from vqadiag.metrics.bootstrap import DEFAULT_RESAMPLES, Estimate, resampled_sums
 from vqadiag.metrics.consistency import (
     QUADRANTS,
     balanced_pair_weights,
@@ -171,7 +171,8 @@ def score_consistency(
     boot = consistency_statistics(resampled_sums(columns, n_bootstrap, seed))
 
     def pick(key: str) -> tuple[float, dict[str, Any]]:
-        return float(point[key][0]), estimate(point[key][0], boot[key], n_main)
+        value = point[key][0]
+        return float(value), Estimate.from_bootstrap(value, boot[key], n_main).to_dict()
 
     result: dict[str, Any] = {"quadrants": {}}
     ci: dict[str, Any] = {"quadrants": {}}
@@ -201,7 +202,8 @@ def score_consistency(
         value = 100.0 * float(scores.sum()) / scores.size
         result["overall_accuracy"] = value
         result["n_overall"] = int(scores.size)
-        ci["overall_accuracy"] = estimate(value, 100.0 * sums / scores.size, scores.size)
+        boot_overall = 100.0 * sums / scores.size
+        ci["overall_accuracy"] = Estimate.from_bootstrap(value, boot_overall, scores.size).to_dict()
 
     pairs_per_main = columns[:, 4]
     result.update(
@@ -294,7 +296,7 @@ def classify_questions(
     }
     if fmt == "introspect":
         result["by_kind"] = by_kind
-    result["ci"] = {"reasoning_percent": estimate(value, boot, n)}
+    result["ci"] = {"reasoning_percent": Estimate.from_bootstrap(value, boot, n).to_dict()}
     if out is not None:
         write_json(out, labels)
         result["out"] = str(out)

@@ -19,7 +19,6 @@ basic questions of partition k; the prediction keeps the main question's id).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import numpy as np
 
 from vqadiag.data.jsonio import read_json
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
+from vqadiag.data.sniff import truth_format
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import (
     DEFAULT_RESAMPLES,
@@ -45,36 +45,6 @@ from vqadiag.metrics.robustness import (
 )
 
 MAX_PARTITIONS = 7
-_SNIFF_BYTES = 1 << 16
-_FIRST_KEY = re.compile(rb'^\s*\{\s*"((?:[^"\\]|\\.)*)"\s*:')
-_VQA_TOP_KEYS = {"info", "license", "data_type", "data_subtype", "task_type"}
-
-
-def truth_format(path: str | Path) -> str:
-    """Tell the kind of a question/annotation file from its first bytes, without parsing it.
-
-    ``"vqa_annotations"`` (``{"annotations": [...]}`` or a list of records with
-    ``answers``), ``"vqa_questions"`` (``{"questions": [...]}``),
-    ``"introspect"`` (records with ``reasoning_question``) or ``"gqa"`` (any
-    other object keyed by question id). Unreadable files fall to ``"gqa"`` and
-    that reader reports the problem.
-    """
-    p = Path(path)
-    try:
-        with p.open("rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
-    except OSError:
-        return "gqa"
-    stripped = head.lstrip()
-    if stripped.startswith(b"["):
-        return "vqa_annotations" if b'"answers"' in head else "vqa_questions"
-    match = _FIRST_KEY.match(head)
-    first = match.group(1).decode("utf-8", "replace") if match else ""
-    if first in _VQA_TOP_KEYS or first in {"annotations", "questions"}:
-        if first == "annotations" or re.search(rb'"annotations"\s*:\s*\[', head):
-            return "vqa_annotations"
-        return "vqa_questions"
-    return "introspect" if b'"reasoning_question"' in head else "gqa"
 
 
 def estimate(value: float, boot: np.ndarray, n: int) -> dict[str, Any]:
