@@ -16,6 +16,7 @@ from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.models.base import ModelOutput, ObjectInput, PixelInput, QuestionBatch, VQAModel
 from vqadiag.models.data import GQAData
+from vqadiag.progress import progress_bar
 
 DEFAULT_BATCH = 256
 MAX_OBJECTS = 100
@@ -51,7 +52,7 @@ def iter_batches(
     ``batch_size`` at a time, with a rich progress bar when ``progress``."""
     qids = list(data.questions(split)) if question_ids is None else list(question_ids)
     starts = range(0, len(qids), max(1, batch_size))
-    bar = _progress(progress)
+    bar = progress_bar(progress, transient=True)
     with bar:
         task = bar.add_task(description, total=len(qids))
         for start in starts:
@@ -60,29 +61,6 @@ def iter_batches(
             output = model.predict(batch, visual)
             yield batch, output
             bar.advance(task, len(batch))
-
-
-def _progress(enabled: bool) -> Any:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=not enabled,
-        transient=True,
-    )
 
 
 def predict_split(

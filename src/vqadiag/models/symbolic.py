@@ -55,6 +55,7 @@ from vqadiag.gqa_program import ProgramError, ProgramVocabulary, parse_argument,
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import load_checkpoint, save_checkpoint
 from vqadiag.models.data import GQAData
+from vqadiag.progress import LOSS_ACC, progress_bar
 
 NAME = "symbolic"
 NONE = "<none>"
@@ -280,26 +281,6 @@ def _nets(d_in: int, hidden: int, heads: list[int], n_names: int, n_rel: int):
     return ObjectNet(), RelationNet()
 
 
-def _epochs_progress(progress: bool, description: str, total: int):
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f} acc {task.fields[acc]:.1f}%"),
-        TimeRemainingColumn(),
-        disable=not progress,
-        transient=False,
-    )
-
-
 def _fit(
     step_fn,
     n: int,
@@ -312,7 +293,7 @@ def _fit(
     """Mini-batch training: ``step_fn(index_tensor) -> (loss, n_correct, n_counted)``."""
     import torch
 
-    with _epochs_progress(progress, description, epochs) as bar:
+    with progress_bar(progress, metrics=LOSS_ACC) as bar:
         task = bar.add_task(description, total=epochs, loss=0.0, acc=0.0)
         for _ in range(epochs):
             order = torch.randperm(n, generator=generator)

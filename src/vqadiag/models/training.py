@@ -33,6 +33,7 @@ from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, Question
 from vqadiag.models.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
 from vqadiag.models.data import GQAData
 from vqadiag.models.vocab import AnswerVocab, WordVocab, vocab_config, words_from_config
+from vqadiag.progress import LOSS_ACC, progress_bar
 
 if TYPE_CHECKING:
     import torch
@@ -236,30 +237,6 @@ class TorchModel:
         return self._fingerprint
 
 
-def _train_progress(enabled: bool) -> Any:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.3f}  acc {task.fields[acc]:.1f}%"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=not enabled,
-    )
-
-
 def has_split(data: GQAData, split: str) -> bool:
     """Whether ``data`` has a question file for ``split``."""
     try:
@@ -338,7 +315,7 @@ def fit(
         n_batches = (len(qids) + bs - 1) // bs
         validate = val_split is not None and val_split != split and has_split(data, val_split)
         history: list[dict[str, Any]] = []
-        bar = _train_progress(progress)
+        bar = progress_bar(progress, metrics=LOSS_ACC)
         with bar:
             task = bar.add_task(
                 f"{cls.name} epoch 1/{epochs}", total=epochs * n_batches, loss=0.0, acc=0.0

@@ -33,6 +33,7 @@ import numpy as np
 
 from vqadiag import __version__
 from vqadiag.data.jsonio import write_json
+from vqadiag.progress import progress_bar
 from vqadiag.synth import detector as det
 from vqadiag.synth import gqa_questions as gq
 from vqadiag.synth import neighbours as nn
@@ -96,16 +97,7 @@ class _Progress:
         if not self.show:
             yield self
             return
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=Console(stderr=True)) as bar:
+        with progress_bar() as bar:
             self.bar = bar
             yield self
         self.bar = None
