@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
-from vqadiag.data.jsonio import read_json, write_json
+from vqadiag.data.jsonio import write_json
 from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
+from vqadiag.data.relevance_files import read_relevance, read_split_ids
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.fpvg import (
     c2i_report,
@@ -25,8 +26,6 @@ from vqadiag.metrics.fpvg import (
 )
 from vqadiag.relevance import (
     EXCLUSION_REASONS,
-    NO_IRRELEVANT_BOXES,
-    NO_RELEVANT_BOXES,
     OverlapDenominator,
     compute_relevance,
 )
@@ -91,66 +90,6 @@ def relevance(
 def _has_annotations(record: Mapping[str, Any]) -> bool:
     ann = record.get("annotations")
     return isinstance(ann, Mapping) and any(ann.get(k) for k in ann)
-
-
-def _index_list(value: Any, path: Path, label: str, field: str) -> list[int]:
-    if not isinstance(value, list) or not all(
-        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
-    ):
-        raise DataError(path, f"{field!r} must be a list of non-negative box indices", label)
-    return value
-
-
-def read_relevance(path: str | Path) -> dict[str, tuple[list[int], list[int], str | None]]:
-    """Read an ``R.json`` relevance file → ``{qid: (relevant, irrelevant, excluded reason)}``.
-
-    The reason is the record's ``excluded`` field, else ``no_relevant_boxes`` /
-    ``no_irrelevant_boxes`` when a list is empty, else ``None`` (kept).
-    """
-    p = Path(path)
-    data = read_json(p)
-    if not isinstance(data, dict) or not data:
-        raise DataError(p, "expected a JSON object {qid: {relevant: [...], irrelevant: [...]}}")
-    out: dict[str, tuple[list[int], list[int], str | None]] = {}
-    for qid, record in data.items():
-        label = record_label(qid)
-        if not isinstance(record, Mapping):
-            raise DataError(p, f"expected an object, got {type(record).__name__}", label)
-        for field in ("relevant", "irrelevant"):
-            if field not in record:
-                raise DataError(p, f"missing field {field!r}", label)
-        rel = _index_list(record["relevant"], p, label, "relevant")
-        irrel = _index_list(record["irrelevant"], p, label, "irrelevant")
-        if set(rel) & set(irrel):
-            raise DataError(p, "a box is both relevant and irrelevant", label)
-        reason = record.get("excluded")
-        if reason is not None and reason not in EXCLUSION_REASONS:
-            raise DataError(p, f"unknown exclusion reason {reason!r}", label)
-        if reason is None and not rel:
-            reason = NO_RELEVANT_BOXES
-        elif reason is None and not irrel:
-            reason = NO_IRRELEVANT_BOXES
-        out[str(qid)] = (rel, irrel, reason)
-    return out
-
-
-def read_split_ids(path: str | Path) -> list[str]:
-    """Question ids of a split: a JSON list of ids or a GQA-format question dict (its keys)."""
-    p = Path(path)
-    data = read_json(p)
-    if isinstance(data, dict):
-        ids = [str(k) for k in data]
-    elif isinstance(data, list):
-        ids = []
-        for i, item in enumerate(data):
-            if isinstance(item, bool) or not isinstance(item, (str, int)):
-                raise DataError(p, f"question id must be a string, got {item!r}", f"item {i}")
-            ids.append(str(item))
-    else:
-        raise DataError(p, "expected a JSON list of question ids or a question dict")
-    if not ids:
-        raise DataError(p, "no question ids in file")
-    return ids
 
 
 def _check_known(preds: Mapping[str, Prediction], known: Mapping[str, Any], path: Path) -> None:
