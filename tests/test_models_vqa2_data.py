@@ -1,0 +1,50 @@
+"""VQA v2-format data for models: GQA-like records over the official files, mapped images."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from vqadiag.errors import DataError
+from vqadiag.models.vqa2_data import VQA2Data
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    out = tmp_path_factory.mktemp("world")
+    generate_world(out, images=40, seed=3, progress=False)
+    return out
+
+
+def test_records_carry_answer_and_mapped_image(world):
+    data = VQA2Data(world)
+    questions = data.questions("val")
+    mapping = orjson.loads((world / "world.json").read_bytes())["image_ids"]["vqa_to_gqa"]
+    raw = orjson.loads((world / "vqa2" / "v2_mscoco_val2014_annotations.json").read_bytes())[
+        "annotations"
+    ]
+    first = raw[0]
+    record = questions[str(first["question_id"])]
+    assert record["answer"] == first["multiple_choice_answer"]
+    assert record["answers"] == [a["answer"] for a in first["answers"]]
+    assert record["image_id"] == str(first["image_id"])
+    assert record["imageId"] == str(mapping[str(first["image_id"])])
+    batch = data.batch("val", [record["question_id"]])
+    objects = data.object_input(batch.image_ids)
+    assert objects.mask.sum() == len(data.detections[record["imageId"]])
+
+
+def test_unmapped_image_names_file_and_record(world):
+    data = VQA2Data(world, image_map={})
+    with pytest.raises(DataError) as err:
+        data.questions("train")
+    message = str(err.value)
+    assert "v2_OpenEnded_mscoco_train2014_questions.json" in message
+    assert "record '" in message and "not in the image map" in message
+
+
+def test_missing_split_names_folder(world):
+    with pytest.raises(DataError, match="no VQA v2 question file for split 'testdev'"):
+        VQA2Data(world).questions("testdev")
