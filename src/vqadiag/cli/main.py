@@ -6,9 +6,14 @@ import typer
 
 from vqadiag import __version__
 from vqadiag.cli import (  # noqa: F401  (importing registers the commands)
+    bq,
     consistency,
+    diagnose,
+    explain,
+    finetune,
     fpvg,
     models,
+    report,
     robustness,
     score_gqa,
     score_vqa,

@@ -1,0 +1,1 @@
+"""Commands of this module are added by their issue (placeholder registers nothing yet)."""
