@@ -1,1 +1,85 @@
-"""Commands of this module are added by their issue (placeholder registers nothing yet)."""
+"""Commands: ``vqadiag report`` (result folders → report.json + report.html) and
+``vqadiag demo`` (synthetic world → four models → diagnose → report)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from vqadiag.cli.apps import app
+from vqadiag.cli.common import JsonFlag, ResamplesOption, SeedOption, cli_errors, emit
+
+
+@app.command("report")
+@cli_errors
+def report_command(
+    result_dirs: Annotated[
+        list[Path], typer.Argument(help="Result folders written by `vqadiag diagnose`.")
+    ],
+    out: Annotated[Path, typer.Option(..., help="Folder for report.json and report.html.")],
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="Model the report card marks significant differences against "
+            "(default: the first folder's)."
+        ),
+    ] = None,
+    examples: Annotated[
+        int, typer.Option(min=0, help="Example failures per suite in the drill-down tables.")
+    ] = 8,
+    seed: SeedOption = 0,
+    n_bootstrap: ResamplesOption = 1000,
+    as_json: JsonFlag = False,
+) -> None:
+    """Compare diagnosed models: report card with paired tests, plots, example failures."""
+    from vqadiag.api.report import report
+
+    result = report(
+        result_dirs,
+        out,
+        reference=reference,
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+        examples=examples,
+    )
+    emit(result, as_json, _render_report)
+
+
+def _render_report(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vqadiag.report.html import fmt
+
+    card = result["card"]
+    rows = card["rows"]
+    table = Table(
+        title=f"Report card (reference: {card['reference']}; ▲▼ p < 0.05 vs reference, "
+        "† not paired)",
+        title_justify="left",
+    )
+    table.add_column("figure")
+    for row in rows:
+        table.add_column(row["model"] + (" (ref)" if row["reference"] else ""), justify="right")
+    for c in card["columns"]:
+        if all(r["cells"][c["key"]]["estimate"] is None for r in rows):
+            continue
+        table.add_row(c["label"], *(_cell(r["cells"][c["key"]], c["key"], fmt) for r in rows))
+    console = Console()
+    console.print(table)
+    console.print(f"report: {result['files']['html']}")
+    console.print(f"data:   {result['files']['json']}")
+
+
+def _cell(cell: Mapping[str, Any], key: str, fmt: Any) -> str:
+    est = cell["estimate"]
+    if est is None:
+        return "not run"
+    vs = cell["vs_reference"] or {}
+    mark = {"higher": " ▲", "lower": " ▼"}.get(vs.get("direction") or "", "")
+    if vs and not vs.get("paired"):
+        mark = " †"
+    return f"{fmt(est['value'], key)}{mark} [{fmt(est['ci_low'], key)}, {fmt(est['ci_high'], key)}]"

@@ -1,0 +1,54 @@
+"""Glue of ``vqadiag report``: result folders → ``report.json`` + ``report.html``
+(docs/report.md)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vqadiag.report.drilldown import DEFAULT_EXAMPLES
+
+
+def report(
+    result_dirs: Sequence[str | Path],
+    out: str | Path,
+    *,
+    reference: str | None = None,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    examples: int = DEFAULT_EXAMPLES,
+) -> dict[str, Any]:
+    """Compare the models of ``result_dirs`` and write ``OUT/report.json`` and ``OUT/report.html``.
+
+    The report card copies each result's summary Estimates; every pair of models
+    is compared on each figure with a paired test on the same units (SPEC.md §8;
+    McNemar exact for 0/1 outcomes, paired bootstrap otherwise), cells are marked
+    against ``reference`` (default: the first folder). Returns the ``report.json``
+    object plus ``files: {json, html}``.
+    """
+    from vqadiag import __version__
+    from vqadiag.data.jsonio import write_json
+    from vqadiag.report.build import build_report
+    from vqadiag.report.html import render_html
+    from vqadiag.report.plots import draw_all
+    from vqadiag.report.results import load_result_dirs
+
+    sets = load_result_dirs(list(result_dirs))
+    created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    result = build_report(
+        sets,
+        reference=reference,
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+        examples=examples,
+        created=created,
+        version=__version__,
+    )
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path = write_json(folder / "report.json", result, indent=True)
+    html_path = folder / "report.html"
+    html_path.write_text(render_html(result, draw_all(result["plots"])), encoding="utf-8")
+    return result | {"files": {"json": str(json_path), "html": str(html_path)}}

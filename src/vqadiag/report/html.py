@@ -1,0 +1,45 @@
+"""``report.html``: one self-contained page (inline CSS, plots as base64 PNG, no script,
+no external file, font or network request) rendered with Jinja2, autoescape on, so
+every string from a dataset (questions, answers, model names) is escaped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vqadiag.report.template import TEMPLATE
+
+_DECIMALS = {"r_score": 3}
+
+
+def fmt(value: Any, key: str = "") -> str:
+    """A figure at 2 decimals (R_score: 3); ``-`` for missing or NaN."""
+    if value is None or not isinstance(value, (int, float)) or value != value:
+        return "-"
+    return f"{value:.{_DECIMALS.get(key, 2)}f}"
+
+
+def pfmt(p: Any, resamples: int | None = None) -> str:
+    """A p-value at 4 significant digits; a bootstrap p of 0 is ``< 1/B`` (B resamples)."""
+    if p is None or p != p:
+        return "-"
+    if p == 0 and resamples:
+        return f"< {1 / resamples:.2g}"
+    return "< 1e-4" if p < 1e-4 else f"{p:.4g}"
+
+
+def vs_title(vs: Mapping[str, Any]) -> str:
+    """The hover text of a report-card cell: difference to the reference and the test."""
+    if not vs["paired"]:
+        return str(vs["reason"])
+    diff = vs["difference"]
+    return f"vs reference: {diff['value']:+.4g}, {vs['test']}, p = {pfmt(vs['p_value'])}"
+
+
+def render_html(report: Mapping[str, Any], images: Mapping[str, str | None]) -> str:
+    """The page for ``report`` (the ``report.json`` object) and its base64 PNG ``images``."""
+    from jinja2 import Environment, StrictUndefined
+
+    env = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=False)
+    env.globals.update(fmt=fmt, pfmt=pfmt, vs_title=vs_title)
+    return env.from_string(TEMPLATE).render(report=report, images=images)

@@ -1,0 +1,251 @@
+"""Reading the result folders of ``vqadiag diagnose`` (docs/results-schema.md, schema 1).
+
+A folder holds ``results.json`` (kind ``vqadiag.results``, ``schema_version``
+1) and the per-question table it names (``per_question.jsonl``). Everything is
+validated here, at the edge; the report only sees :class:`ResultSet` objects.
+Unknown keys are ignored (the schema allows additions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import iter_jsonl, read_json
+from vqadiag.errors import DataError, record_label
+
+RESULTS_KIND = "vqadiag.results"
+RESULTS_SCHEMA_VERSION = 1
+
+#: Summary keys of the report card, in order, with the suite whose rows carry
+#: their per-unit values (docs/results-schema.md, ``summary``).
+SUMMARY_SUITES: dict[str, str] = {
+    "accuracy": "accuracy",
+    "acc_head": "ood",
+    "acc_tail": "ood",
+    "delta": "ood",
+    "fpvg_plus": "fpvg",
+    "fpvg_plus_correct": "fpvg",
+    "fpvg_plus_wrong": "fpvg",
+    "fpvg_minus_correct": "fpvg",
+    "fpvg_minus_wrong": "fpvg",
+    "acc_all": "fpvg",
+    "acc_rel": "fpvg",
+    "acc_irrel": "fpvg",
+    "pair_both_correct": "pairs",
+    "r_score": "robustness",
+    "reasoning_consistency": "consistency",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One scored unit of ``per_question.jsonl``."""
+
+    suite: str
+    id: str
+    values: dict[str, float | None]
+    answers: dict[str, str | None]
+    question: str | None = None
+    image_id: str | None = None
+    truth: str | None = None
+    qid: str | None = None
+
+
+@dataclass
+class ResultSet:
+    """One model's diagnosis: the parsed ``results.json`` and its per-question rows."""
+
+    path: Path
+    results: dict[str, Any]
+    rows: dict[str, dict[str, Row]] = field(default_factory=dict)  # suite -> id -> row
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """The model's name from ``results.json``."""
+        return str(self.results["model"]["name"])
+
+    @property
+    def data_fingerprint(self) -> str | None:
+        """``fingerprints.data`` (or ``data.fingerprint``); None when absent."""
+        fp = (self.results.get("fingerprints") or {}).get("data")
+        if fp is None:
+            fp = (self.results.get("data") or {}).get("fingerprint")
+        return None if fp is None else str(fp)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The flat ``summary`` of Estimates (``None`` for suites that did not run)."""
+        return self.results.get("summary") or {}
+
+    @property
+    def suites(self) -> dict[str, Any]:
+        """The per-suite result dicts."""
+        return self.results.get("suites") or {}
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """``{suite: reason}`` for suites that could not run."""
+        return {str(k): str(v) for k, v in (self.results.get("skipped") or {}).items()}
+
+
+def _check_estimate(value: Any, path: Path, label: str) -> dict[str, Any] | None:
+    """An Estimate object ``{value, ci_low, ci_high, n}`` (numbers or null) or None."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise DataError(path, f"expected an estimate object or null, got {value!r}", label)
+    out: dict[str, Any] = {}
+    for key in ("value", "ci_low", "ci_high"):
+        if key not in value:
+            raise DataError(path, f"missing field {key!r}", label)
+        v = value[key]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise DataError(path, f"{key} must be a number or null, got {v!r}", label)
+        if v is not None and not math.isfinite(float(v)):
+            raise DataError(path, f"{key} is {v!r}, expected a finite number or null", label)
+        out[key] = None if v is None else float(v)
+    n = value.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise DataError(path, f"n must be a non-negative integer, got {n!r}", label)
+    out["n"] = n
+    return out
+
+
+def _check_results(raw: Any, path: Path) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise DataError(path, f"expected a JSON object, got {type(raw).__name__}")
+    if raw.get("kind") != RESULTS_KIND:
+        raise DataError(
+            path,
+            f"not a vqadiag results file: kind is {raw.get('kind')!r}, expected {RESULTS_KIND!r}",
+        )
+    version = raw.get("schema_version")
+    if version != RESULTS_SCHEMA_VERSION:
+        raise DataError(
+            path,
+            f"unsupported schema_version {version!r} (this vqadiag reads {RESULTS_SCHEMA_VERSION})",
+        )
+    model = raw.get("model")
+    if not isinstance(model, Mapping) or not isinstance(model.get("name"), str):
+        raise DataError(path, "missing field 'model.name'")
+    for key in ("summary", "suites", "skipped"):
+        if raw.get(key) is not None and not isinstance(raw[key], Mapping):
+            raise DataError(path, f"{key!r} must be an object", key)
+    summary = dict(raw.get("summary") or {})
+    for key, value in summary.items():
+        if key == "noise_accuracy":
+            if value is None:
+                continue
+            if not isinstance(value, list):
+                raise DataError(path, "expected a list of estimates", "summary.noise_accuracy")
+            summary[key] = [
+                _check_estimate(v, path, f"summary.noise_accuracy[{i}]")
+                for i, v in enumerate(value)
+            ]
+        else:
+            summary[key] = _check_estimate(value, path, f"summary.{key}")
+    out = dict(raw)
+    out["summary"] = summary
+    return out
+
+
+def _text(record: Mapping[str, Any], key: str, path: Path, label: str) -> str | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    raise DataError(path, f"{key} must be a string, got {value!r}", label)
+
+
+def _check_row(record: Any, path: Path, lineno: int) -> Row:
+    where = f"line {lineno}"
+    if not isinstance(record, Mapping):
+        raise DataError(path, f"expected an object, got {type(record).__name__}", where)
+    for key in ("suite", "id"):
+        if key not in record:
+            raise DataError(path, f"missing field {key!r}", where)
+        if not isinstance(record[key], str) or not record[key]:
+            raise DataError(path, f"{key} must be a non-empty string", where)
+    label = f"{where}: {record_label(record['id'])}"
+    values = record.get("values", {})
+    if not isinstance(values, Mapping):
+        raise DataError(path, "values must be an object", label)
+    clean: dict[str, float | None] = {}
+    for key, v in values.items():
+        if v is None:
+            clean[key] = None
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise DataError(path, f"value {key!r} must be a finite number, got {v!r}", label)
+        clean[key] = float(v)
+    answers = record.get("answers", {})
+    if answers is None:
+        answers = {}
+    if not isinstance(answers, Mapping):
+        raise DataError(path, "answers must be an object", label)
+    ans: dict[str, str | None] = {}
+    for key, a in answers.items():
+        if a is not None and not isinstance(a, str):
+            raise DataError(path, f"answer {key!r} must be a string or null, got {a!r}", label)
+        ans[str(key)] = a
+    return Row(
+        suite=record["suite"],
+        id=record["id"],
+        values=clean,
+        answers=ans,
+        question=_text(record, "question", path, label),
+        image_id=_text(record, "image_id", path, label),
+        truth=_text(record, "truth", path, label),
+        qid=_text(record, "qid", path, label),
+    )
+
+
+def load_result_dir(folder: str | Path) -> ResultSet:
+    """Read and validate one result folder (``results.json`` + its per-question table).
+
+    Errors (:class:`DataError`) name the file and the record: a missing folder or
+    file, another ``kind`` or ``schema_version``, malformed estimates, rows without
+    ``suite`` / ``id``, non-finite values, duplicate ``(suite, id)`` units.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise DataError(root, "result folder not found" if not root.exists() else "not a folder")
+    path = root / "results.json"
+    results = _check_results(read_json(path), path)
+    name = results.get("per_question") or "per_question.jsonl"
+    if not isinstance(name, str):
+        raise DataError(path, "per_question must be a file name", "per_question")
+    table = root / name
+    rows: dict[str, dict[str, Row]] = {}
+    if table.exists() and table.stat().st_size == 0:
+        return ResultSet(root, results, rows)  # nothing was scored (every suite skipped)
+    for lineno, record in iter_jsonl(table):
+        row = _check_row(record, table, lineno)
+        suite = rows.setdefault(row.suite, {})
+        if row.id in suite:
+            raise DataError(
+                table,
+                f"duplicate unit in suite {row.suite!r}",
+                f"line {lineno}: {record_label(row.id)}",
+            )
+        suite[row.id] = row
+    return ResultSet(root, results, rows)
+
+
+def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
+    """Load every folder and give each a unique label (the model name, ``name (2)`` …)."""
+    if not folders:
+        raise DataError(None, "no result folder given")
+    sets = [load_result_dir(f) for f in folders]
+    seen: dict[str, int] = {}
+    for rs in sets:
+        count = seen.get(rs.name, 0) + 1
+        seen[rs.name] = count
+        rs.label = rs.name if count == 1 else f"{rs.name} ({count})"
+    return sets
