@@ -1,1 +1,174 @@
-"""Commands of this module are added by their issue (placeholder registers nothing yet)."""
+"""Command: ``vqadiag diagnose`` — a model under every diagnostic condition (docs/diagnose.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from vqadiag.cli.apps import app
+from vqadiag.cli.common import JsonFlag, ResamplesOption, SeedOption, cli_errors, emit
+
+
+class Replacement(str, Enum):
+    """How removed objects are replaced (FPVG and Leave-One-Out)."""
+
+    drop = "drop"
+    zeros = "zeros"
+    minus_one = "minus-one"
+    other_images = "other-images"
+
+
+@app.command("diagnose")
+@cli_errors
+def diagnose_command(
+    data: Annotated[
+        Path,
+        typer.Option(
+            ..., help="Data folder: a synthetic world or gqa/ (+ vqa2/, introspect/) folders."
+        ),
+    ],
+    model: Annotated[
+        str,
+        typer.Option(
+            ...,
+            help="A run folder (vqadiag train) or an adapter: files:PREDICTIONS.json "
+            "(plain-prediction suites only), hf:MODEL_DIR.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option(..., help="Result folder (results.json, store.sqlite).")],
+    suite: Annotated[
+        str,
+        typer.Option(
+            help="all, or a comma list of accuracy,pairs,ood,fpvg,importance,robustness,"
+            "consistency."
+        ),
+    ] = "all",
+    split: Annotated[str, typer.Option(help="Split to diagnose.")] = "val",
+    batch_size: Annotated[int, typer.Option(min=1, help="Questions per forward pass.")] = 256,
+    workers: Annotated[
+        int, typer.Option(min=0, help="Threads that prepare object inputs ahead (0: none).")
+    ] = 1,
+    replacement: Annotated[
+        Replacement,
+        typer.Option(
+            help="Removed objects: masked out (drop), zeros, −1, or other images' objects."
+        ),
+    ] = Replacement.drop,
+    bqd: Annotated[
+        Path | None,
+        typer.Option(
+            help="Basic-question dataset for robustness (default: build a General BQD "
+            "from the GQA train questions, cached in OUT).",
+            dir_okay=False,
+        ),
+    ] = None,
+    max_questions: Annotated[
+        int | None,
+        typer.Option(min=1, help="Diagnose a fixed pseudo-random subset of this many questions."),
+    ] = None,
+    max_objects: Annotated[int, typer.Option(min=1, help="Objects per image at most.")] = 100,
+    seed: SeedOption = 0,
+    n_bootstrap: ResamplesOption = 1000,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run a model under every diagnostic condition (cached, resumable) and score it all."""
+    from vqadiag.api.diagnose import diagnose
+
+    result = diagnose(
+        data,
+        model,
+        out,
+        suites=suite,
+        split=split,
+        batch_size=batch_size,
+        workers=workers,
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+        replacement=replacement.value,
+        bqd=bqd,
+        max_questions=max_questions,
+        max_objects=max_objects,
+        progress=True,
+    )
+    emit(result, as_json, _render)
+
+
+SUMMARY_LABELS = {
+    "accuracy": "GQA accuracy",
+    "acc_head": "GQA-OOD acc head",
+    "acc_tail": "GQA-OOD acc tail",
+    "delta": "GQA-OOD Δ (head−tail)/tail",
+    "fpvg_plus": "FPVG+",
+    "fpvg_plus_correct": "FPVG+ correct",
+    "fpvg_plus_wrong": "FPVG+ wrong",
+    "fpvg_minus_correct": "FPVG− correct",
+    "fpvg_minus_wrong": "FPVG− wrong",
+    "acc_all": "acc all objects",
+    "acc_rel": "acc relevant only",
+    "acc_irrel": "acc irrelevant only",
+    "pair_both_correct": "pairs both correct",
+    "r_score": "R_score (partition 1)",
+    "reasoning_consistency": "reasoning consistency",
+}
+
+
+def _render(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vqadiag.cli.common import fmt_rate
+
+    console = Console()
+    model = result["model"]
+    table = Table(
+        title=f"vqadiag diagnose: {model['name']} ({model['fingerprint']})", title_justify="left"
+    )
+    for col, justify in (
+        ("metric", "left"),
+        ("value", "right"),
+        ("95% CI", "right"),
+        ("n", "right"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    summary = result["summary"]
+    for key, label in SUMMARY_LABELS.items():
+        est = summary.get(key)
+        if est is None:
+            continue
+        value, interval = fmt_rate(est)
+        table.add_row(label, value, interval, str(est.get("n", "")))
+    for k, est in enumerate(summary.get("noise_accuracy") or [], start=1):
+        value, interval = fmt_rate(est)
+        table.add_row(f"accuracy, noise partition {k}", value, interval, str(est.get("n", "")))
+    console.print(table)
+    imp = result["suites"].get("importance")
+    if imp:
+        t2 = Table(title="feature importance: ranking match (%)", title_justify="left")
+        for col in (
+            "method",
+            "relevant FPVG+",
+            "relevant FPVG−",
+            "irrelevant FPVG+",
+            "irrelevant FPVG−",
+        ):
+            t2.add_column(col, justify="right" if col != "method" else "left")
+        for method, entry in imp["methods"].items():
+            cells = [
+                fmt_rate(entry[kind][group])[0]
+                for kind in ("relevant_score", "irrelevant_score")
+                for group in ("fpvg_plus", "fpvg_minus")
+            ]
+            t2.add_row(method, *cells)
+        console.print(t2)
+    cond = Table(title="conditions", title_justify="left")
+    for col in ("condition", "questions", "computed", "cached"):
+        cond.add_column(col, justify="right" if col != "condition" else "left")
+    for name, c in result["conditions"].items():
+        cond.add_row(name, str(c["questions"]), str(c["computed"]), str(c["cached"]))
+    console.print(cond)
+    for suite, reason in result["skipped"].items():
+        console.print(f"[yellow]skipped {suite}[/yellow]: {reason}")

@@ -1,0 +1,152 @@
+"""Shared plumbing of ``vqadiag diagnose``: options, run state, skips, prediction files.
+
+The suites (:mod:`vqadiag.api.diagnose_gqa`, :mod:`vqadiag.api.diagnose_vqa`) get
+one :class:`DiagnoseState`: the model, the store, the options and every
+condition already run (so ``accuracy``, ``ood``, ``fpvg`` and ``robustness``
+share the one plain run of the GQA split). Each suite returns a
+:class:`SuiteOutput` — the dict of the scoring command it calls, its
+per-question rows and its summary figures — or raises :class:`SuiteSkipped`
+with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import write_json
+from vqadiag.probes.conditions import Condition, Probe
+from vqadiag.probes.runner import ConditionRun, ProbeContext
+from vqadiag.probes.store import Answer, PredictionStore
+
+SUITES = ("accuracy", "pairs", "ood", "fpvg", "importance", "robustness", "consistency")
+REPLACEMENTS = ("drop", "zeros", "minus-one", "other-images")
+
+
+class SuiteSkipped(Exception):
+    """A suite cannot run (missing data or model capability); the message is the reason."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every option of a diagnose run (all of them go to ``results.json`` ``config``)."""
+
+    suites: tuple[str, ...] = SUITES
+    split: str = "val"
+    batch_size: int = 256
+    workers: int = 1
+    seed: int = 0
+    n_bootstrap: int = 1000
+    replacement: str = "drop"
+    bqd: str | None = None
+    max_questions: int | None = None
+    max_objects: int = 100
+    progress: bool = False
+
+    def config(self) -> dict[str, Any]:
+        """The ``config`` object of ``results.json``."""
+        return {
+            "suites": list(self.suites),
+            "split": self.split,
+            "batch_size": self.batch_size,
+            "workers": self.workers,
+            "seed": self.seed,
+            "n_bootstrap": self.n_bootstrap,
+            "replacement": self.replacement,
+            "bqd": self.bqd,
+            "max_questions": self.max_questions,
+            "max_objects": self.max_objects,
+        }
+
+
+@dataclass
+class SuiteOutput:
+    """What a suite hands back: scoring dict, per-question rows, summary figures."""
+
+    result: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DiagnoseState:
+    """Model, store, options, output folder and the conditions run so far."""
+
+    model: Any
+    store: PredictionStore
+    options: Options
+    out: Path
+    data_root: Path
+    runs: dict[str, ConditionRun] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)
+    contexts: dict[str, ProbeContext] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> Path:
+        """``RESULT_DIR/inputs``: the question subsets and relevance files the scorers read."""
+        return self.out / "inputs"
+
+    def context(
+        self, name: str, data: Any, donors: Mapping[str, str] | None = None
+    ) -> ProbeContext:
+        """The probe context of one data source (made once)."""
+        if name not in self.contexts:
+            o = self.options
+            self.contexts[name] = ProbeContext(
+                self.model,
+                data,
+                self.store,
+                batch_size=o.batch_size,
+                max_objects=o.max_objects,
+                workers=o.workers,
+                progress=o.progress,
+                donors=donors,
+            )
+        return self.contexts[name]
+
+    def run(self, ctx: ProbeContext, condition: Condition, probes: Sequence[Probe]) -> ConditionRun:
+        """Run (or reuse) ``condition``; a condition name is run once per diagnose run."""
+        hit = self.runs.get(condition.name)
+        if hit is None:
+            hit = self.runs[condition.name] = ctx.run(condition, probes)
+        return hit
+
+
+def hash_order(ids: Iterable[str]) -> list[str]:
+    """Ids ordered by SHA-1 of the id: a fixed pseudo-random order that does not move
+    when ids are added or removed (``--max-questions`` takes a prefix of it)."""
+    return sorted(ids, key=lambda q: (hashlib.sha1(q.encode()).hexdigest(), q))
+
+
+def subsample(ids: Sequence[str], limit: int | None) -> list[str]:
+    """The first ``limit`` ids in :func:`hash_order`, back in their original order."""
+    if limit is None or limit >= len(ids):
+        return list(ids)
+    chosen = set(hash_order(ids)[: max(0, limit)])
+    return [q for q in ids if q in chosen]
+
+
+def prediction_entry(answer: Answer) -> Any:
+    """``{"answer", "probs"}`` (top-5 plus the reference answer) or the plain answer."""
+    probs = answer.probs()
+    return answer.answer if probs is None else {"answer": answer.answer, "probs": probs}
+
+
+def write_predictions(
+    state: DiagnoseState, suite: str, condition: str, qids: Sequence[str], answers: Sequence[Answer]
+) -> Path:
+    """``RESULT_DIR/predictions/<suite>/<condition>.json`` in a shape ``vqadiag score`` reads."""
+    path = state.out / "predictions" / suite / f"{condition}.json"
+    preds = {q: prediction_entry(a) for q, a in zip(qids, answers, strict=True)}
+    return write_json(path, preds)
+
+
+def estimate_of(ci: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:
+    """``ci[key]`` when it is an Estimate object, else None."""
+    if ci is None:
+        return None
+    value = ci.get(key)
+    return dict(value) if isinstance(value, Mapping) and "value" in value else None

@@ -1,0 +1,84 @@
+"""Content fingerprints that key the prediction store (model, data, condition).
+
+A stored answer is reused only when all three fingerprints match:
+
+* **model** — :meth:`VQAModel.fingerprint` (weights + config);
+* **data** — per question: the question record *as the model can read it*
+  (every field except the gold / annotation fields of :data:`GOLD_FIELDS`), and
+  the digest of the image's object features and boxes (:func:`object_digest`;
+  ``"blind"`` for models that never see the image), plus the digest of the
+  donor image for the ``other-images`` replacement;
+* **condition** — what the diagnostic changes: the condition kind and its
+  parameters (removed / kept objects, replacement policy, noisy question text,
+  ``max_objects``), :func:`condition_fingerprint`.
+
+So changing the model invalidates everything, changing one image invalidates
+only the questions on it, and adding a condition computes only that condition.
+Hashes are SHA-256 (BLAKE2b for feature arrays), cut to 16 hex characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+
+#: Record fields that carry the gold answer or its annotations: never model input,
+#: so they do not enter the data fingerprint (fixing a gold answer keeps the cache).
+GOLD_FIELDS = frozenset(
+    {
+        "answer",
+        "answers",
+        "fullAnswer",
+        "annotations",
+        "entailed",
+        "equivalent",
+        "isBalanced",
+        "multiple_choice_answer",
+        "answer_list",
+    }
+)
+
+_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def stable_hash(obj: Any) -> str:
+    """SHA-256 of the canonical JSON of ``obj`` (sorted keys), 16 hex characters."""
+    return hashlib.sha256(orjson.dumps(obj, option=_OPTIONS)).hexdigest()[:16]
+
+
+def object_digest(features: np.ndarray, boxes: np.ndarray) -> str:
+    """BLAKE2b of an image's float32 features and boxes (shapes included), 16 hex chars."""
+    f = np.ascontiguousarray(features, dtype=np.float32)
+    b = np.ascontiguousarray(boxes, dtype=np.float32)
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(repr((f.shape, b.shape)).encode())
+    digest.update(f.tobytes())
+    digest.update(b.tobytes())
+    return digest.hexdigest()
+
+
+def model_input_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record without :data:`GOLD_FIELDS` (what a model may read)."""
+    return {k: v for k, v in record.items() if k not in GOLD_FIELDS}
+
+
+def data_fingerprint(
+    record: Mapping[str, Any], question: str, image_digest: str, donor_digest: str = ""
+) -> str:
+    """Fingerprint of one question's input data: model-readable record fields, the
+    question text, the image's object digest (and the donor image's, if any)."""
+    return stable_hash([model_input_fields(record), question, image_digest, donor_digest])
+
+
+def condition_fingerprint(kind: str, params: Mapping[str, Any]) -> str:
+    """Fingerprint of a condition: its kind and parameters (see the module docstring)."""
+    return stable_hash({"kind": kind, "params": dict(params)})
+
+
+def combined_fingerprint(parts: Any) -> str:
+    """One fingerprint over many (e.g. the data fingerprints of every question of a run)."""
+    return stable_hash(parts)

@@ -1,0 +1,294 @@
+"""Run a model over the probes of one condition, in batches, through the prediction store.
+
+:func:`run_condition` keys every probe by (model, data, condition, qid)
+fingerprints, reads what the store already holds and runs the model only on
+the rest. The batch plan is fixed (consecutive ``batch_size`` slices of the
+probe list): a batch is computed only when one of its probes is missing, and is
+committed as a whole, so a run killed at any point and restarted computes
+exactly the batches an uninterrupted run would have, with the same inputs, and
+ends with the same numbers. ``workers`` threads build the object inputs of the
+next batches (detector features from h5, masks, replacements) while the model
+runs on the current one.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vqadiag.errors import DataError
+from vqadiag.models.base import ObjectInput, QuestionBatch, VQAModel
+from vqadiag.models.data import GQAData
+from vqadiag.probes.conditions import Condition, Probe, apply_replacement, visible_mask
+from vqadiag.probes.fingerprints import (
+    condition_fingerprint,
+    data_fingerprint,
+    object_digest,
+)
+from vqadiag.probes.store import Answer, Key, PredictionStore
+from vqadiag.progress import progress_bar
+
+TOP_K = 5
+
+
+@contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """One intra-op torch thread while the model runs (when torch is loaded at all).
+
+    The reference networks are small: on a busy 2-core machine one thread is
+    ~20× faster than two fighting over the cores, and answers never depend on
+    the machine's core count.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass
+class ConditionRun:
+    """Answers of one condition, in probe order, and how many were computed / cached."""
+
+    condition: Condition
+    fingerprint: str
+    answers: list[Answer]
+    data_fingerprints: list[str]
+    computed: int
+    cached: int
+    seconds: float
+
+    def counts(self) -> dict[str, int]:
+        """``{questions, computed, cached}`` (what ``results.json`` reports per condition)."""
+        return {"questions": len(self.answers), "computed": self.computed, "cached": self.cached}
+
+
+class ProbeContext:
+    """What every condition of a run shares: model, data, store, batching options."""
+
+    def __init__(
+        self,
+        model: VQAModel,
+        data: GQAData,
+        store: PredictionStore,
+        *,
+        batch_size: int = 256,
+        max_objects: int = 100,
+        workers: int = 1,
+        progress: bool = False,
+        donors: Mapping[str, str] | None = None,
+    ) -> None:
+        self.model = model
+        self.data = data
+        self.store = store
+        self.batch_size = max(1, int(batch_size))
+        self.max_objects = int(max_objects)
+        self.workers = max(0, int(workers))
+        self.progress = progress
+        self.donors = dict(donors or {})
+        self.model_fp = model.fingerprint()
+        self.blind = model.capabilities.visual == "none"
+        self.vocab = list(model.answer_vocab)
+        self.index = {a: i for i, a in enumerate(self.vocab)}
+        self._digests: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- data ------------------------------------------------------------------------
+    def image_digest(self, image_id: str) -> str:
+        """Digest of an image's objects (``"blind"`` for models that never see them)."""
+        if self.blind:
+            return "blind"
+        hit = self._digests.get(image_id)
+        if hit is None:
+            with self._lock:
+                feats, boxes = self.data.image_objects(image_id)
+            hit = self._digests[image_id] = object_digest(
+                feats[: self.max_objects], boxes[: self.max_objects]
+            )
+        return hit
+
+    def n_objects(self, image_id: str) -> int:
+        """Number of the image's objects that enter the model input (≤ ``max_objects``)."""
+        with self._lock:
+            _, boxes = self.data.image_objects(image_id)
+        return min(len(boxes), self.max_objects)
+
+    def probe_data_fp(self, probe: Probe, condition: Condition) -> str:
+        """Data fingerprint of one probe (record, text, objects, donor, its object set)."""
+        donor = ""
+        if condition.replacement == "other-images" and condition.kind == "objects":
+            donor = self.image_digest(self.donors.get(probe.image_id, probe.image_id))
+        base = data_fingerprint(probe.record, probe.question, self.image_digest(probe.image_id))
+        return data_fingerprint({"base": base, **probe.row_params()}, "", "", donor)
+
+    # -- model inputs ----------------------------------------------------------------------
+    def visual(self, probes: Sequence[Probe], condition: Condition) -> ObjectInput | None:
+        """The object input of a batch of probes under ``condition`` (None for blind models)."""
+        kind = self.model.capabilities.visual
+        if kind == "none":
+            return None
+        if kind != "objects":
+            raise DataError(self.data.root, f"model {self.model.name!r} needs {kind} input")
+        image_ids = [p.image_id for p in probes]
+        with self._lock:
+            vis = self.data.object_input(image_ids, self.max_objects)
+            donors = None
+            if condition.replacement == "other-images":
+                donors = [
+                    self.data.image_objects(self.donors.get(i, i))[0][: self.max_objects]
+                    for i in image_ids
+                ]
+        if condition.kind != "objects":
+            return vis
+        keep = np.stack([visible_mask(p, vis.mask[i]) for i, p in enumerate(probes)])
+        return apply_replacement(
+            vis, keep, condition.replacement, (lambda row: donors[row]) if donors else None
+        )
+
+    @staticmethod
+    def question_batch(probes: Sequence[Probe]) -> QuestionBatch:
+        """The questions of a batch of probes (their own texts: noise replaces the question)."""
+        return QuestionBatch(
+            question_ids=[p.qid for p in probes],
+            questions=[p.question for p in probes],
+            image_ids=[p.image_id for p in probes],
+            records=[p.record for p in probes],
+        )
+
+    def _answers(
+        self,
+        probes: Sequence[Probe],
+        condition: Condition,
+        visual: ObjectInput | None,
+        want_vector: bool,
+    ) -> list[Answer]:
+        batch = self.question_batch(probes)
+        if condition.kind == "gradcam":
+            return self._gradcam(batch, probes, visual)
+        out = self.model.predict(batch, visual)
+        probs = out.probs
+        tops = out.top_probs(self.vocab, TOP_K) if probs is not None else None
+        answers = []
+        for i, p in enumerate(probes):
+            a = out.answers[i]
+            p_answer = p_ref = None
+            if probs is not None:
+                j = self.index.get(a)
+                p_answer = float(probs[i, j]) if j is not None else None
+                if p.ref is not None:
+                    k = self.index.get(p.ref)
+                    p_ref = float(probs[i, k]) if k is not None else 0.0
+            vector = None
+            if want_vector and out.attention is not None and visual is not None:
+                n = self.n_objects(p.image_id)
+                vector = np.asarray(out.attention[i, :n], np.float32)
+            answers.append(
+                Answer(a, p_answer, p.ref, p_ref, None if tops is None else tops[i], vector)
+            )
+        return answers
+
+    def _gradcam(
+        self, batch: QuestionBatch, probes: Sequence[Probe], visual: ObjectInput | None
+    ) -> list[Answer]:
+        if visual is None:
+            raise ValueError("GradCAM needs object input")
+        index = np.array([self.index.get(p.ref or "", 0) for p in probes], dtype=np.int64)
+        grads = self.model.object_gradients(batch, visual, index)  # type: ignore[attr-defined]
+        scores = np.asarray(grads, np.float64).sum(axis=2).astype(np.float32)
+        return [
+            Answer(p.ref or "", None, p.ref, None, None, scores[i, : self.n_objects(p.image_id)])
+            for i, p in enumerate(probes)
+        ]
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(
+        self,
+        condition: Condition,
+        probes: Sequence[Probe],
+        *,
+        description: str | None = None,
+    ) -> ConditionRun:
+        """Answers of every probe under ``condition`` (module docstring). Plain conditions
+        also store the attention over the image's objects when the model returns it."""
+        start = time.perf_counter()
+        want_vector = condition.kind == "plain" and self.model.capabilities.attention
+        params = {**condition.params, "max_objects": self.max_objects}
+        cond_fp = condition_fingerprint(condition.kind, params)
+        data_fps = [self.probe_data_fp(p, condition) for p in probes]
+        keys: list[Key] = [
+            (self.model_fp, d, cond_fp, p.qid) for p, d in zip(probes, data_fps, strict=True)
+        ]
+        answers: list[Answer | None] = []
+        for key, probe in zip(keys, probes, strict=True):
+            hit = self.store.get(key)
+            if hit is not None and hit.ref != probe.ref:
+                hit = None
+            answers.append(hit)
+        bs = self.batch_size
+        todo: list[list[int]] = []
+        for begin in range(0, len(probes), bs):
+            missing = [i for i in range(begin, min(begin + bs, len(probes))) if answers[i] is None]
+            if missing:
+                todo.append(missing)
+        cached = sum(a is not None for a in answers)
+        bar = progress_bar(self.progress, transient=True)
+        with bar, single_torch_thread():
+            task = bar.add_task(description or condition.name, total=len(probes))
+            bar.advance(task, cached)
+            for rows, visual in self._prefetch(todo, probes, condition):
+                sub = [probes[i] for i in rows]
+                got = self._answers(sub, condition, visual, want_vector)
+                for i, a in zip(rows, got, strict=True):
+                    answers[i] = a
+                self.store.put_many((keys[i], a) for i, a in zip(rows, got, strict=True))
+                bar.advance(task, len(rows))
+        final = [a for a in answers if a is not None]
+        return ConditionRun(
+            condition,
+            cond_fp,
+            final,
+            data_fps,
+            computed=len(probes) - cached,
+            cached=cached,
+            seconds=time.perf_counter() - start,
+        )
+
+    def _prefetch(
+        self, todo: list[list[int]], probes: Sequence[Probe], condition: Condition
+    ) -> Iterator[tuple[list[int], ObjectInput | None]]:
+        """``(rows, visual input)`` per batch to compute; inputs built ahead by ``workers``."""
+
+        def build(rows: list[int]) -> ObjectInput | None:
+            return self.visual([probes[i] for i in rows], condition)
+
+        if self.workers == 0 or len(todo) <= 1:
+            for rows in todo:
+                yield rows, build(rows)
+            return
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            pending: deque[tuple[list[int], Future[Any]]] = deque()
+            it = iter(todo)
+            for rows in it:
+                pending.append((rows, pool.submit(build, rows)))
+                if len(pending) > self.workers:
+                    break
+            while pending:
+                rows, fut = pending.popleft()
+                nxt = next(it, None)
+                if nxt is not None:
+                    pending.append((nxt, pool.submit(build, nxt)))
+                yield rows, fut.result()

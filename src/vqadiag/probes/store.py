@@ -1,0 +1,148 @@
+"""The prediction store: one SQLite database of every model answer (resume, reuse).
+
+Table ``answers``, primary key ``(model, data, condition, qid)`` — the three
+fingerprints of :mod:`vqadiag.probes.fingerprints` and the question id — holds
+
+* ``answer`` and ``p_answer`` (its probability; NULL without probabilities),
+* ``ref`` and ``p_ref``: the reference answer the caller asked about (the
+  answer with all objects, â_all) and its probability under this condition —
+  what sufficiency, comprehensiveness and Leave-One-Out need even when â_all is
+  not among the top answers,
+* ``top``: the top-5 answers with probabilities (JSON), for prediction files,
+* ``vector``: a float32 vector over the image's objects (attention for plain
+  conditions when the model has it; the GradCAM scores for the ``gradcam``
+  condition), NULL otherwise.
+
+The database runs in WAL mode and the runner commits after every batch, so a
+process killed at any point (even SIGKILL) leaves only whole batches; a restart
+reads them back and computes the rest.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from vqadiag.errors import DataError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (
+    model TEXT NOT NULL,
+    data TEXT NOT NULL,
+    condition TEXT NOT NULL,
+    qid TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    p_answer REAL,
+    ref TEXT,
+    p_ref REAL,
+    top TEXT,
+    vector BLOB,
+    PRIMARY KEY (model, data, condition, qid)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+SCHEMA_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One stored model answer (see the module docstring for the fields)."""
+
+    answer: str
+    p_answer: float | None = None
+    ref: str | None = None
+    p_ref: float | None = None
+    top: dict[str, float] | None = None
+    vector: np.ndarray | None = None
+
+    def probs(self) -> dict[str, float] | None:
+        """``top`` plus the reference answer's probability (what prediction files carry)."""
+        if self.top is None:
+            return None
+        out = dict(self.top)
+        if self.ref is not None and self.p_ref is not None:
+            out.setdefault(self.ref, self.p_ref)
+        return out
+
+
+Key = tuple[str, str, str, str]
+
+
+class PredictionStore:
+    """``RESULT_DIR/store.sqlite``: get / put answers by (model, data, condition, qid)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(str(self.path))
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise DataError(self.path, f"not a vqadiag prediction store: {err}") from None
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            self.db.commit()
+        elif row[0] != SCHEMA_VERSION:
+            raise DataError(
+                self.path, f"store schema {row[0]}, this vqadiag writes {SCHEMA_VERSION}"
+            )
+
+    def close(self) -> None:
+        """Close the database (everything put is already committed)."""
+        self.db.close()
+
+    def __enter__(self) -> PredictionStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def get(self, key: Key) -> Answer | None:
+        """The stored answer under ``key``, or None."""
+        row = self.db.execute(
+            "SELECT answer, p_answer, ref, p_ref, top, vector FROM answers "
+            "WHERE model=? AND data=? AND condition=? AND qid=?",
+            key,
+        ).fetchone()
+        if row is None:
+            return None
+        answer, p_answer, ref, p_ref, top, vector = row
+        return Answer(
+            answer,
+            p_answer,
+            ref,
+            p_ref,
+            None if top is None else orjson.loads(top),
+            None if vector is None else np.frombuffer(vector, dtype=np.float32).copy(),
+        )
+
+    def get_many(self, keys: Sequence[Key]) -> list[Answer | None]:
+        """:meth:`get` for every key, in order."""
+        return [self.get(k) for k in keys]
+
+    def put_many(self, items: Iterable[tuple[Key, Answer]]) -> None:
+        """Insert (or replace) answers and commit: one transaction per call (per batch)."""
+        rows = []
+        for key, a in items:
+            top = None if a.top is None else orjson.dumps(a.top)
+            vec = None if a.vector is None else np.asarray(a.vector, np.float32).tobytes()
+            rows.append((*key, a.answer, a.p_answer, a.ref, a.p_ref, top, vec))
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+
+    def count(self, model: str | None = None) -> int:
+        """Number of stored answers (of one model fingerprint when given)."""
+        if model is None:
+            return int(self.db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+        query = "SELECT COUNT(*) FROM answers WHERE model=?"
+        return int(self.db.execute(query, (model,)).fetchone()[0])
