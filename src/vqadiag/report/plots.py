@@ -213,12 +213,11 @@ PLOTS: dict[str, Callable[[Sequence[ResultSet]], dict[str, Any]]] = {
 def _figure(width: float = 7.0, height: float = 4.2):
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), dpi=100)
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
 def _png(fig) -> str:
     buf = io.BytesIO()
-    fig.tight_layout()
     fig.savefig(buf, format="png", metadata={"Software": None})
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
