@@ -83,3 +83,65 @@ def _cell(cell: Mapping[str, Any], key: str, fmt: Any) -> str:
     if vs and not vs.get("paired"):
         mark = " †"
     return f"{fmt(est['value'], key)}{mark} [{fmt(est['ci_low'], key)}, {fmt(est['ci_high'], key)}]"
+
+
+@app.command("demo")
+@cli_errors
+def demo_command(
+    out: Annotated[
+        Path, typer.Option(help="Folder for the world, runs, results and report.")
+    ] = Path("vqadiag-demo"),
+    size: Annotated[
+        str,
+        typer.Option(
+            help="small (600 images, ≲ 10 min on 2 CPU cores) or medium (2,000 images).",
+        ),
+    ] = "small",
+    images: Annotated[
+        int | None, typer.Option(min=20, help="Override the world's number of images.")
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option(min=1, help="Override question-only / UpDn training epochs.")
+    ] = None,
+    max_questions: Annotated[
+        int | None, typer.Option(min=1, help="Override the questions diagnosed per split.")
+    ] = None,
+    n_bootstrap: Annotated[
+        int | None, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples.")
+    ] = None,
+    seed: SeedOption = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """From nothing to a report: synthetic world → train prior, question-only, UpDn and
+    symbolic → diagnose each with every suite → report. Interrupted, it resumes."""
+    from vqadiag.api.demo import demo
+
+    result = demo(
+        out,
+        size=size,
+        seed=seed,
+        images=images,
+        epochs=epochs,
+        max_questions=max_questions,
+        n_bootstrap=n_bootstrap,
+        progress=True,
+    )
+    emit(result, as_json, _render_demo)
+
+
+def _render_demo(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"vqadiag demo ({result['size']}, {result['images']} images, "
+        f"{result['seconds']:.0f} s)",
+        title_justify="left",
+    )
+    for col in ("stage", "status", "seconds"):
+        table.add_column(col, justify="right" if col == "seconds" else "left")
+    for stage in result["stages"]:
+        table.add_row(stage["stage"], stage["status"], f"{stage['seconds']:.1f}")
+    console = Console()
+    console.print(table)
+    console.print(f"report: {result['report']['html']}")

@@ -155,12 +155,15 @@ def _check_results(raw: Any, path: Path) -> dict[str, Any]:
 
 
 def _text(record: Mapping[str, Any], key: str, path: Path, label: str) -> str | None:
+    """A text field: a string (or integer id), or a list of them (a pair's two
+    questions / images / answers) shown joined by ``" | "``."""
     value = record.get(key)
     if value is None:
         return None
-    if isinstance(value, (str, int)) and not isinstance(value, bool):
-        return str(value)
-    raise DataError(path, f"{key} must be a string, got {value!r}", label)
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in items):
+        return " | ".join(str(v) for v in items)
+    raise DataError(path, f"{key} must be a string or a list of strings, got {value!r}", label)
 
 
 def _check_row(record: Any, path: Path, lineno: int) -> Row:
@@ -194,14 +197,20 @@ def _check_row(record: Any, path: Path, lineno: int) -> Row:
         if a is not None and not isinstance(a, str):
             raise DataError(path, f"answer {key!r} must be a string or null, got {a!r}", label)
         ans[str(key)] = a
+    question = _text(record, "question", path, label)
+    truth = _text(record, "truth", path, label)
+    sub_question = _text(record, "sub_question", path, label)
+    if sub_question is not None:  # a consistency unit: main question → sub-question
+        question = f"{question or ''} → sub: {sub_question}"
+        truth = f"{truth or ''} | sub: {_text(record, 'sub_truth', path, label) or ''}"
     return Row(
         suite=record["suite"],
         id=record["id"],
         values=clean,
         answers=ans,
-        question=_text(record, "question", path, label),
+        question=question,
         image_id=_text(record, "image_id", path, label),
-        truth=_text(record, "truth", path, label),
+        truth=truth,
         qid=_text(record, "qid", path, label),
     )
 

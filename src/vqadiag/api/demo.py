@@ -1,0 +1,308 @@
+"""Glue of ``vqadiag demo``: from nothing to a report comparing four models.
+
+Stages (each prints a header on stderr, then its own progress bars):
+
+1. ``OUT/world``: a synthetic world (:func:`vqadiag.synth.generate_world`);
+2. ``OUT/runs/<model>``: train prior, question-only, UpDn and symbolic
+   (:func:`vqadiag.api.models.train`);
+3. ``OUT/results/<model>``: diagnose each with every suite
+   (:func:`vqadiag.api.diagnose.diagnose`, resumable from its prediction store);
+4. ``OUT/report``: ``report.json`` + ``report.html`` (:func:`vqadiag.api.report.report`).
+
+Resume: each finished stage writes ``OUT/stages/<stage>.json`` with its
+configuration and the fingerprint of what it produced (world: ``world.json``'s
+seed / images / bias / feature dim; a run: its config and
+:func:`~vqadiag.models.checkpoint.run_fingerprint`; results: the model fingerprint
+and a hash of ``results.json``; report: the hashes of its inputs). A stage whose
+record matches its configuration and whose output still has that fingerprint is
+skipped; otherwise it runs again (and so do the stages after it, whose inputs
+changed). An interrupted diagnosis resumes from its store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vqadiag.errors import DataError
+
+MODELS = ("prior", "question-only", "updn", "symbolic")
+
+#: World size, training epochs, questions diagnosed and bootstrap resamples per size.
+#: ``small`` is what `vqadiag demo` runs by default (≲ 10 minutes on 2 CPU cores);
+#: ``tiny`` is for tests.
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "images": 60,
+        "epochs": {"question-only": 1, "updn": 1, "symbolic": None, "prior": None},
+        "max_questions": 60,
+        "n_bootstrap": 100,
+    },
+    "small": {
+        "images": 600,
+        "epochs": {"question-only": 6, "updn": 8, "symbolic": None, "prior": None},
+        "max_questions": 600,
+        "n_bootstrap": 1000,
+    },
+    "medium": {
+        "images": 2000,
+        "epochs": {"question-only": 6, "updn": 12, "symbolic": None, "prior": None},
+        "max_questions": None,
+        "n_bootstrap": 1000,
+    },
+}
+
+
+def _file_hash(path: Path) -> str | None:
+    """SHA-256 (16 hex) of a file's bytes, None when it does not exist."""
+    if not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+#: ``results.json`` keys that say how a run went, not what it found: the time and the
+#: per-condition computed / cached counts (a resumed diagnosis reads answers from its store).
+_RUN_KEYS = ("created", "conditions")
+
+
+def _results_hash(path: Path) -> str | None:
+    """Hash of ``results.json`` without the keys of :data:`_RUN_KEYS`."""
+    from vqadiag.data.jsonio import read_json
+    from vqadiag.probes.fingerprints import stable_hash
+
+    if not path.is_file():
+        return None
+    try:
+        data = read_json(path)
+    except DataError:
+        return None
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k not in _RUN_KEYS}
+    return stable_hash(data)
+
+
+class _Stages:
+    """Stage records in ``OUT/stages``: skip a stage whose config and output match."""
+
+    def __init__(self, out: Path, progress: bool) -> None:
+        from rich.console import Console
+
+        self.folder = out / "stages"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.console = Console(stderr=True, quiet=not progress)
+        self.log: list[dict[str, Any]] = []
+        self.count = 0
+        self.total = 0
+
+    def _path(self, name: str) -> Path:
+        return self.folder / f"{name.replace('/', '_')}.json"
+
+    def done(self, name: str, config: Mapping[str, Any], fingerprint: str | None) -> bool:
+        """Whether stage ``name`` finished with this ``config`` and its output still has
+        ``fingerprint`` (the output's current fingerprint; None = output missing)."""
+        from vqadiag.data.jsonio import read_json
+
+        path = self._path(name)
+        if fingerprint is None or not path.is_file():
+            return False
+        try:
+            record = read_json(path)
+        except DataError:
+            return False
+        return record.get("config") == dict(config) and record.get("fingerprint") == fingerprint
+
+    def header(self, title: str) -> None:
+        self.count += 1
+        self.console.rule(f"[bold]vqadiag demo [{self.count}/{self.total}] {title}", align="left")
+
+    def skip(self, name: str, title: str) -> None:
+        self.header(title)
+        self.console.print(f"  already done with the same configuration: skipped ({name})")
+        self.log.append({"stage": name, "status": "skipped", "seconds": 0.0})
+
+    def finish(
+        self, name: str, config: Mapping[str, Any], fingerprint: str | None, seconds: float
+    ) -> None:
+        from vqadiag.data.jsonio import write_json
+
+        write_json(self._path(name), {"config": dict(config), "fingerprint": fingerprint})
+        self.console.print(f"  done in {seconds:.1f} s")
+        self.log.append({"stage": name, "status": "done", "seconds": seconds})
+
+
+def demo(
+    out: str | Path = "vqadiag-demo",
+    *,
+    size: str = "small",
+    seed: int = 0,
+    images: int | None = None,
+    epochs: int | None = None,
+    max_questions: int | None = None,
+    n_bootstrap: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Generate a world, train four models, diagnose them and write the report.
+
+    ``size`` picks :data:`SIZES`; ``images``, ``epochs`` (question-only and UpDn),
+    ``max_questions`` (questions diagnosed per split) and ``n_bootstrap`` override
+    it. Returns ``{out, size, seed, images, stages: [{stage, status, seconds}],
+    models: {name: {run, results, val_accuracy}}, report: {html, json}, seconds}``.
+    """
+    if size not in SIZES:
+        raise DataError("--size", f"unknown size {size!r} (sizes: {', '.join(SIZES)})")
+    preset = SIZES[size]
+    n_images = int(images if images is not None else preset["images"])
+    if n_images < 20:
+        raise DataError("--images", "a demo world needs at least 20 images")
+    n_boot = int(n_bootstrap if n_bootstrap is not None else preset["n_bootstrap"])
+    max_q = max_questions if max_questions is not None else preset["max_questions"]
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise DataError(root, "is a file, expected the demo folder")
+    root.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    stages = _Stages(root, progress)
+    stages.total = 2 + 2 * len(MODELS)
+
+    world = root / "world"
+    world_config = {"images": n_images, "seed": seed, "bias": 0.8, "feature_dim": 64}
+    world_fp = _file_hash(world / "world.json")
+    title = f"synthetic world: {n_images} images, seed {seed} → {world}"
+    if stages.done("world", world_config, world_fp):
+        stages.skip("world", title)
+    else:
+        from vqadiag.synth import generate_world
+
+        stages.header(title)
+        t0 = time.perf_counter()
+        generate_world(world, images=n_images, seed=seed, progress=progress)
+        world_fp = _file_hash(world / "world.json")
+        stages.finish("world", world_config, world_fp, time.perf_counter() - t0)
+
+    models: dict[str, dict[str, Any]] = {}
+    for name in MODELS:
+        run = root / "runs" / name
+        model_epochs = preset["epochs"][name]
+        if epochs is not None and model_epochs is not None:
+            model_epochs = int(epochs)
+        config = {"model": name, "epochs": model_epochs, "seed": seed, "world": world_fp}
+        title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
+        fp = _run_fingerprint(run)
+        stage = f"train-{name}"
+        if stages.done(stage, config, fp):
+            stages.skip(stage, title)
+            val = _recorded(stages, stage)
+        else:
+            from vqadiag.api.models import train
+
+            stages.header(title)
+            t0 = time.perf_counter()
+            result = train(
+                world,
+                name,
+                run,
+                epochs=model_epochs,
+                seed=seed,
+                progress=progress,
+                n_bootstrap=n_boot,
+            )
+            val = (result.get("val") or {}).get("accuracy")
+            stages.finish(stage, config, _run_fingerprint(run), time.perf_counter() - t0)
+            _record(stages, stage, val)
+        models[name] = {"run": str(run), "val_accuracy": val}
+
+    result_dirs = []
+    for name in MODELS:
+        run = root / "runs" / name
+        res = root / "results" / name
+        config = {
+            "model": name,
+            "run": _run_fingerprint(run),
+            "seed": seed,
+            "suites": "all",
+            "max_questions": max_q,
+            "n_bootstrap": n_boot,
+            "world": world_fp,
+        }
+        stage = f"diagnose-{name}"
+        title = f"diagnose {name}: every suite → {res}"
+        if stages.done(stage, config, _results_hash(res / "results.json")):
+            stages.skip(stage, title)
+        else:
+            from vqadiag.api.diagnose import diagnose
+
+            stages.header(title)
+            t0 = time.perf_counter()
+            diagnose(
+                world,
+                str(run),
+                res,
+                suites="all",
+                seed=seed,
+                n_bootstrap=n_boot,
+                max_questions=max_q,
+                progress=progress,
+            )
+            stages.finish(
+                stage, config, _results_hash(res / "results.json"), time.perf_counter() - t0
+            )
+        models[name]["results"] = str(res)
+        result_dirs.append(res)
+
+    report_dir = root / "report"
+    config = {
+        "results": {str(r): _results_hash(r / "results.json") for r in result_dirs},
+        "seed": seed,
+        "n_bootstrap": n_boot,
+    }
+    title = f"report comparing {len(result_dirs)} models → {report_dir}"
+    if (
+        stages.done("report", config, _file_hash(report_dir / "report.json"))
+        and (report_dir / "report.html").is_file()
+    ):
+        stages.skip("report", title)
+    else:
+        from vqadiag.api.report import report
+
+        stages.header(title)
+        t0 = time.perf_counter()
+        report(result_dirs, report_dir, seed=seed, n_bootstrap=n_boot)
+        stages.finish(
+            "report", config, _file_hash(report_dir / "report.json"), time.perf_counter() - t0
+        )
+    html = report_dir / "report.html"
+    stages.console.print(f"[bold]report:[/bold] {html.resolve()}")
+    return {
+        "out": str(root),
+        "size": size,
+        "seed": seed,
+        "images": n_images,
+        "stages": stages.log,
+        "models": models,
+        "report": {"html": str(html), "json": str(report_dir / "report.json")},
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def _run_fingerprint(run: Path) -> str | None:
+    from vqadiag.models.checkpoint import run_fingerprint
+
+    return run_fingerprint(run) if (run / "config.json").is_file() else None
+
+
+def _record(stages: _Stages, name: str, val: float | None) -> None:
+    from vqadiag.data.jsonio import read_json, write_json
+
+    path = stages._path(name)
+    data = read_json(path)
+    data["val_accuracy"] = val
+    write_json(path, data)
+
+
+def _recorded(stages: _Stages, name: str) -> float | None:
+    from vqadiag.data.jsonio import read_json
+
+    return read_json(stages._path(name)).get("val_accuracy")

@@ -1,0 +1,121 @@
+"""`vqadiag demo` end to end at the test size, its resume, and bad options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from vqadiag.cli.main import app
+
+    out = tmp_path_factory.mktemp("demo")
+    res = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--out",
+            str(out),
+            "--size",
+            "tiny",
+            "--json",
+            "--max-questions",
+            "40",
+            "--n-bootstrap",
+            "50",
+        ],
+        catch_exceptions=False,
+    )
+    return res, out
+
+
+def test_demo_runs_every_stage_and_writes_the_report(first_run):
+    res, out = first_run
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    stages = [s["stage"] for s in data["stages"]]
+    assert stages == [
+        "world",
+        "train-prior",
+        "train-question-only",
+        "train-updn",
+        "train-symbolic",
+        "diagnose-prior",
+        "diagnose-question-only",
+        "diagnose-updn",
+        "diagnose-symbolic",
+        "report",
+    ]
+    assert all(s["status"] == "done" for s in data["stages"])
+    # progress: one stage header per step on stderr, nothing but JSON on stdout
+    assert "vqadiag demo [1/10]" in res.stderr and "vqadiag demo [10/10]" in res.stderr
+    assert "report:" in res.stderr
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert [m["name"] for m in report["models"]] == ["prior", "question-only", "updn", "symbolic"]
+    assert (out / "report" / "report.html").stat().st_size > 10_000
+    for name in ("prior", "question-only", "updn", "symbolic"):
+        assert (out / "results" / name / "results.json").is_file()
+        assert data["models"][name]["results"] == str(out / "results" / name)
+    world = json.loads((out / "world" / "world.json").read_text())
+    assert world["images"] == 60 and world["seed"] == 0
+    # the symbolic model is compared with the blind ones on the same questions
+    acc = [c for c in report["comparisons"] if c["metric"] == "accuracy"]
+    assert len(acc) == 6 and all(c["paired"] for c in acc)
+
+
+def test_second_run_skips_every_stage(first_run, run_cli):
+    _, out = first_run
+    before = (out / "report" / "report.json").read_bytes()
+    res = run_cli(
+        "demo",
+        "--out",
+        out,
+        "--size",
+        "tiny",
+        "--json",
+        "--max-questions",
+        "40",
+        "--n-bootstrap",
+        "50",
+    )
+    assert res.exit_code == 0, res.stderr
+    data = res.json()
+    assert [s["status"] for s in data["stages"]] == ["skipped"] * 10
+    assert "skipped" in res.stderr
+    assert (out / "report" / "report.json").read_bytes() == before
+
+
+def test_an_interrupted_diagnosis_reruns_only_what_depends_on_it(first_run, run_cli):
+    _, out = first_run
+    # as if the run had stopped while diagnosing updn: its results are not written yet
+    (out / "results" / "updn" / "results.json").unlink()
+    res = run_cli(
+        "demo",
+        "--out",
+        out,
+        "--size",
+        "tiny",
+        "--json",
+        "--max-questions",
+        "40",
+        "--n-bootstrap",
+        "50",
+    )
+    assert res.exit_code == 0, res.stderr
+    status = {s["stage"]: s["status"] for s in res.json()["stages"]}
+    assert status.pop("diagnose-updn") == "done"
+    # the report's inputs are byte-identical again, so the report is still current
+    assert set(status.values()) == {"skipped"}
+    assert (out / "results" / "updn" / "results.json").is_file()
+
+
+def test_bad_options(run_cli, tmp_path):
+    res = run_cli("demo", "--out", tmp_path / "d", "--size", "huge")
+    assert res.exit_code == 2 and "--size" in res.stderr and "huge" in res.stderr
+    (tmp_path / "file").write_text("x")
+    res = run_cli("demo", "--out", tmp_path / "file", "--size", "tiny")
+    assert res.exit_code == 2 and "file" in res.stderr and "expected the demo folder" in res.stderr
