@@ -110,9 +110,21 @@ class DiagnoseState:
     def run(self, ctx: ProbeContext, condition: Condition, probes: Sequence[Probe]) -> ConditionRun:
         """Run (or reuse) ``condition``; a condition name is run once per diagnose run."""
         hit = self.runs.get(condition.name)
+        if hit is None and getattr(self.model, "name", "") == "files":
+            self.check_covered(probes)
         if hit is None:
             hit = self.runs[condition.name] = ctx.run(condition, probes)
         return hit
+
+    def check_covered(self, probes: Sequence[Probe]) -> None:
+        """A prediction-file model must answer every probe, else the suite is skipped."""
+        known = self.model.predictions[self.model.condition]
+        missing = [p.qid for p in probes if p.qid not in known]
+        if missing:
+            raise SuiteSkipped(
+                f"the prediction file has no answer for {len(missing)} of {len(probes)} "
+                f"questions (e.g. {missing[0]!r})"
+            )
 
 
 def hash_order(ids: Iterable[str]) -> list[str]:

@@ -30,7 +30,7 @@ from vqadiag.api.diagnose_common import (
 )
 from vqadiag.data.gqa import is_balanced
 from vqadiag.data.jsonio import write_json
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.metrics.importance import ranking_match
 from vqadiag.probes.conditions import Condition, Probe, donor_map
@@ -77,6 +77,13 @@ def gqa_source(state: DiagnoseState) -> GQASource:
     if not balanced:
         raise SuiteSkipped(f"no balanced GQA questions in split {split!r}")
     qids = subsample(balanced, state.options.max_questions)
+    path = data.questions_path(split)
+    for q in qids:
+        for name in ("question", "imageId"):
+            if not isinstance(records[q].get(name), (str, int)) or isinstance(
+                records[q].get(name), bool
+            ):
+                raise DataError(path, f"missing or invalid field {name!r}", record_label(q))
     subset = {q: records[q] for q in qids}
     path = write_json(state.inputs / "gqa_questions.json", subset)
     donors = donor_map([str(records[q]["imageId"]) for q in qids])
@@ -224,6 +231,7 @@ def fpvg_state(state: DiagnoseState) -> FPVGState:
         raise SuiteSkipped(f"no scene graphs for split {state.options.split!r} ({scenes.name})")
     rel_path = state.inputs / "relevance.json"
     summary = relevance(src.questions_file, scenes, src.data._detections_path, rel_path)
+    summary.pop("out", None)  # RESULT_DIR/inputs/relevance.json
     sets = read_relevance(rel_path)
     qids = [q for q in src.qids if q in sets and sets[q][2] is None]
     if not qids:
@@ -392,7 +400,7 @@ def importance_suite(state: DiagnoseState) -> SuiteOutput:
         result["methods"][method] = entry
     result["replacement"] = o.replacement
     rows = [
-        _row("importance", q, src.records[q], values={"fpvg_plus": int(plus[i]), **per_q[q]})
+        _row("importance", q, src.records[q], fpvg=int(plus[i]), values=per_q[q])
         for i, q in enumerate(fs.qids)
     ]
     return SuiteOutput(result, rows, {})
@@ -441,7 +449,7 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
     if not cached:
         build_bqd([pool], src.questions_file, out, seed=o.seed, progress=o.progress)
         write_json(meta_path, meta)
-    return read_bqd(out), {"path": str(out), "built": True, "cached": cached, **meta}
+    return read_bqd(out), {"path": out.name, "built": True, "cached": cached, **meta}
 
 
 def robustness_suite(state: DiagnoseState) -> SuiteOutput:

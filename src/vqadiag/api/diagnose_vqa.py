@@ -69,7 +69,8 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
 
     ``--max-questions`` keeps pairs in a fixed pseudo-random order until their
     questions reach the limit. Per-question rows: one per pair, ``id = "qa|qb"``,
-    ``values.pair_both_correct`` = [acc(qa) ≥ τ ∧ acc(qb) ≥ τ] and ``pair_identical``.
+    ``values.pair_both_correct`` = [acc(qa) ≥ τ ∧ acc(qb) ≥ τ], ``pair_identical`` and
+    ``pair_both_exact`` (both answers equal the canonical ``multiple_choice_answer``).
     """
     from vqadiag.api.vqa import score_pairs
     from vqadiag.data.vqa2 import read_pairs
@@ -121,6 +122,10 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
                 "values": {
                     "pair_both_correct": int(both),
                     "pair_identical": int(same),
+                    "pair_both_exact": int(
+                        answer_of[a] == records[a].get("answer")
+                        and answer_of[b] == records[b].get("answer")
+                    ),
                     "vqa_accuracy_a": acc_of[a],
                     "vqa_accuracy_b": acc_of[b],
                 },

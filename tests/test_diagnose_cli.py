@@ -1,0 +1,269 @@
+"""``vqadiag diagnose`` end to end: CLI, resume after SIGKILL, reproducibility, skips, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vqadiag.models.data import GQAData
+from vqadiag.models.registry import model_class
+from vqadiag.synth import generate_world
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diagcli") / "world"
+    generate_world(root, images=120, seed=3)
+    return root
+
+
+@pytest.fixture(scope="module")
+def updn(world, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run") / "updn"
+    model_class("updn").train(GQAData(world), epochs=2, progress=False).save(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def prior(world, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run") / "prior"
+    model_class("prior").train(GQAData(world), progress=False).save(folder)
+    return folder
+
+
+def _stable(path: Path) -> dict:
+    """results.json without the fields that differ between a fresh and a resumed run."""
+    result = json.loads(path.read_text())
+    result.pop("created")
+    result.pop("conditions")
+    return result
+
+
+def _rows(path: Path) -> int:
+    db = sqlite3.connect(path, timeout=5)
+    try:
+        return db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
+
+
+def test_cli_json_matches_results_file_and_score_commands(run_cli, world, updn, tmp_path):
+    out = tmp_path / "res"
+    args = ["--data", world, "--model", updn, "--out", out, "--n-bootstrap", "50"]
+    res = run_cli("diagnose", *args, "--suite", "accuracy,ood,fpvg,pairs", "--json")
+    assert res.exit_code == 0, res.stderr
+    result = res.json()
+    assert result == json.loads((out / "results.json").read_text())
+    assert result["kind"] == "vqadiag.results" and result["schema_version"] == 1
+    assert set(result["suites"]) == {"accuracy", "ood", "fpvg", "pairs"}
+    assert result["summary"]["r_score"] is None and result["skipped"] == {}
+    # the written prediction files score to exactly the same numbers with `vqadiag score`
+    gqa = run_cli(
+        "score", "gqa", "--questions", out / "inputs" / "gqa_questions.json",
+        "--predictions", out / "predictions" / "accuracy" / "all.json",
+        "--choices", world / "gqa" / "val_choices.json", "--n-bootstrap", "50", "--json",
+    )  # fmt: skip
+    assert gqa.json() == result["suites"]["accuracy"]
+    fpvg = run_cli(
+        "score", "fpvg", "--questions", out / "inputs" / "gqa_questions.json",
+        "--relevance", out / "inputs" / "relevance.json",
+        "--all", out / "predictions" / "fpvg" / "all.json",
+        "--rel", out / "predictions" / "fpvg" / "rel.json",
+        "--irrel", out / "predictions" / "fpvg" / "irrel.json", "--n-bootstrap", "50", "--json",
+    )  # fmt: skip
+    expected = {
+        k: v for k, v in result["suites"]["fpvg"].items() if k not in ("replacement", "relevance")
+    }
+    assert fpvg.json() == expected
+    assert "suff_comp" in expected  # probabilities travel through the prediction files
+    # per-question rows sorted by (suite, id)
+    rows = [json.loads(x) for x in (out / "per_question.jsonl").open()]
+    keys = [(r["suite"], r["id"]) for r in rows]
+    assert keys == sorted(keys) and {r["suite"] for r in rows} == {
+        "accuracy",
+        "ood",
+        "fpvg",
+        "pairs",
+    }
+    # a second run reads everything from the store
+    again = run_cli("diagnose", *args, "--suite", "accuracy,ood,fpvg,pairs", "--json").json()
+    assert all(
+        c["computed"] == 0 and c["cached"] == c["questions"] for c in again["conditions"].values()
+    )
+    assert {k: v for k, v in again.items() if k != "created"} == {
+        k: v for k, v in result.items() if k not in ("created", "conditions")
+    } | {"conditions": again["conditions"]}
+
+
+def test_same_seed_gives_byte_identical_results(world, prior, tmp_path):
+    from vqadiag.api.diagnose import diagnose
+
+    texts = []
+    for name in ("a", "b"):
+        diagnose(world, str(prior), tmp_path / name, suites="accuracy,ood,pairs", n_bootstrap=50)
+        lines = (tmp_path / name / "results.json").read_text().splitlines()
+        texts.append("\n".join(x for x in lines if '"created"' not in x))
+    assert texts[0] == texts[1]
+    other = diagnose(world, str(prior), tmp_path / "c", suites="accuracy", n_bootstrap=50, seed=1)
+    first = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert other["summary"]["accuracy"]["value"] == first["summary"]["accuracy"]["value"]
+    assert other["summary"]["accuracy"]["ci_low"] != first["summary"]["accuracy"]["ci_low"]
+
+
+def test_sigkill_then_restart_gives_the_uninterrupted_numbers(world, updn, tmp_path):
+    base = [sys.executable, "-m", "vqadiag", "diagnose", "--data", str(world), "--model", str(updn),
+            "--suite", "fpvg,importance", "--n-bootstrap", "50", "--batch-size", "8",
+            "--max-questions", "80"]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "120"}
+    full = tmp_path / "full"
+    subprocess.run([*base, "--out", str(full)], check=True, capture_output=True, env=env)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*base, "--out", str(killed)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    store = killed / "store.sqlite"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if store.exists() and _rows(store) >= 150:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "results.json").exists()
+    stored = _rows(store)
+    assert stored >= 150
+    subprocess.run([*base, "--out", str(killed)], check=True, capture_output=True, env=env)
+    assert _stable(killed / "results.json") == _stable(full / "results.json")
+    assert (killed / "per_question.jsonl").read_bytes() == (
+        full / "per_question.jsonl"
+    ).read_bytes()
+    resumed = json.loads((killed / "results.json").read_text())["conditions"]
+    uninterrupted = json.loads((full / "results.json").read_text())["conditions"]
+    total = sum(c["questions"] for c in uninterrupted.values())
+    assert sum(c["computed"] for c in uninterrupted.values()) == total
+    assert sum(c["cached"] for c in resumed.values()) == stored
+    assert sum(c["computed"] for c in resumed.values()) == total - stored
+    assert _rows(store) == _rows(full / "store.sqlite") == total
+
+
+def test_changed_model_recomputes_everything_and_data_change_only_its_questions(
+    world, prior, tmp_path
+):
+    from vqadiag.api.diagnose import diagnose
+
+    copy = tmp_path / "world"
+    shutil.copytree(world, copy)
+    out = tmp_path / "res"
+    first = diagnose(copy, str(prior), out, suites="accuracy", n_bootstrap=20)
+    n = first["conditions"]["gqa.all"]["questions"]
+    # change one diagnosed question's text: only that question is asked again
+    path = copy / "gqa" / "val_balanced_questions.json"
+    questions = json.loads(path.read_text())
+    qid = next(q for q, r in questions.items() if r["isBalanced"])
+    questions[qid]["question"] += " really"
+    questions[qid]["answer"] = "changed gold answers are not model input"
+    path.write_text(json.dumps(questions))
+    second = diagnose(copy, str(prior), out, suites="accuracy", n_bootstrap=20)
+    assert second["conditions"]["gqa.all"] == {"questions": n, "computed": 1, "cached": n - 1}
+    # another model: nothing stored applies
+    other = tmp_path / "prior2"
+    model_class("prior").train(GQAData(copy), progress=False, mode="global").save(other)
+    third = diagnose(copy, str(other), out, suites="accuracy", n_bootstrap=20)
+    assert third["conditions"]["gqa.all"] == {"questions": n, "computed": n, "cached": 0}
+
+
+def test_prediction_file_adapter_runs_plain_suites_only(run_cli, world, prior, tmp_path):
+    from vqadiag.models.predict import predict_split
+
+    preds = predict_split(model_class("prior").load(prior), GQAData(world), "val", probs_k=3)
+    path = tmp_path / "preds.json"
+    path.write_text(json.dumps(preds))
+    res = run_cli("diagnose", "--data", world, "--model", f"files:{path}", "--out",
+                  tmp_path / "res", "--n-bootstrap", "20", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    result = res.json()
+    assert result["model"]["name"] == "files"
+    assert "accuracy" in result["suites"] and "ood" in result["suites"]
+    assert result["skipped"]["fpvg"].startswith("prediction files answer only the plain")
+    assert "robustness" in result["skipped"]
+    # VQA v2 questions are not in a GQA prediction file: the VQA suites are skipped, not crashed
+    assert "no answer" in result["skipped"]["pairs"]
+
+
+def test_missing_datasets_are_skipped_with_reasons(world, prior, tmp_path):
+    from vqadiag.api.diagnose import diagnose
+
+    gqa_only = tmp_path / "gqa_only"
+    shutil.copytree(world / "gqa", gqa_only / "gqa")
+    (gqa_only / "gqa" / "val_sceneGraphs.json").unlink()
+    result = diagnose(gqa_only, str(prior), tmp_path / "res", n_bootstrap=20)
+    assert "accuracy" in result["suites"]
+    assert result["skipped"]["fpvg"] == "no scene graphs for split 'val' (val_sceneGraphs.json)"
+    assert result["skipped"]["pairs"] == "no VQA v2 questions for split 'val'"
+    assert result["skipped"]["consistency"] == "no introspect data (VQAIntrospect_valv1.0.json)"
+    assert result["summary"]["fpvg_plus"] is None and result["summary"]["accuracy"] is not None
+
+
+# ----------------------------------------------------------------- bad input
+def test_bad_inputs_exit_2_naming_the_file(run_cli, world, prior, tmp_path):
+    res = run_cli(
+        "diagnose", "--data", tmp_path / "nowhere", "--model", prior, "--out", tmp_path / "o"
+    )
+    assert res.exit_code == 2 and "nowhere: data folder not found" in res.stderr
+    res = run_cli(
+        "diagnose", "--data", world, "--model", tmp_path / "norun", "--out", tmp_path / "o"
+    )
+    assert res.exit_code == 2 and "norun: run folder not found" in res.stderr
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
+                  "--suite", "accuracy,vibes")  # fmt: skip
+    assert res.exit_code == 2 and "unknown suite(s) ['vibes']" in res.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"0100": {"answer": "yes"')
+    res = run_cli("diagnose", "--data", world, "--model", f"files:{bad}", "--out", tmp_path / "o")
+    assert res.exit_code == 2 and "bad.json: malformed JSON" in res.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    res = run_cli("diagnose", "--data", world, "--model", f"files:{empty}", "--out", tmp_path / "o")
+    assert res.exit_code == 2 and "empty.json" in res.stderr
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"0100": {"answer": "yes", "probs": {"yes": NaN}}}')
+    res = run_cli("diagnose", "--data", world, "--model", f"files:{nan}", "--out", tmp_path / "o")
+    assert res.exit_code == 2 and "nan.json: malformed JSON" in res.stderr
+    nofield = tmp_path / "nofield.json"
+    nofield.write_text('{"0100": {"probs": {"yes": 1.0}}}')
+    res = run_cli(
+        "diagnose", "--data", world, "--model", f"files:{nofield}", "--out", tmp_path / "o"
+    )
+    assert res.exit_code == 2 and "nofield.json: record '0100'" in res.stderr
+    store_dir = tmp_path / "corrupt"
+    store_dir.mkdir()
+    (store_dir / "store.sqlite").write_text("garbage " * 100)
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", store_dir)
+    assert res.exit_code == 2 and "store.sqlite: not a vqadiag prediction store" in res.stderr
+
+
+def test_bad_question_record_names_file_and_record(run_cli, world, prior, tmp_path):
+    copy = tmp_path / "world"
+    shutil.copytree(world / "gqa", copy / "gqa")
+    path = copy / "gqa" / "val_balanced_questions.json"
+    questions = json.loads(path.read_text())
+    qid = next(iter(questions))
+    del questions[qid]["imageId"]
+    path.write_text(json.dumps(questions))
+    res = run_cli("diagnose", "--data", copy, "--model", prior, "--out", tmp_path / "o",
+                  "--suite", "accuracy")  # fmt: skip
+    assert res.exit_code == 2
+    assert "val_balanced_questions.json" in res.stderr and qid in res.stderr
