@@ -21,6 +21,21 @@ from vqadiag.models.predict import accuracy_values, predict_split, write_predict
 from vqadiag.models.registry import MODELS, TRAINABLE, load_model, model_class
 from vqadiag.models.training import has_split
 
+DATASETS = ("gqa", "vqa2")
+
+
+def open_data(data_dir: str | Path, dataset: str = "gqa") -> GQAData:
+    """The data folder as model data: ``gqa`` → :class:`GQAData`, ``vqa2`` →
+    :class:`~vqadiag.models.vqa2_data.VQA2Data` (VQA v2 questions and annotations,
+    ``answer`` = ``multiple_choice_answer``)."""
+    if dataset == "gqa":
+        return GQAData(data_dir)
+    if dataset == "vqa2":
+        from vqadiag.models.vqa2_data import VQA2Data
+
+        return VQA2Data(data_dir)
+    raise DataError("--dataset", f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
+
 
 def _accuracy(
     predictions: Mapping[str, Any],
@@ -47,10 +62,12 @@ def train(
     options: Mapping[str, Any] | None = None,
     progress: bool = True,
     n_bootstrap: int = 1000,
+    dataset: str = "gqa",
 ) -> dict[str, Any]:
     """Train ``model`` on ``split`` of ``data_dir``, save it to ``out`` and score ``val_split``.
 
-    Returns ``{model, run, data, split, seed, epochs, options, train_questions,
+    ``dataset`` is ``gqa`` (GQA layout) or ``vqa2`` (VQA v2 files, :func:`open_data`).
+    Returns ``{model, run, data, dataset, split, seed, epochs, options, train_questions,
     seconds, fingerprint, history, val: {split, questions, accuracy} | None,
     ci: {val: {accuracy}}}`` (accuracy in percent).
     """
@@ -62,7 +79,7 @@ def train(
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
     cls = model_class(model)
-    data = GQAData(data_dir)
+    data = open_data(data_dir, dataset)
     data.questions(split)  # bad or missing question files fail before any work
     start = time.perf_counter()
     try:
@@ -81,6 +98,7 @@ def train(
         "model": model,
         "run": str(run),
         "data": str(data_dir),
+        "dataset": dataset,
         "split": split,
         "seed": seed,
         "epochs": epochs if epochs is not None else getattr(trained, "options", {}).get("epochs"),
@@ -116,16 +134,18 @@ def predict(
     progress: bool = True,
     seed: int = 0,
     n_bootstrap: int = 1000,
+    dataset: str = "gqa",
 ) -> dict[str, Any]:
     """Answer every question of ``split`` with the model of ``run`` and write ``out``
     (``{qid: answer}``, or ``{qid: {"answer", "probs": top-k}}`` with ``probs_k > 0``).
 
-    Returns ``{model, run, fingerprint, data, split, out, questions, seconds,
+    ``dataset``: ``gqa`` or ``vqa2`` (:func:`open_data`). Returns ``{model, run,
+    fingerprint, data, dataset, split, out, questions, seconds,
     questions_per_second, accuracy | None, ci: {accuracy}}`` (accuracy in percent,
     exact match, when the questions carry answers).
     """
     model = load_model(run)
-    data = GQAData(data_dir)
+    data = open_data(data_dir, dataset)
     questions = data.questions(split)
     start = time.perf_counter()
     preds = predict_split(
@@ -139,6 +159,7 @@ def predict(
         "run": str(run),
         "fingerprint": model.fingerprint(),
         "data": str(data_dir),
+        "dataset": dataset,
         "split": split,
         "out": str(path),
         "questions": len(preds),

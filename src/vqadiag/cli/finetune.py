@@ -1,1 +1,93 @@
-"""Commands of this module are added by their issue (placeholder registers nothing yet)."""
+"""Command: ``vqadiag finetune`` (sub-question fine-tuning and SQuINT, SPEC.md §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from vqadiag.cli.apps import app
+from vqadiag.cli.common import JsonFlag, ResamplesOption, cli_errors, emit, fmt_rate
+
+
+def _render(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    typer.echo(
+        f"{result['method']}: fine-tuned {result['model']} on {result['pairs']} introspect "
+        f"pairs in {result['seconds']:.1f} s → {result['out']} (fingerprint "
+        f"{result['fingerprint']})"
+    )
+    if result["before"] is None:
+        return
+    table = Table(title="introspect val, before → after", title_justify="left")
+    for column in ("metric", "before", "95% CI", "after", "95% CI"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    rows = [
+        ("consistency", "consistency"),
+        ("consistency (balanced)", "consistency_balanced"),
+        ("reasoning accuracy", "reasoning_accuracy"),
+        ("sub-question accuracy", "sub_accuracy"),
+        ("all subs wrong", "all_subs_wrong"),
+        ("attention correlation", "attention_correlation"),
+        ("VQA accuracy (val)", "vqa_accuracy"),
+    ]
+    for quadrant in result["before"]["quadrants"]:
+        rows.append((quadrant, quadrant))
+    for label, key in rows:
+        cells = []
+        for side in ("before", "after"):
+            ci = result["ci"][side]
+            est = ci["quadrants"].get(key) if key not in ci else ci[key]
+            cells.extend(fmt_rate(est))
+        table.add_row(label, *cells)
+    Console().print(table)
+
+
+@app.command("finetune")
+@cli_errors
+def finetune_command(
+    method: Annotated[str, typer.Option("--method", help="squint or subq.")],
+    model: Annotated[Path, typer.Option("--model", help="UpDn run trained on VQA v2.")],
+    data: Annotated[Path, typer.Option("--data", help="Data folder (vqa2/ + introspect/).")],
+    out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
+    epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Epochs (3).")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Learning rate (0.01, SGD).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
+    introspect: Annotated[
+        Path | None,
+        typer.Option("--introspect", help="Folder of VQAIntrospect_{train,val}v1.0.json."),
+    ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", help="KEY=VALUE: lambda1, lambda2, mix, batch_size …"),
+    ] = None,
+    no_eval: Annotated[
+        bool, typer.Option("--no-eval", help="Skip the before/after evaluation.")
+    ] = False,
+    n_bootstrap: ResamplesOption = 1000,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fine-tune an UpDn run on VQA-introspect sub-questions (subq) or with SQuINT."""
+    from vqadiag.api.finetune import finetune
+    from vqadiag.cli.models import parse_options
+
+    result = finetune(
+        model,
+        data,
+        out,
+        method=method,
+        epochs=epochs,
+        lr=lr,
+        seed=seed,
+        introspect=introspect,
+        options=parse_options(option or []),
+        evaluate=not no_eval,
+        progress=not quiet,
+        n_bootstrap=n_bootstrap,
+    )
+    emit(result, as_json, _render)

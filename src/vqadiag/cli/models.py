@@ -13,7 +13,11 @@ from vqadiag.cli.apps import app
 from vqadiag.cli.common import JsonFlag, ResamplesOption, cli_errors, emit, rate_table
 from vqadiag.errors import DataError
 
-DataOption = Annotated[Path, typer.Option("--data", help="GQA-format data folder.")]
+DataOption = Annotated[Path, typer.Option("--data", help="Data folder (GQA or VQA v2 layout).")]
+DatasetOption = Annotated[
+    str,
+    typer.Option("--dataset", help="gqa (GQA files) or vqa2 (VQA v2 question/annotation files)."),
+]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 
@@ -69,10 +73,11 @@ def train_command(
         typer.Option("--option", "-o", help="Model option KEY=VALUE (repeatable)."),
     ] = None,
     n_bootstrap: ResamplesOption = 1000,
+    dataset: DatasetOption = "gqa",
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Train a reference model on GQA-format data and save its run folder."""
+    """Train a reference model on GQA (or VQA v2) data and save its run folder."""
     from vqadiag.api.models import train
 
     options = parse_options(option or [])
@@ -90,6 +95,7 @@ def train_command(
         options=options,
         progress=not quiet,
         n_bootstrap=n_bootstrap,
+        dataset=dataset,
     )
     emit(result, as_json, _render_train)
 
@@ -107,6 +113,7 @@ def predict_command(
     ] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval.")] = 0,
     n_bootstrap: ResamplesOption = 1000,
+    dataset: DatasetOption = "gqa",
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -123,5 +130,6 @@ def predict_command(
         progress=not quiet,
         seed=seed,
         n_bootstrap=n_bootstrap,
+        dataset=dataset,
     )
     emit(result, as_json, _render_predict)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import orjson
@@ -70,6 +71,58 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 }
 
 
+class TrainingObjective(Protocol):
+    """One training step's loss: ``(batch, visual, target, feats=None) → (loss, logits)``;
+    ``target`` (B,) holds answer indices, ``logits`` (B, A) are the test-time logits (what
+    the accuracy bar counts); ``feats`` replaces the object-feature tensor (gradients)."""
+
+    def __call__(
+        self,
+        batch: QuestionBatch,
+        visual: ObjectInput | None,
+        target: torch.Tensor,
+        feats: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class CrossEntropyObjective:
+    """Mean cross-entropy ``−(1/B) Σ_b log softmax(z_b)[y_b]`` of the model's logits."""
+
+    def __init__(self, model: TorchModel) -> None:
+        import torch
+
+        self.model = model
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+
+    def __call__(
+        self,
+        batch: QuestionBatch,
+        visual: ObjectInput | None,
+        target: torch.Tensor,
+        feats: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, _ = self.model.forward(batch, visual, feats=feats)
+        return self.loss_fn(logits, target), logits
+
+
+@contextmanager
+def torch_training_settings(threads: int | None) -> Iterator[None]:
+    """Deterministic algorithms and ``threads`` intra-op threads inside the block; the
+    caller's settings are restored afterwards."""
+    import torch
+
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    previous = torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(previous)
+
+
 class TorchModel:
     """Base of the neural models: vocabularies, tensors, predict, save / load, fingerprint."""
 
@@ -77,6 +130,9 @@ class TorchModel:
     capabilities: ClassVar[Capabilities] = Capabilities()
     uses_objects: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = TRAINING_DEFAULTS
+    #: Options left out of :meth:`architecture` (config and fingerprint) while they have
+    #: these values (options added after runs were saved, at their "off" value).
+    omitted_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,
@@ -129,6 +185,19 @@ class TorchModel:
         if epochs is not None:
             opts["epochs"] = int(epochs)
         return fit(cls, data, split=split, seed=seed, progress=progress, options=opts)
+
+    @classmethod
+    def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
+        """The options a saved config means (a subclass fills in the values of options
+        that did not exist when older runs were saved)."""
+        return dict(config_options)
+
+    def training_objective(
+        self, data: GQAData, split: str, question_ids: Sequence[str]
+    ) -> TrainingObjective:
+        """The loss :func:`fit` minimises: mean cross-entropy of ``forward``'s logits
+        (subclasses add remedy losses; ``question_ids`` are the training questions)."""
+        return CrossEntropyObjective(self)
 
     # -- tensors --------------------------------------------------------------------------
     def _question_tensors(self, batch: QuestionBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,9 +257,14 @@ class TorchModel:
 
     def architecture(self) -> dict[str, Any]:
         """Everything but the weights needed to rebuild the model (and nothing else)."""
+        options = {
+            k: v
+            for k, v in self.options.items()
+            if k not in self.omitted_options or v != self.omitted_options[k]
+        }
         return {
             "model": self.name,
-            "options": self.options,
+            "options": options,
             "feature_dim": self.feature_dim,
             **vocab_config(self.words, self.options["max_question_tokens"]),
         }
@@ -209,7 +283,7 @@ class TorchModel:
         path = Path(run_dir) / "config.json"
         try:
             words = words_from_config(config)
-            options = cls.resolve_options(config["options"])
+            options = cls.resolve_options(cls.legacy_options(config["options"]))
             feature_dim = int(config.get("feature_dim", 0))
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(path, f"not a {cls.name!r} config: {err}") from None
@@ -296,19 +370,14 @@ def fit(
         first_image = str(questions[qids[0]]["imageId"])
         feature_dim = int(data.image_objects(first_image)[0].shape[1])
 
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    threads = torch.get_num_threads()
-    torch.use_deterministic_algorithms(True)
-    if options.get("threads"):
-        torch.set_num_threads(int(options["threads"]))
-    try:
+    with torch_training_settings(options.get("threads")):
         torch.manual_seed(seed)
         net = cls.build_net(len(words), len(answers), feature_dim, options)
         model = cls(net, words, answers, options, feature_dim)
         optimizer = torch.optim.AdamW(
             net.parameters(), lr=options["lr"], weight_decay=options["weight_decay"]
         )
-        loss_fn = torch.nn.CrossEntropyLoss()
+        objective = model.training_objective(data, split, qids)
         rng = np.random.default_rng(seed)
         epochs = int(options["epochs"])
         bs = int(options["batch_size"])
@@ -334,8 +403,7 @@ def fit(
                         else None
                     )
                     target = torch.from_numpy(targets_all[idx])
-                    logits, _ = model.forward(batch, visual)
-                    loss = loss_fn(logits, target)
+                    loss, logits = objective(batch, visual, target)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     if options.get("grad_clip"):
@@ -362,9 +430,6 @@ def fit(
                         f"epoch {epoch}: loss {row['loss']:.4f}  "
                         f"train acc {row['train_accuracy']:.2f}%{val}"
                     )
-    finally:
-        torch.use_deterministic_algorithms(deterministic)
-        torch.set_num_threads(threads)
     net.eval()
     model.training_log = {
         "split": split,

@@ -1,7 +1,8 @@
 """UpDn: bottom-up top-down attention over detector objects (Anderson et al. 2018).
 
 Per question, with ``q = GRU(words)`` (last state) and object features
-``v_i = [f_i ; x1/W, y1/H, x2/W, y2/H, area/(W·H)]`` (features + normalised box):
+``v_i = [N(f_i) ; x1/W, y1/H, x2/W, y2/H, area/(W·H)]`` (features, normalised by
+``N`` = option ``feature_norm``, + normalised box):
 
 * top-down attention ``a_i = w_a · Dropout(ReLU(W_v v_i) ⊙ ReLU(W_q q))``,
   ``α = softmax(a)`` **restricted to the visible objects**: masked objects get
@@ -11,13 +12,25 @@ Per question, with ``q = GRU(words)`` (last state) and object features
 * ``v̂ = Σ_i α_i v_i``; fusion ``h = ReLU(U_q q) ⊙ ReLU(U_v v̂)`` (element-wise product);
 * classifier ``Linear(H, 2H) → ReLU → Dropout → Linear(2H, A)``.
 
+``feature_norm`` (default ``"layer"``): ``"layer"`` = LayerNorm over the feature
+dimension (learned scale and shift), ``"l2"`` = ``f / ‖f‖₂``, ``"none"`` = raw
+features (what runs saved before this option existed use; their configs lack the
+key and load as ``"none"``).
+
 ``ModelOutput.attention`` is ``α`` (B, N); :meth:`UpDnModel.object_gradients` gives
 ``∂ logit_a / ∂ f`` for GradCAM-style importance (SPEC.md §5).
+
+Remedy options (docs/remedies.md): ``debias`` = ``rubi`` / ``rubi+qb`` / ``bp`` /
+``lmh`` (:mod:`vqadiag.models.debias`) and ``hint`` > 0 (:mod:`vqadiag.models.hint`)
+change the training loss; ``rubi+qb`` also keeps RUBi's question-only mask at test
+time. The network exposes its parts (:meth:`encode`, :meth:`attend`, :meth:`answer`)
+so those losses and SQuINT fine-tuning (:mod:`vqadiag.models.finetune`) can recombine
+them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +38,21 @@ import numpy as np
 from vqadiag.models.base import Capabilities, ObjectInput, QuestionBatch
 from vqadiag.models.question_only import make_question_encoder
 from vqadiag.models.training import SPATIAL_DIM, TRAINING_DEFAULTS, TorchModel
+
+FEATURE_NORMS = ("none", "layer", "l2")
+
+#: The remedy options of UpDn and their "off" values. An option at its "off" value (and
+#: ``feature_norm="none"``) is left out of the architecture, so of ``config.json`` and the
+#: fingerprint: runs saved before these options existed load and keep their fingerprints.
+OPTIONAL_DEFAULTS: dict[str, Any] = {
+    "debias": "none",
+    "debias_groups": "global",
+    "lmh_entropy": 0.36,
+    "hint": 0.0,
+    "hint_margin": 0.0,
+}
+#: What a config without ``feature_norm`` (saved before the option existed) means.
+LEGACY_FEATURE_NORM = "none"
 
 
 def masked_softmax(logits: Any, mask: Any) -> Any:
@@ -42,12 +70,17 @@ def build_updn_net(
     n_words: int, n_answers: int, feature_dim: int, options: Mapping[str, Any]
 ) -> Any:
     """The UpDn network; ``forward(tokens, lengths, feats, spatial, mask)`` →
-    ``(logits (B, A), attention (B, N))``."""
+    ``(logits (B, A), attention (B, N))``, with parts ``encode`` / ``objects`` /
+    ``attend`` / ``answer`` for the remedy losses."""
     import torch
     from torch import nn
 
     emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
     vdim = feature_dim + SPATIAL_DIM
+    norm = options.get("feature_norm", LEGACY_FEATURE_NORM)
+    if norm not in FEATURE_NORMS:
+        raise ValueError(f"feature_norm must be one of {FEATURE_NORMS}, got {norm!r}")
+    debias = options.get("debias", "none")
 
     class UpDnNet(nn.Module):
         def __init__(self) -> None:
@@ -65,6 +98,51 @@ def build_updn_net(
                 nn.Dropout(dropout),
                 nn.Linear(2 * hidden, n_answers),
             )
+            if norm == "layer":
+                self.feature_norm = nn.LayerNorm(feature_dim)
+            if debias in ("rubi", "rubi+qb"):
+                # RUBi's question-only branch (Cadene et al. 2019): NN_q → mask logits,
+                # c_q → the question-only classifier trained by its own loss.
+                self.rubi_q = nn.Sequential(
+                    nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_answers)
+                )
+                self.rubi_out = nn.Linear(n_answers, n_answers)
+            if debias == "lmh":
+                self.lmh_gate = nn.Linear(hidden, 1)  # g(x) = softplus(w · h + b)
+            self.keep_question_branch = debias == "rubi+qb"
+
+        def encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+            """Question vector ``q`` (B, H)."""
+            return self.question(tokens, lengths)
+
+        def objects(
+            self, feats: torch.Tensor, spatial: torch.Tensor, mask: torch.Tensor
+        ) -> torch.Tensor:
+            """``v`` (B, N, D + 5): normalised features + box, zero where masked."""
+            if norm == "layer":
+                feats = self.feature_norm(feats)
+            elif norm == "l2":
+                feats = feats / feats.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+            v = torch.cat([feats, spatial], dim=-1)
+            return torch.where(mask.unsqueeze(-1), v, torch.zeros_like(v))
+
+        def attend(self, q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            """Attention ``α`` (B, N) of question ``q`` over the visible objects of ``v``."""
+            joint = torch.relu(self.att_v(v)) * torch.relu(self.att_q(q)).unsqueeze(1)
+            return masked_softmax(self.att_out(self.dropout(joint)).squeeze(-1), mask)
+
+        def answer(
+            self, q: torch.Tensor, v: torch.Tensor, alpha: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            """``(logits (B, A), fused h (B, H))`` of question ``q`` looking at ``Σ α v``."""
+            v_hat = torch.bmm(alpha.unsqueeze(1), v).squeeze(1)
+            h = torch.relu(self.fuse_q(q)) * torch.relu(self.fuse_v(v_hat))
+            return self.classifier(h), h
+
+        def question_mask(self, q: torch.Tensor) -> torch.Tensor:
+            """RUBi's mask logits ``NN_q(q)`` (B, A); ``q`` is detached, so the
+            question-only loss never trains the shared question encoder."""
+            return self.rubi_q(q.detach())
 
         def forward(
             self,
@@ -74,14 +152,13 @@ def build_updn_net(
             spatial: torch.Tensor,
             mask: torch.Tensor,
         ) -> tuple[torch.Tensor, torch.Tensor]:
-            q = self.question(tokens, lengths)
-            v = torch.cat([feats, spatial], dim=-1)
-            v = torch.where(mask.unsqueeze(-1), v, torch.zeros_like(v))
-            joint = torch.relu(self.att_v(v)) * torch.relu(self.att_q(q)).unsqueeze(1)
-            alpha = masked_softmax(self.att_out(self.dropout(joint)).squeeze(-1), mask)
-            v_hat = torch.bmm(alpha.unsqueeze(1), v).squeeze(1)
-            h = torch.relu(self.fuse_q(q)) * torch.relu(self.fuse_v(v_hat))
-            return self.classifier(h), alpha
+            q = self.encode(tokens, lengths)
+            v = self.objects(feats, spatial, mask)
+            alpha = self.attend(q, v, mask)
+            logits, _ = self.answer(q, v, alpha)
+            if self.keep_question_branch:  # RUBi+QB: the training-time masking at test time
+                logits = logits * torch.sigmoid(self.question_mask(q))
+            return logits, alpha
 
     return UpDnNet()
 
@@ -94,7 +171,16 @@ class UpDnModel(TorchModel):
         visual="objects", object_masking=True, attention=True, gradients=True
     )
     uses_objects: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {**TRAINING_DEFAULTS, "epochs": 12}
+    defaults: ClassVar[dict[str, Any]] = {
+        **TRAINING_DEFAULTS,
+        "epochs": 12,
+        "feature_norm": "layer",
+        **OPTIONAL_DEFAULTS,
+    }
+    omitted_options: ClassVar[dict[str, Any]] = {
+        **OPTIONAL_DEFAULTS,
+        "feature_norm": LEGACY_FEATURE_NORM,
+    }
 
     @classmethod
     def build_net(
@@ -102,6 +188,46 @@ class UpDnModel(TorchModel):
     ) -> Any:
         """See :func:`build_updn_net`."""
         return build_updn_net(n_words, n_answers, feature_dim, options)
+
+    @classmethod
+    def resolve_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``options``, validated (unknown names and bad remedy
+        values raise ``ValueError``)."""
+        from vqadiag.models.debias import DEBIAS_METHODS, GROUPINGS
+
+        opts = super().resolve_options(options)
+        if opts["debias"] not in DEBIAS_METHODS:
+            raise ValueError(f"debias must be one of {DEBIAS_METHODS}, got {opts['debias']!r}")
+        if opts["debias_groups"] not in GROUPINGS:
+            raise ValueError(
+                f"debias_groups must be one of {GROUPINGS}, got {opts['debias_groups']!r}"
+            )
+        if opts["feature_norm"] not in FEATURE_NORMS:
+            raise ValueError(
+                f"feature_norm must be one of {FEATURE_NORMS}, got {opts['feature_norm']!r}"
+            )
+        for key in ("hint", "hint_margin", "lmh_entropy"):
+            value = opts[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{key} must be a number >= 0, got {value!r}")
+            opts[key] = float(value)
+        return opts
+
+    @classmethod
+    def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
+        """Options of a saved config: a config from before ``feature_norm`` existed
+        used raw features."""
+        return {"feature_norm": LEGACY_FEATURE_NORM, **config_options}
+
+    def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
+        """Cross-entropy, or the remedy losses the options ask for (docs/remedies.md)."""
+        from vqadiag.models.debias import debias_objective
+        from vqadiag.models.hint import hint_objective
+
+        objective = debias_objective(self, data, split, question_ids)
+        if self.options["hint"] > 0:
+            objective = hint_objective(self, data, split, question_ids, objective)
+        return objective
 
     def object_gradients(
         self, batch: QuestionBatch, visual: ObjectInput, answer_index: np.ndarray
