@@ -1,0 +1,233 @@
+"""Basic-question datasets (BQD, SPEC.md §4) and the question files they are built from.
+
+A BQD file is ``{"meta": {...}, "records": [...]}`` (a bare list of records is
+accepted too); each record is::
+
+    {"image_id": str, "question_id": str, "question": str,
+     "basic": [{"question": str, "score": float, ...}, ...]}    # 21 in the paper
+
+Question files (``--pool``, ``--main``, ``--questions``) are GQA question dicts
+``{qid: {question, answer, imageId, ...}}`` or official VQA v2 question files
+``{"questions": [...]}``; the format is sniffed from the first bytes. VQA v2
+answers (needed for ``--yes-no``) come from a sibling annotations file when one
+is found next to the questions file (:func:`sibling_annotations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import finite_float, read_json, require_field, write_json
+from vqadiag.data.sniff import truth_format
+from vqadiag.errors import DataError, record_label
+
+BQD_KIND = "vqadiag.bqd"
+
+
+def _string(value: Any, path: Path, label: str, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError(path, f"{what!r} must be a string, got {value!r}", label)
+    return str(value)
+
+
+def read_bqd(path: str | Path) -> list[dict[str, Any]]:
+    """Read a BQD file (``{"meta", "records"}`` or a bare list) into checked records.
+
+    Every record needs ``image_id``, ``question_id`` (strings or integers, kept
+    as strings), a string ``question`` and a ``basic`` list of
+    ``{"question": str, "score": finite number}``. Other keys are kept. Problems
+    raise :class:`DataError` naming the file and the record.
+    """
+    p = Path(path)
+    data = read_json(p)
+    if isinstance(data, Mapping):
+        if "records" not in data:
+            raise DataError(p, "expected a BQD object with a 'records' list (or a bare list)")
+        data = data["records"]
+    if not isinstance(data, list):
+        raise DataError(p, "'records' must be a list of records")
+    if not data:
+        raise DataError(p, "no records in file")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, record in enumerate(data):
+        where = f"item {i}"
+        qid = _string(require_field(record, "question_id", p, where), p, where, "question_id")
+        label = record_label(qid)
+        if qid in seen:
+            raise DataError(p, "duplicate question id", label)
+        seen.add(qid)
+        image = _string(require_field(record, "image_id", p, label), p, label, "image_id")
+        question = require_field(record, "question", p, label)
+        if not isinstance(question, str):
+            raise DataError(p, f"'question' must be a string, got {question!r}", label)
+        basic = require_field(record, "basic", p, label)
+        if not isinstance(basic, list):
+            raise DataError(p, f"'basic' must be a list, got {type(basic).__name__}", label)
+        checked = []
+        for k, item in enumerate(basic):
+            where_k = f"{label}: basic {k}"
+            text = require_field(item, "question", p, where_k)
+            if not isinstance(text, str):
+                raise DataError(p, f"'question' must be a string, got {text!r}", where_k)
+            score = finite_float(require_field(item, "score", p, where_k), p, where_k, "score")
+            checked.append({**item, "question": text, "score": score})
+        out.append(
+            {
+                **record,
+                "question_id": qid,
+                "image_id": image,
+                "question": question,
+                "basic": checked,
+            }
+        )
+    return out
+
+
+def write_bqd(
+    path: str | Path, records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
+) -> None:
+    """Write ``{"meta": {"kind": "vqadiag.bqd", ...meta}, "records": records}`` as JSON."""
+    write_json(path, {"meta": {"kind": BQD_KIND, **meta}, "records": list(records)})
+
+
+# ----------------------------------------------------------------------------- question files
+
+
+@dataclass
+class QuestionFile:
+    """The questions of one file, in file order, with what is needed to write it back.
+
+    ``format`` is ``"gqa"`` or ``"vqa_questions"``; ``ids``, ``texts``,
+    ``image_ids`` are parallel lists; ``answers`` holds the answer of each id
+    when known (GQA ``answer``; VQA ``multiple_choice_answer`` of the sibling
+    annotations) and ``yes_no`` whether each id is a yes/no question (None
+    when unknown). ``raw`` is the parsed file (to write noisy copies).
+    """
+
+    path: Path
+    format: str
+    ids: list[str]
+    texts: list[str]
+    image_ids: list[str]
+    yes_no: list[bool | None]
+    raw: Any
+    annotations: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def sibling_annotations(path: str | Path) -> Path | None:
+    """The VQA v2 annotations file next to a questions file, if any.
+
+    ``v2_OpenEnded_mscoco_train2014_questions.json`` → ``v2_mscoco_train2014_annotations.json``
+    (the official names); otherwise the same name with ``questions`` replaced by
+    ``annotations``.
+    """
+    p = Path(path)
+    name = p.name
+    candidates = []
+    if name.endswith("_questions.json"):
+        stem = name[: -len("_questions.json")]
+        for prefix in ("v2_OpenEnded_", "OpenEnded_", "v2_MultipleChoice_", "MultipleChoice_"):
+            if stem.startswith(prefix):
+                rest = stem[len(prefix) :]
+                candidates.append(("v2_" if prefix.startswith("v2_") else "") + rest)
+        candidates.append(stem)
+        candidates = [c + "_annotations.json" for c in candidates]
+    if "questions" in name:
+        candidates.append(name.replace("questions", "annotations"))
+    for cand in candidates:
+        q = p.with_name(cand)
+        if q != p and q.is_file():
+            return q
+    return None
+
+
+def read_question_file(path: str | Path, *, need_answers: bool = False) -> QuestionFile:
+    """Read a GQA or VQA v2 questions file (sniffed) for basic-question building.
+
+    ``need_answers``: every question must have a known answer type (GQA
+    ``answer``; VQA sibling annotations), as ``--yes-no`` needs. A yes/no
+    question is a VQA ``answer_type == "yes/no"`` or a GQA ``answer`` in
+    {yes, no}.
+    """
+    p = Path(path)
+    kind = truth_format(p)
+    if kind == "gqa":
+        from vqadiag.data.gqa import read_gqa_questions
+
+        data = read_gqa_questions(p, require=("question",))
+        ids, texts, images, yes_no = [], [], [], []
+        for qid, record in data.items():
+            text = record["question"]
+            if not isinstance(text, str):
+                raise DataError(p, f"'question' must be a string, got {text!r}", record_label(qid))
+            answer = record.get("answer")
+            if need_answers and not isinstance(answer, str):
+                raise DataError(
+                    p, "missing field 'answer' (needed to tell yes/no questions)", record_label(qid)
+                )
+            ids.append(str(qid))
+            texts.append(text)
+            images.append(str(record.get("imageId", "")))
+            yes_no.append(None if answer is None else answer.strip().lower() in ("yes", "no"))
+        return QuestionFile(p, "gqa", ids, texts, images, yes_no, data)
+    if kind == "vqa_questions":
+        from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+
+        data = read_vqa_questions(p)
+        ann_path = sibling_annotations(p)
+        types: dict[str, str] = {}
+        if ann_path is not None:
+            types = {q: r["answer_type"] for q, r in read_vqa_annotations(ann_path).items()}
+        elif need_answers:
+            raise DataError(
+                p,
+                "--yes-no needs answer types: no VQA v2 annotations file found next to it "
+                "(e.g. v2_mscoco_<split>_annotations.json)",
+            )
+        ids = list(data)
+        if need_answers:
+            for qid in ids:
+                if qid not in types:
+                    raise DataError(
+                        p, f"question id has no annotation in {ann_path.name}", record_label(qid)
+                    )
+        return QuestionFile(
+            p,
+            "vqa_questions",
+            ids,
+            [data[q]["question"] for q in ids],
+            [data[q]["image_id"] for q in ids],
+            [None if q not in types else types[q] == "yes/no" for q in ids],
+            read_json(p),
+            ann_path,
+        )
+    what = {"vqa_annotations": "VQA v2 annotations", "introspect": "VQA-introspect"}[kind]
+    raise DataError(
+        p, f"this is {what}, which has no question texts; pass a GQA or VQA v2 questions file"
+    )
+
+
+def write_question_file(qf: QuestionFile, texts: Mapping[str, str], out: str | Path) -> Path:
+    """Write a copy of ``qf`` in its own format with the question texts replaced.
+
+    GQA: the question dict with ``question`` replaced (other fields kept).
+    VQA v2: the questions file with each record's ``question`` replaced.
+    Questions not in ``texts`` are left out.
+    """
+    if qf.format == "gqa":
+        obj: Any = {q: {**qf.raw[q], "question": texts[q]} for q in qf.raw if str(q) in texts}
+    else:
+        raw = qf.raw
+        records = raw["questions"] if isinstance(raw, Mapping) else raw
+        kept = []
+        for record in records:
+            qid = str(record["question_id"]).strip()
+            if qid in texts:
+                kept.append({**record, "question": texts[qid]})
+        obj = {**raw, "questions": kept} if isinstance(raw, Mapping) else kept
+    return write_json(out, obj)

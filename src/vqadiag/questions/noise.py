@@ -1,0 +1,71 @@
+"""Noisy questions from a basic-question dataset (SPEC.md §4, Huang et al. §3–4).
+
+Partition k (0-based) of a main question holds its basic questions
+``basic[k·size : (k+1)·size]`` (7 partitions of 3 in the paper, from the least
+noisy to the noisiest). The noisy question is the main question followed by
+those basic questions, joined with single spaces (the paper's "direct
+concatenation").
+
+**Word limit** (26 in the paper: the models read at most 26 words). A model
+that reads at most ``max_words`` words sees the first ``max_words`` words of
+the concatenation, so the noisy text is cut there: the main question is
+always kept whole (even when it alone is longer than the limit), then the basic
+questions are appended word by word, in rank order, until the limit; the rest
+of the last basic question that does not fit, and every later one, is
+dropped. ``max_words=None`` (or 0) keeps everything. Words are whitespace-
+separated tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+DEFAULT_PARTITIONS = 7
+DEFAULT_SIZE = 3
+DEFAULT_MAX_WORDS = 26
+
+
+def noisy_question(
+    main: str, basics: Sequence[str], max_words: int | None = DEFAULT_MAX_WORDS
+) -> str:
+    """Main question + basic questions (single spaces), cut to ``max_words`` words.
+
+    The main question is never cut; basic-question words fill the remaining
+    ``max_words − len(main)`` words (none when the main question alone is at
+    or over the limit).
+    """
+    words = main.split()
+    budget = None if not max_words else max(max_words - len(words), 0)
+    extra: list[str] = []
+    for basic in basics:
+        extra.extend(basic.split())
+        if budget is not None and len(extra) >= budget:
+            extra = extra[:budget]
+            break
+    return " ".join(words + extra)
+
+
+def noise_partitions(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    partitions: int = DEFAULT_PARTITIONS,
+    size: int = DEFAULT_SIZE,
+    max_words: int | None = DEFAULT_MAX_WORDS,
+) -> list[dict[str, str]]:
+    """Per partition k (0-based), ``{question_id: noisy question text}``.
+
+    The noisy text of partition k is :func:`noisy_question` of the main question
+    and ``basic[k·size:(k+1)·size]`` (SPEC.md §4). A record with fewer basic
+    questions uses what its slice holds (possibly none: the main question).
+    """
+    if partitions < 1 or size < 1:
+        raise ValueError("partitions and size must be at least 1")
+    out: list[dict[str, str]] = [{} for _ in range(partitions)]
+    for record in records:
+        qid = str(record["question_id"])
+        main = record["question"]
+        basic = [b["question"] for b in record["basic"]]
+        for k in range(partitions):
+            out[k][qid] = noisy_question(main, basic[k * size : (k + 1) * size], max_words)
+    return out
