@@ -93,6 +93,17 @@ def explain_items(
     return items
 
 
+def _check_k(model: Any, items: Sequence[Any], path: Path) -> None:
+    """The candidates file must give the K candidates the explaining head was trained on."""
+    if items and len(items[0].candidates) != model.k_candidates:
+        raise DataError(
+            path,
+            f"has {len(items[0].candidates)} candidates per question; the model was trained "
+            f"with K = {model.k_candidates}",
+            record_label(items[0].question_id),
+        )
+
+
 def load_explainer(run: str | Path) -> Any:
     """The :class:`CounterExampleModel` of a run folder written by ``vqadiag explain train``."""
     from vqadiag.data.jsonio import read_json
@@ -305,6 +316,7 @@ def evaluate(
     data = VQA2Data(data_dir)
     cands, path = _candidates(data, split, candidates)
     items = explain_items(data, split, cands, path)
+    _check_k(model, items, path)
     n, k = len(items), model.k_candidates
     targets = np.array([i.target for i in items], np.int64)
     scores, own_probs = model.score_candidates(data, items, progress=progress)
@@ -405,8 +417,11 @@ def show(
     if qid not in cands:
         raise DataError(path, "question has no candidates in this file", record_label(qid))
     if gold and "answer" not in questions[qid]:
-        raise DataError(data.questions_path(split), "question has no annotated answer", qid)
+        raise DataError(
+            data.questions_path(split), "question has no annotated answer", record_label(qid)
+        )
     (item,) = explain_items(data, split, {qid: cands[qid]}, path, need_answer=False)
+    _check_k(model, [item], path)
     batch = data.batch(split, [qid])
     output = model.predict(batch, data.object_input(batch.image_ids, model.options["max_objects"]))
     predicted = output.answers[0]

@@ -45,11 +45,11 @@ CandidatesOption = Annotated[
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 METHOD_LABELS = {
-    "model": "trained explainer",
-    "random": "Random (seeded ranking)",
-    "distance": "Distance (candidates' order)",
-    "distance_features": "Distance (L2, mean object features)",
-    "vqa_model": "VQA model (ascending P(A|Q,I_i))",
+    "model": "explainer",
+    "random": "random (seeded)",
+    "distance": "distance (order)",
+    "distance_features": "distance (features)",
+    "vqa_model": "VQA model",
 }
 
 
@@ -64,36 +64,40 @@ def _render_train(result: Mapping[str, Any]) -> None:
         rate_table(f"explainer on {result['val']['split']}", [("Recall@5", ci, ci["n"])])
 
 
+def _p_value(p: float, n_bootstrap: int) -> str:
+    return f"< {1 / n_bootstrap:.2g}" if p < 1 / n_bootstrap else f"= {p:.3g}"
+
+
 def _render_eval(result: Mapping[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(
-        title=f"counter-example Recall@k on {result['split']} "
-        f"({result['questions']} questions, K = {result['k_candidates']})",
+        title=f"counter-example Recall@k (%) on {result['split']}: "
+        f"{result['questions']} questions, K = {result['k_candidates']}",
         title_justify="left",
     )
-    table.add_column("method")
-    for k in (1, 5, 10):
-        table.add_column(f"R@{k}", justify="right")
-        table.add_column("95% CI", justify="right")
-    table.add_column("mean rank", justify="right")
-    table.add_column("paper R@5", justify="right")
+    for col in ("method", "R@5", "95% CI", "R@1", "R@10", "mean rank", "paper R@5"):
+        table.add_column(col, justify="left" if col == "method" else "right")
     paper = result["paper_recall@5"]
     for name, block in result["methods"].items():
-        cells = []
-        for k in (1, 5, 10):
-            cells.extend(fmt_rate(block[f"recall@{k}"]))
+        value, interval = fmt_rate(block["recall@5"])
         table.add_row(
             METHOD_LABELS.get(name, name),
-            *cells,
+            value,
+            interval,
+            fmt_rate(block["recall@1"])[0],
+            fmt_rate(block["recall@10"])[0],
             f"{block['mean_rank']:.2f}",
             f"{paper[name]:.2f}" if name in paper else "",
         )
     expected = result["random_expected"]
     table.add_row(
-        "Random (expected, exact)",
-        *(x for k in (1, 5, 10) for x in (f"{expected[f'recall@{k}']:.2f}", "")),
+        "random (expected)",
+        f"{expected['recall@5']:.2f}",
+        "",
+        f"{expected['recall@1']:.2f}",
+        f"{expected['recall@10']:.2f}",
         f"{(result['k_candidates'] + 1) / 2:.2f}",
         "",
     )
@@ -101,16 +105,18 @@ def _render_eval(result: Mapping[str, Any]) -> None:
     console.print(table)
     vqa = result["vqa_model"]
     console.print(
-        f"VQA-model baseline: {vqa['source']} ({vqa['answers_not_in_vocabulary']} questions "
-        "whose answer is outside its vocabulary: P = 0, random tie-break)"
+        f"VQA-model baseline: {vqa['source']}; {vqa['answers_not_in_vocabulary']} answers "
+        "outside its vocabulary (P = 0, random tie-break)"
     )
     acc_value, acc_ci = fmt_rate(result["answer_accuracy"])
     console.print(f"answering head accuracy on these questions: {acc_value}% {acc_ci}")
     cmp = result["comparison"]
     diff, interval = fmt_rate(cmp["difference"])
+    n_boot = result["n_bootstrap"]
     console.print(
-        f"model − {cmp['baseline']} at Recall@{cmp['k']}: {diff} points {interval} "
-        f"(paired bootstrap p = {cmp['p_value']:.3g}, McNemar p = {cmp['mcnemar_p_value']:.3g})"
+        f"explainer − {cmp['baseline']} at Recall@{cmp['k']}: {diff} points {interval} "
+        f"(paired bootstrap p {_p_value(cmp['p_value'], n_boot)}, "
+        f"McNemar p = {cmp['mcnemar_p_value']:.3g})"
     )
 
 
