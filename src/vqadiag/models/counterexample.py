@@ -195,7 +195,7 @@ class CounterExampleModel(TorchModel):
     uses_objects: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
         **TRAINING_DEFAULTS,
-        "epochs": 10,
+        "epochs": 8,
         "lambda": 1.0,
         "margin": 1.0,
         "k_candidates": K_CANDIDATES,
