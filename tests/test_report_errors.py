@@ -116,3 +116,41 @@ def test_every_suite_skipped_is_not_an_error(run_cli, tmp_path, folder):
     html = (tmp_path / "out" / "report.html").read_text()
     assert "not run: model has no object masking" in html
     assert "not run for any model" in html
+
+
+def test_pair_and_consistency_rows_are_read(folder):
+    from vqadiag.report.results import load_result_dir
+
+    rows = [
+        {
+            "suite": "pairs",
+            "id": "1|2",
+            "qid": ["1", "2"],
+            "image_id": ["7", "8"],
+            "question": "Is it red?",
+            "truth": ["yes", "no"],
+            "answers": {"a": "yes", "b": None},
+            "values": {"pair_both_correct": 0},
+        },
+        {
+            "suite": "consistency",
+            "id": "3|3_0",
+            "qid": "3",
+            "image_id": "7",
+            "question": "Is it ripe?",
+            "sub_question": "Is it <b>green</b>?",
+            "truth": "no",
+            "sub_truth": "yes",
+            "answers": {"main": "no", "sub": "yes"},
+            "values": {"reasoning_consistency": 1, "attention_correlation": None},
+        },
+    ]
+    (folder / "per_question.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rs = load_result_dir(folder)
+    pair = rs.rows["pairs"]["1|2"]
+    assert (pair.image_id, pair.truth, pair.qid) == ("7 | 8", "yes | no", "1 | 2")
+    assert pair.answers == {"a": "yes", "b": None}
+    sub = rs.rows["consistency"]["3|3_0"]
+    assert sub.question == "Is it ripe? → sub: Is it <b>green</b>?"
+    assert sub.truth == "no | sub: yes"
+    assert sub.values == {"reasoning_consistency": 1.0, "attention_correlation": None}

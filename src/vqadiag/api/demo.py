@@ -42,9 +42,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "n_bootstrap": 100,
     },
     "small": {
-        "images": 600,
-        "epochs": {"question-only": 6, "updn": 8, "symbolic": None, "prior": None},
-        "max_questions": 600,
+        "images": 1000,
+        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None},
+        "max_questions": 1000,
         "n_bootstrap": 1000,
     },
     "medium": {

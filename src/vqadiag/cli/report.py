@@ -94,7 +94,7 @@ def demo_command(
     size: Annotated[
         str,
         typer.Option(
-            help="small (600 images, ≲ 10 min on 2 CPU cores) or medium (2,000 images).",
+            help="small (1,000 images, ≲ 10 min on 2 CPU cores) or medium (2,000 images).",
         ),
     ] = "small",
     images: Annotated[

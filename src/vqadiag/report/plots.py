@@ -291,7 +291,9 @@ def draw_noise(data: Mapping[str, Any]) -> str:
     return _png(fig)
 
 
-def _grouped_bars(data: Mapping[str, Any], field: str, ylabel: str, title: str) -> str:
+def _grouped_bars(
+    data: Mapping[str, Any], field: str, ylabel: str, title: str, *, symlog: bool = False
+) -> str:
     import numpy as np
 
     labels = data["labels"]
@@ -313,6 +315,8 @@ def _grouped_bars(data: Mapping[str, Any], field: str, ylabel: str, title: str) 
             label=_n_label(m["model"], ests),
         )
     ax.set_xticks(x, [labels[k] for k in keys])
+    if symlog:
+        ax.set_yscale("symlog", linthresh=1.0)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
@@ -352,9 +356,14 @@ def draw_fpvg_categories(data: Mapping[str, Any]) -> str:
 
 
 def draw_c2i(data: Mapping[str, Any]) -> str:
-    """c2i = #correct / #incorrect for FPVG+ and FPVG− questions, 95% error bars."""
+    """c2i = #correct / #incorrect for FPVG+ and FPVG− questions, 95% error bars;
+    symmetric-log y axis (ratios span orders of magnitude)."""
     return _grouped_bars(
-        data, "values", "correct / incorrect", "c2i ratio by FPVG category (bars: 95% CI)"
+        data,
+        "values",
+        "correct / incorrect (symlog)",
+        "c2i ratio by FPVG category (bars: 95% CI)",
+        symlog=True,
     )
 
 

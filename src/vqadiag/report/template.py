@@ -17,7 +17,7 @@ th { background: #f4f4f6; text-align: left; }
 td.num { text-align: right; white-space: nowrap; }
 .ci { color: #666; font-size: .78rem; } .n { color: #999; font-size: .72rem; }
 .ref { background: #f7f7ff; } .sig { background: #eef6ff; }
-.sig-higher { background: #e6f4ea; } .sig-lower { background: #fdecea; }
+.sig-higher { background: #e3ecfb; } .sig-lower { background: #fbeedd; }
 .mark { font-weight: bold; } .notrun { color: #999; font-style: italic; }
 .fail { color: #b3261e; } .ok { color: #1e7b34; }
 figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid #eee; }
