@@ -161,3 +161,32 @@ def hint_objective(
     return HintObjective(
         model, base, sets, float(model.options["hint"]), float(model.options["hint_margin"])
     )
+
+
+def model_fpvg_answers(
+    model: Any, data: Any, split: str, *, batch_size: int = 256, max_objects: int = 100
+) -> dict[str, list[Any]]:
+    """FPVG's three runs of ``model`` on ``split`` (SPEC.md §5): answers with all objects,
+    only the relevant ones and only the irrelevant ones (the others masked), over the
+    questions with both kinds of box among the first ``max_objects``.
+
+    Returns ``{"ids", "all", "rel", "irrel", "gold"}`` (lists in question order), ready
+    for :func:`vqadiag.metrics.fpvg.fpvg_rates`.
+    """
+    sets = training_relevance(data, split, list(data.questions(split)))
+    questions = data.questions(split)
+    ids = [q for q in questions if q in sets]
+    out: dict[str, list[Any]] = {"ids": [], "all": [], "rel": [], "irrel": [], "gold": []}
+    for start in range(0, len(ids), batch_size):
+        batch = data.batch(split, ids[start : start + batch_size])
+        visual = data.object_input(batch.image_ids, max_objects)
+        rel, irr = relevance_masks(sets, batch.question_ids, visual.mask)
+        keep = rel.any(axis=1) & irr.any(axis=1)
+        views = (visual, visual.with_mask(rel), visual.with_mask(irr))
+        answers = [model.predict(batch, v).answers for v in views]
+        for i in np.flatnonzero(keep):
+            out["ids"].append(batch.question_ids[i])
+            out["gold"].append(batch.records[i]["answer"])
+            for key, ans in zip(("all", "rel", "irrel"), answers, strict=True):
+                out[key].append(ans[i])
+    return out
