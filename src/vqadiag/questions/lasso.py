@@ -36,8 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_LAMBDA = 1e-6
-#: Relative slack of the KKT check: |A_jᵀr| ≤ λ·(1 + KKT_RTOL) + KKT_ATOL.
-KKT_RTOL = 1e-6
+#: Slack of the KKT check: |A_jᵀr| ≤ λ·(1 + KKT_RTOL) + KKT_ATOL off the support and
+#: |A_jᵀr − λ·sign(x_j)| ≤ λ·KKT_RTOL + KKT_ATOL on it (1e-10 absolute at λ = 1e-6).
+KKT_RTOL = 1e-4
 KKT_ATOL = 1e-12
 
 
@@ -69,11 +70,11 @@ def lasso_objective(A: np.ndarray, b: np.ndarray, x: np.ndarray, lam: float) -> 
     return 0.5 * float(r @ r) + lam * float(np.abs(x).sum())
 
 
-def restricted_lasso(X: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
-    """Solve ``min ½‖Xw − b‖² + λ‖w‖₁`` exactly by LARS-LASSO (X: d × k).
+def sklearn_restricted_lasso(X: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
+    """Solve ``min ½‖Xw − b‖² + λ‖w‖₁`` by scikit-learn's LARS-LASSO (X: d × k).
 
-    scikit-learn's ``lars_path`` scales the squared loss by ``1/d``, hence
-    ``alpha_min = λ / d``.
+    ``lars_path`` scales the squared loss by ``1/d`` (d = rows), hence
+    ``alpha_min = λ / d``. Slow per step; the fallback of :func:`restricted_lasso`.
     """
     from sklearn.linear_model import lars_path
 
@@ -89,6 +90,139 @@ def restricted_lasso(X: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
             max_iter=max(500, 8 * d),
         )
     return np.asarray(coef, dtype=np.float64).ravel()
+
+
+def homotopy_lasso(
+    Xr: np.ndarray, b: np.ndarray, lam: float, *, max_steps: int | None = None
+) -> np.ndarray | None:
+    """LARS-LASSO homotopy on the rows of ``Xr`` (k × d: one row per pool question).
+
+    Follows the solution path of ``min ½‖Xrᵀw − b‖² + λ'‖w‖₁`` from
+    ``λ' = max|Xr b|`` down to ``λ``: the active set E moves along
+    ``w_E += γ·G_E⁻¹ s_E`` (G_E = Xr_E Xr_Eᵀ, s_E the correlation signs) until a
+    correlation reaches the shrinking λ' (join) or an active coefficient
+    reaches 0 (drop). ``G_E⁻¹`` is kept up to date by rank-one updates (O(|E|²)
+    per step); the final coefficients are re-solved directly
+    (``G_E w_E = Xr_E b − λ s_E``). Returns None when the path degenerates
+    (a joining row nearly in the span of the active ones, or too many steps);
+    the caller then falls back to :func:`sklearn_restricted_lasso`.
+    """
+    k, d = Xr.shape
+    max_steps = max_steps or 8 * d + 100
+    cap = min(k, d + 1)
+    XE = np.empty((cap, d))
+    M = np.empty((cap, cap))
+    wE = np.zeros(cap)
+    act: list[int] = []
+    is_active = np.zeros(k, dtype=bool)
+    c = Xr @ b
+    lam_cur = float(np.max(np.abs(c))) if k else 0.0
+    if lam_cur <= lam:
+        return np.zeros(k)
+    n = 0
+
+    def add(j: int) -> bool:
+        nonlocal n
+        if n >= cap:
+            return False
+        xj = Xr[j]
+        if n:
+            g = XE[:n] @ xj
+            v = M[:n, :n] @ g
+            alpha = float(xj @ xj - g @ v)
+        else:
+            v = np.empty(0)
+            alpha = float(xj @ xj)
+        if alpha <= 1e-10 * float(xj @ xj):
+            return False
+        if n:
+            M[:n, :n] += np.outer(v, v) / alpha
+            M[:n, n] = -v / alpha
+            M[n, :n] = -v / alpha
+        M[n, n] = 1.0 / alpha
+        XE[n] = xj
+        wE[n] = 0.0
+        act.append(j)
+        is_active[j] = True
+        n += 1
+        return True
+
+    def drop(q: int) -> None:
+        nonlocal n
+        last = n - 1
+        if q != last:
+            XE[[q, last]] = XE[[last, q]]
+            M[[q, last], :n] = M[[last, q], :n]
+            M[:n, [q, last]] = M[:n, [last, q]]
+            wE[[q, last]] = wE[[last, q]]
+            act[q], act[last] = act[last], act[q]
+        pivot = M[last, last]
+        M[:last, :last] -= np.outer(M[:last, last], M[last, :last]) / pivot
+        is_active[act.pop()] = False
+        n = last
+
+    if not add(int(np.argmax(np.abs(c)))):
+        return None
+    just_dropped = -1
+    for step in range(max_steps):
+        s = np.sign(c[act])
+        direction = M[:n, :n] @ s
+        a = Xr @ (XE[:n].T @ direction)
+        # joins: |c_j − γ a_j| = λ' − γ
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g1 = (lam_cur - c) / (1.0 - a)
+            g2 = (lam_cur + c) / (1.0 + a)
+        g1[(g1 <= 1e-15) | ~np.isfinite(g1)] = np.inf
+        g2[(g2 <= 1e-15) | ~np.isfinite(g2)] = np.inf
+        gj = np.minimum(g1, g2)
+        gj[is_active] = np.inf
+        if just_dropped >= 0:
+            gj[just_dropped] = np.inf
+        j_join = int(np.argmin(gj))
+        gamma_join = float(gj[j_join])
+        # drops: w_j + γ·direction_j = 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gd = -wE[:n] / direction
+        gd[(gd <= 1e-15) | ~np.isfinite(gd)] = np.inf
+        q_drop = int(np.argmin(gd)) if n else -1
+        gamma_drop = float(gd[q_drop]) if n else np.inf
+        gamma_end = lam_cur - lam
+        gamma = min(gamma_join, gamma_drop, gamma_end)
+        wE[:n] += gamma * direction
+        c -= gamma * a
+        lam_cur -= gamma
+        if gamma == gamma_end:
+            break
+        if step % 64 == 63:  # refresh correlations against drift
+            c = Xr @ (b - XE[:n].T @ wE[:n])
+        if gamma_drop <= gamma_join:
+            just_dropped = act[q_drop]
+            wE[q_drop] = 0.0
+            drop(q_drop)
+        else:
+            just_dropped = -1
+            if not add(j_join):
+                return None
+    else:
+        return None
+    # polish: exact coefficients of the final active set and signs
+    import scipy.linalg
+
+    XA = XE[:n]
+    signs = np.sign(wE[:n])
+    try:
+        w = scipy.linalg.solve(XA @ XA.T, XA @ b - lam * signs, assume_a="pos")
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+    out = np.zeros(k)
+    out[act] = w
+    return out
+
+
+def restricted_lasso(X: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
+    """Exact ``min ½‖Xw − b‖² + λ‖w‖₁`` (X: d × k): homotopy, else scikit-learn's LARS."""
+    w = homotopy_lasso(np.ascontiguousarray(X.T), b, lam)
+    return sklearn_restricted_lasso(X, b, lam) if w is None else w
 
 
 def _top_abs(values: np.ndarray, k: int) -> np.ndarray:
@@ -148,23 +282,35 @@ def solve_chunk(
         G = P @ R  # KKT: correlations of every pool entry with each residual
         still: list[int] = []
         for col, i in enumerate(pending):
-            g = np.abs(G[:, col])
-            g[cands[i]] = 0.0  # restricted optimality holds on the candidate set
+            g = G[:, col]
+            nz = np.flatnonzero(coefs[i])
+            support = cands[i][nz]
+            # active entries: A_jᵀr = λ·sign(x_j) (within the tolerance)
+            active_ok = bool(
+                np.all(
+                    np.abs(g[support] - lam * np.sign(coefs[i][nz])) <= lam * KKT_RTOL + KKT_ATOL
+                )
+            )
+            viol = np.abs(g) > limit
+            viol[support] = False
             if exclude[i] is not None:
-                g[exclude[i]] = 0.0
-            violators = np.flatnonzero(g > limit)
-            if violators.size == 0 or rounds >= max_rounds:
-                nz = np.flatnonzero(coefs[i])
+                viol[exclude[i]] = False
+            inside = bool(viol[cands[i]].any())  # the restricted solve itself is off
+            viol[cands[i]] = False
+            violators = np.flatnonzero(viol)
+            done = violators.size == 0 or inside or not active_ok or rounds >= max_rounds
+            if done:
                 sols[i] = LassoSolution(
-                    support=cands[i][nz],
+                    support=support,
                     coef=coefs[i][nz],
-                    exact=violators.size == 0,
+                    exact=violators.size == 0 and active_ok and not inside,
                     rounds=rounds,
                     candidates=int(cands[i].size),
                 )
                 continue
             if violators.size > step:
-                violators = violators[np.argpartition(-g[violators], step - 1)[:step]]
+                mag = np.abs(g[violators])
+                violators = violators[np.argpartition(-mag, step - 1)[:step]]
             cands[i] = np.union1d(cands[i], violators)
             still.append(i)
         pending = still

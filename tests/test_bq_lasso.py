@@ -1,0 +1,130 @@
+"""Exact LASSO ranking (SPEC.md §4): hand-worked solutions, KKT exactness, ranking rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vqadiag.questions.lasso import (
+    LassoSolution,
+    homotopy_lasso,
+    lasso_objective,
+    rank_solution,
+    restricted_lasso,
+    sklearn_restricted_lasso,
+    soft_threshold,
+    solve_chunk,
+)
+
+
+def test_orthonormal_columns_give_soft_threshold():
+    # A = I₃ (orthonormal columns), b = (0.6, 0.05, −0.8), λ = 0.1:
+    # x = sign(Aᵀb)·max(|Aᵀb| − λ, 0) = (0.5, 0, −0.7)
+    A = np.eye(3)
+    b = np.array([0.6, 0.05, -0.8])
+    expected = np.array([0.5, 0.0, -0.7])
+    np.testing.assert_allclose(soft_threshold(A.T @ b, 0.1), expected, atol=1e-12)
+    np.testing.assert_allclose(restricted_lasso(A, b, 0.1), expected, atol=1e-12)
+    # scikit-learn divides the squared loss by n_samples = d = 3, so alpha = λ / 3
+    np.testing.assert_allclose(sklearn_restricted_lasso(A, b, 0.1), expected, atol=1e-9)
+
+
+def test_sklearn_alpha_scaling_on_lasso_estimator():
+    from sklearn.linear_model import Lasso
+
+    A = np.eye(3)
+    b = np.array([0.6, 0.05, -0.8])
+    est = Lasso(alpha=0.1 / 3, fit_intercept=False, tol=1e-12, max_iter=10000).fit(A, b)
+    np.testing.assert_allclose(est.coef_, [0.5, 0.0, -0.7], atol=1e-9)
+
+
+def test_two_correlated_columns_hand_worked():
+    # a1 = (1, 0), a2 = (0.6, 0.8), b = (1, 1)/√2, λ = 0.1. Both active and positive:
+    # G = [[1, .6], [.6, 1]], det .64; Aᵀb − λ = (0.60710678, 0.88994949)
+    # x1 = (0.60710678 − 0.6·0.88994949)/0.64 = 0.11427670
+    # x2 = (0.88994949 − 0.6·0.60710678)/0.64 = 0.82138347
+    A = np.array([[1.0, 0.6], [0.0, 0.8]])
+    b = np.array([1.0, 1.0]) / np.sqrt(2)
+    x = restricted_lasso(A, b, 0.1)
+    np.testing.assert_allclose(x, [0.11427670, 0.82138347], atol=1e-7)
+    # KKT: A_jᵀ(b − Ax) = λ for both (positive) coefficients
+    np.testing.assert_allclose(A.T @ (b - A @ x), [0.1, 0.1], atol=1e-12)
+
+
+def test_lambda_above_max_correlation_gives_zero():
+    A = np.array([[1.0, 0.0], [0.0, 1.0]])
+    b = np.array([0.3, 0.2])
+    np.testing.assert_array_equal(homotopy_lasso(A.T.copy(), b, 0.5), [0.0, 0.0])
+
+
+def _embeddings(n, d, seed):
+    """Unit vectors with a common direction and a decaying spectrum (sentence-embedding-like)."""
+    rng = np.random.default_rng(seed)
+    spec = 1 / np.sqrt(1 + np.arange(d) / 4)
+    X = rng.standard_normal((n, d)) * spec + 0.8 * spec
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def test_exact_solution_beats_coordinate_descent_and_satisfies_kkt():
+    from sklearn.linear_model import Lasso
+
+    d, lam = 16, 1e-3
+    P = _embeddings(300, d, 0)
+    B = _embeddings(3, d, 1).T.copy()
+    sols = solve_chunk(P, B, lam, n_candidates=20, add_per_round=8)
+    for i, sol in enumerate(sols):
+        assert sol.exact
+        assert sol.rounds > 1  # 20 candidates are not enough: violators were added
+        x = np.zeros(P.shape[0])
+        x[sol.support] = sol.coef
+        r = B[:, i] - P.T @ x
+        g = P @ r
+        off = np.setdiff1d(np.arange(P.shape[0]), sol.support)
+        assert np.abs(g[off]).max() <= lam * (1 + 1e-4)
+        np.testing.assert_allclose(g[sol.support], lam * np.sign(sol.coef), rtol=1e-4)
+        cd = Lasso(alpha=lam / d, fit_intercept=False, tol=1e-14, max_iter=200000)
+        cd.fit(P.T, B[:, i])
+        ours = lasso_objective(P.T, B[:, i], x, lam)
+        theirs = lasso_objective(P.T, B[:, i], cd.coef_, lam)
+        assert ours <= theirs + 1e-12
+        top = np.argsort(-x, kind="stable")[:5]
+        assert list(top) == list(np.argsort(-cd.coef_, kind="stable")[:5])
+
+
+def test_excluded_entry_never_enters():
+    d = 8
+    P = _embeddings(50, d, 2)
+    b = P[7].copy()  # the main question is pool entry 7
+    sol_in = solve_chunk(P, b[:, None], 1e-6)[0]
+    assert list(sol_in.support) == [7]  # b itself: one coefficient 1 − λ
+    np.testing.assert_allclose(sol_in.coef, [1 - 1e-6], atol=1e-9)
+    sol_out = solve_chunk(P, b[:, None], 1e-6, exclude=[7])[0]
+    assert 7 not in set(sol_out.support.tolist())
+    assert sol_out.exact
+
+
+def test_rank_solution_orders_ties_and_fills_by_cosine():
+    sol = LassoSolution(
+        support=np.array([4, 1, 3, 0]),
+        coef=np.array([0.5, 0.5, 0.2, -0.1]),
+        exact=True,
+        rounds=1,
+        candidates=4,
+    )
+    corr = np.array([0.9, 0.1, 0.3, 0.95, 0.2, 0.8])
+    idx, scores, ranked = rank_solution(sol, corr, top=5, exclude=5)
+    # positives by coefficient, tie 0.5/0.5 → lower index first: 1, 4, then 3;
+    # fill by cosine among the rest (5 excluded): 0 (0.9, coef −0.1), 2 (0.3)
+    assert idx == [1, 4, 3, 0, 2]
+    assert scores == [0.5, 0.5, 0.2, -0.1, 0.0]
+    assert ranked == 3
+
+
+@pytest.mark.parametrize("lam", [1e-6, 1e-5])
+def test_near_basis_pursuit_is_exact(lam):
+    d = 24
+    P = _embeddings(400, d, 3)
+    B = _embeddings(2, d, 4).T.copy()
+    for sol in solve_chunk(P, B, lam):
+        assert sol.exact
+        assert sol.support.size >= d - 2  # close to basis pursuit: about d non-zeros

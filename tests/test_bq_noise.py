@@ -1,0 +1,102 @@
+"""Noise partitions (SPEC.md §4) and the BQD reader/writer, with bad-input messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from vqadiag.data.bqd import read_bqd, sibling_annotations, write_bqd
+from vqadiag.errors import DataError
+from vqadiag.questions.noise import noise_partitions, noisy_question
+
+
+def _record(qid="q1", n=6):
+    return {
+        "image_id": "img1",
+        "question_id": qid,
+        "question": "What color is the cat?",
+        "basic": [{"question": f"Is it b{k}?", "score": 1.0 / (k + 1)} for k in range(n)],
+    }
+
+
+def test_partitions_take_consecutive_slices():
+    parts = noise_partitions([_record()], partitions=2, size=3, max_words=None)
+    assert parts[0]["q1"] == "What color is the cat? Is it b0? Is it b1? Is it b2?"
+    assert parts[1]["q1"] == "What color is the cat? Is it b3? Is it b4? Is it b5?"
+
+
+def test_short_records_use_what_their_slice_holds():
+    parts = noise_partitions([_record(n=4)], partitions=3, size=3, max_words=None)
+    assert parts[1]["q1"] == "What color is the cat? Is it b3?"
+    assert parts[2]["q1"] == "What color is the cat?"
+
+
+def test_word_limit_keeps_main_whole_and_cuts_basics_from_the_end():
+    # main 5 words + 3 × 3 words = 14; limit 10 → main + 5 basic words
+    text = noisy_question("What color is the cat?", ["Is it b0?", "Is it b1?", "Is it b2?"], 10)
+    assert text == "What color is the cat? Is it b0? Is it"
+    assert len(text.split()) == 10
+    # a main over the limit stays whole, no basic words
+    assert noisy_question("a b c d e f", ["x y"], 4) == "a b c d e f"
+    # whitespace inside questions collapses to single spaces
+    assert noisy_question("Is  it\tred?", [" Is it  blue? "], 0) == "Is it red? Is it blue?"
+
+
+def test_bqd_round_trip_accepts_object_and_bare_list(tmp_path, write_json):
+    path = tmp_path / "bqd.json"
+    write_bqd(path, [_record()], {"ranker": "lasso", "top": 6})
+    records = read_bqd(path)
+    assert records[0]["basic"][1] == {"question": "Is it b1?", "score": 0.5}
+    bare = write_json("bare.json", [{**_record(), "question_id": 17, "image_id": 3}])
+    assert read_bqd(bare)[0]["question_id"] == "17"
+    assert read_bqd(bare)[0]["image_id"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda r: r.pop("question"), "bad.json: record 'q1': missing field 'question'"),
+        (lambda r: r.pop("basic"), "bad.json: record 'q1': missing field 'basic'"),
+        (
+            lambda r: r["basic"][1].pop("score"),
+            "bad.json: record 'q1': basic 1: missing field 'score'",
+        ),
+        (lambda r: r.pop("question_id"), "bad.json: item 0: missing field 'question_id'"),
+        (
+            lambda r: r["basic"][0].update(score="high"),
+            "bad.json: record 'q1': basic 0: score must be a number, got 'high'",
+        ),
+    ],
+)
+def test_bqd_errors_name_file_and_record(write_json, mutate, message):
+    record = _record()
+    mutate(record)
+    path = write_json("bad.json", {"meta": {}, "records": [record]})
+    with pytest.raises(DataError) as err:
+        read_bqd(path)
+    assert str(err.value).endswith(message)
+
+
+def test_bqd_nan_empty_and_duplicates(tmp_path, write_json):
+    nan = tmp_path / "nan.json"
+    nan.write_text(
+        '{"records": [{"image_id": "1", "question_id": "q", "question": "a?", '
+        '"basic": [{"question": "b?", "score": NaN}]}]}'
+    )
+    with pytest.raises(DataError, match="nan.json: malformed JSON .*NaN"):
+        read_bqd(nan)
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    with pytest.raises(DataError, match="empty.json: file is empty"):
+        read_bqd(empty)
+    dup = write_json("dup.json", [_record(), _record()])
+    with pytest.raises(DataError, match="dup.json: record 'q1': duplicate question id"):
+        read_bqd(dup)
+
+
+def test_sibling_annotations_official_names(tmp_path):
+    q = tmp_path / "v2_OpenEnded_mscoco_val2014_questions.json"
+    q.write_text("{}")
+    assert sibling_annotations(q) is None
+    a = tmp_path / "v2_mscoco_val2014_annotations.json"
+    a.write_text("{}")
+    assert sibling_annotations(q) == a
