@@ -48,8 +48,9 @@ def gqa_figures(model: Any, data: Any, world: Path, out: Path, n_bootstrap: int)
     preds = write_prediction_file(out, predict_split(model, data, "val"))
     ood = score_ood(world / "gqa" / "val_balanced_questions.json", preds, n_bootstrap=n_bootstrap)
     runs = model_fpvg_answers(model, data, "val")
-    rates = fpvg_rates(runs["all"], runs["rel"], runs["irrel"], runs["gold"],
-                       n_resamples=n_bootstrap)  # fmt: skip
+    rates = fpvg_rates(
+        runs["all"], runs["rel"], runs["irrel"], runs["gold"], n_resamples=n_bootstrap
+    )
     return {
         "acc_all": ood["ci"]["acc_all"],
         "acc_tail": ood["ci"]["acc_tail"],
@@ -79,8 +80,10 @@ def main() -> None:
     world = tmp / "world"
     generate_world(world, images=args.images, seed=args.seed, progress=False)
     data = GQAData(world)
-    print(f"world: {args.images} images, {len(data.questions('train'))} train questions, "
-          f"{len(data.questions('val'))} val questions; UpDn {args.epochs} epochs")  # fmt: skip
+    print(
+        f"world: {args.images} images, {len(data.questions('train'))} train questions, "
+        f"{len(data.questions('val'))} val questions; UpDn {args.epochs} epochs"
+    )
 
     results: dict[str, dict[str, Any]] = {}
     for name in args.variants.split(","):
@@ -108,9 +111,11 @@ def main() -> None:
             diffs = "  ".join(
                 f"{k} {figures[k]['value'] - base[k]['value']:+6.2f}"
                 for k in keys
-                if figures[k] and base[k] and figures[k]["value"] is not None
+                if figures[k]
+                and base[k]
+                and figures[k]["value"] is not None
                 and base[k]["value"] is not None
-            )  # fmt: skip
+            )
             print(f"  {name:8s} {diffs}")
 
     if args.skip_finetune:
@@ -120,19 +125,43 @@ def main() -> None:
 
     run = tmp / "updn_vqa2"
     start = time.perf_counter()
-    train(world, "updn", run, epochs=args.epochs, seed=args.seed, progress=False,
-          dataset="vqa2", n_bootstrap=args.n_bootstrap)  # fmt: skip
+    train(
+        world,
+        "updn",
+        run,
+        epochs=args.epochs,
+        seed=args.seed,
+        progress=False,
+        dataset="vqa2",
+        n_bootstrap=args.n_bootstrap,
+    )
     print(f"\nVQA v2 UpDn trained in {time.perf_counter() - start:.1f} s")
-    ft_keys = ("consistency", "consistency_balanced", "reasoning_accuracy", "sub_accuracy",
-               "attention_correlation", "vqa_accuracy")  # fmt: skip
+    ft_keys = (
+        "consistency",
+        "consistency_balanced",
+        "reasoning_accuracy",
+        "sub_accuracy",
+        "attention_correlation",
+        "vqa_accuracy",
+    )
     for method in ("subq", "squint"):
-        r = finetune(run, world, tmp / f"ft_{method}", method=method, epochs=args.ft_epochs,
-                     seed=args.seed, progress=False, n_bootstrap=args.n_bootstrap)  # fmt: skip
+        r = finetune(
+            run,
+            world,
+            tmp / f"ft_{method}",
+            method=method,
+            epochs=args.ft_epochs,
+            seed=args.seed,
+            progress=False,
+            n_bootstrap=args.n_bootstrap,
+        )
         print(f"\n{method} ({r['pairs']} pairs, {r['seconds']:.1f} s incl. evaluation)")
         for key in ft_keys:
             b, a = r["ci"]["before"][key], r["ci"]["after"][key]
-            print(f"  {key:22s} before {fmt(b)}   after {fmt(a)}   "
-                  f"change {a['value'] - b['value']:+.2f}")  # fmt: skip
+            print(
+                f"  {key:22s} before {fmt(b)}   after {fmt(a)}   "
+                f"change {a['value'] - b['value']:+.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from vqadiag.models.finetune import (  # noqa: E402
 from vqadiag.models.hint import (  # noqa: E402
     gradcam_importance,
     hint_ranking_loss,
+    normalized_importance,
     relevance_masks,
 )
 
@@ -117,6 +118,19 @@ def test_hint_ranking_loss_hand_worked():
     assert none.item() == 0.0
 
 
+def test_normalized_importance_hand_worked():
+    s = t([[2.0, -1.0, 1.0, 50.0], [0.0, 0.0, 0.0, 0.0]])
+    visible = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    # row 0: sum |s| over the visible three = 4 -> [0.5, -0.25, 0.25, 0]; row 1 stays 0
+    np.testing.assert_allclose(
+        normalized_importance(s, visible).numpy(), [[0.5, -0.25, 0.25, 0.0], [0, 0, 0, 0]]
+    )
+    # scale-free: 1e-6 times the gradients gives the same shares
+    np.testing.assert_allclose(
+        normalized_importance(s * 1e-6, visible).numpy(), normalized_importance(s, visible)
+    )
+
+
 def test_gradcam_importance_of_a_linear_model():
     # logits[b, a] = sum_jd f[b, j, d] W[j, d, a]  ->  s_j = sum_d W[j, d, y]
     w = t([[[1.0, 0.0], [2.0, 0.0]], [[3.0, 0.0], [-4.0, 9.0]]]).requires_grad_(True)
@@ -191,17 +205,22 @@ def test_answer_index_and_introspect_pairs():
                 "reasoning_answer_most_common": "no",
                 "image_id": 3,
                 "introspect": [
-                    {"pred_q_type": "perception", "sub_qa": [
-                        {"sub_question": "What animal is this?", "sub_answer": "dog"},
-                        {"sub_question": "What animal is this?", "sub_answer": "Dog"},
-                    ]},
-                    {"pred_q_type": "invalid", "sub_qa": [
-                        {"sub_question": "How many?", "sub_answer": "2"}]},
+                    {
+                        "pred_q_type": "perception",
+                        "sub_qa": [
+                            {"sub_question": "What animal is this?", "sub_answer": "dog"},
+                            {"sub_question": "What animal is this?", "sub_answer": "Dog"},
+                        ],
+                    },
+                    {
+                        "pred_q_type": "invalid",
+                        "sub_qa": [{"sub_question": "How many?", "sub_answer": "2"}],
+                    },
                 ],
             }
         },
         "intro.json",
-    )  # fmt: skip
+    )
     # main 7 has a VQA record (answer "yes" on feature image "g3"); one sub after dedup
     pairs = introspect_pairs(
         intro, {"7": {"imageId": "g3", "answer": "yes"}}, vocab, lambda i, q: "unused"

@@ -9,10 +9,13 @@ SPEC.md §5 defines it (and :meth:`UpDnModel.object_gradients` computes):
 
     s_j = Σ_d ∂ z_y / ∂ f_jd          (z_y: logit of the gold answer, f_j: object j's features)
 
-The ranking loss asks every relevant object to score above every irrelevant one:
+normalised per question over its visible objects, ``ŝ_j = s_j / Σ_i |s_i|`` (raw
+gradients of a young model are ~1e-6, and the loss would vanish next to the
+cross-entropy; normalised, it does not depend on the logit scale). The ranking loss
+asks every relevant object to score above every irrelevant one:
 
     L_HINT = mean over questions with ≥ 1 relevant and ≥ 1 irrelevant visible box of
-             mean over pairs (j relevant, k irrelevant) of max(0, margin − (s_j − s_k))
+             mean over pairs (j relevant, k irrelevant) of max(0, margin − (ŝ_j − ŝ_k))
 
 (``margin`` = option ``hint_margin``, default 0 as in HINT's ranking loss). The total
 loss is ``L_base + λ · L_HINT`` with ``λ`` = option ``hint`` (0 = off). ``s`` is a
@@ -55,6 +58,13 @@ def hint_ranking_loss(
         return importance.sum() * 0.0
     per_question = (hinge * pairs).sum(dim=(1, 2))[used] / n_pairs[used]
     return per_question.mean()
+
+
+def normalized_importance(importance: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """``ŝ_j = s_j / Σ_i∈visible |s_i|`` per row (0 for invisible objects; a row whose
+    importances are all 0 stays 0)."""
+    s = importance * visible.to(importance.dtype)
+    return s / s.abs().sum(dim=1, keepdim=True).clamp(min=1e-12)
 
 
 def gradcam_importance(
@@ -122,7 +132,9 @@ class HintObjective:
         rel, irr = relevance_masks(self.sets, batch.question_ids, visual.mask)
         if not (rel.any() and irr.any()):
             return loss, logits
-        importance = gradcam_importance(logits, feats, target)
+        importance = normalized_importance(
+            gradcam_importance(logits, feats, target), torch.from_numpy(visual.mask)
+        )
         ranking = hint_ranking_loss(
             importance, torch.from_numpy(rel), torch.from_numpy(irr), self.margin
         )

@@ -1,0 +1,302 @@
+"""`vqadiag finetune` and `train/predict --dataset vqa2` end to end, and their bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("torch")
+
+from vqadiag.api.models import train
+from vqadiag.metrics.consistency import QUADRANTS
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    out = tmp_path_factory.mktemp("remedy_cli_world")
+    generate_world(out, images=100, seed=4, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def vqa_run(world, tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "updn_vqa2"
+    result = train(
+        world,
+        "updn",
+        run,
+        epochs=1,
+        progress=False,
+        dataset="vqa2",
+        n_bootstrap=20,
+        options={"hidden_dim": 16, "embedding_dim": 16},
+    )
+    return run, result
+
+
+def test_train_and_predict_on_vqa2(run_cli, world, vqa_run, tmp_path):
+    run, result = vqa_run
+    assert result["dataset"] == "vqa2" and result["val"]["split"] == "val"
+    vqa_train = json.loads(
+        (world / "vqa2" / "v2_OpenEnded_mscoco_train2014_questions.json").read_text()
+    )
+    assert result["train_questions"] == len(vqa_train["questions"])
+    out = run_cli(
+        "predict",
+        "--model",
+        run,
+        "--data",
+        world,
+        "--dataset",
+        "vqa2",
+        "--out",
+        tmp_path / "p.json",
+        "-q",
+        "--json",
+        "--n-bootstrap",
+        "20",
+    )
+    assert out.exit_code == 0, out.stderr
+    payload = out.json()
+    preds = json.loads((tmp_path / "p.json").read_text())
+    vqa_val = json.loads(
+        (world / "vqa2" / "v2_OpenEnded_mscoco_val2014_questions.json").read_text()
+    )
+    assert set(preds) == {str(q["question_id"]) for q in vqa_val["questions"]}
+    assert payload["dataset"] == "vqa2" and payload["questions"] == len(preds)
+
+
+def test_finetune_squint_end_to_end(run_cli, world, vqa_run, tmp_path):
+    run, _ = vqa_run
+    out = run_cli(
+        "finetune",
+        "--method",
+        "squint",
+        "--model",
+        run,
+        "--data",
+        world,
+        "--out",
+        tmp_path / "ft",
+        "--epochs",
+        "1",
+        "-q",
+        "--json",
+        "--n-bootstrap",
+        "20",
+        "-o",
+        "batch_size=64",
+    )
+    assert out.exit_code == 0, out.stderr
+    r = out.json()
+    assert r["method"] == "squint" and r["epochs"] == 1 and r["lr"] == 0.01
+    assert r["options"]["lambda1"] == 0.1 and r["options"]["lambda2"] == 1.0
+    assert r["fingerprint"] != r["fingerprint_before"]
+    assert {"attention", "main", "sub", "original", "loss"} <= set(r["history"][0])
+    for side in ("before", "after"):
+        figures = r[side]
+        assert set(figures["quadrants"]) == set(QUADRANTS)
+        assert sum(figures["quadrants"].values()) == pytest.approx(100.0)
+        assert -1.0 <= figures["attention_correlation"] <= 1.0
+        assert 0.0 <= figures["vqa_accuracy"] <= 100.0
+        assert r["ci"][side]["consistency"]["n"] == figures["n_main"]
+        answers = json.loads((tmp_path / "ft" / f"introspect_val_{side}.json").read_text())
+        assert len(answers) == figures["n_main"] + figures["n_pairs"]
+    config = json.loads((tmp_path / "ft" / "config.json").read_text())
+    assert config["training"]["finetune"]["method"] == "squint"
+    assert config["training"]["finetune"]["from_fingerprint"] == r["fingerprint_before"]
+    # the fine-tuned run is an ordinary UpDn run
+    again = run_cli(
+        "predict",
+        "--model",
+        tmp_path / "ft",
+        "--data",
+        world,
+        "--dataset",
+        "vqa2",
+        "--out",
+        tmp_path / "p.json",
+        "-q",
+        "--json",
+        "--n-bootstrap",
+        "20",
+    )
+    assert again.exit_code == 0 and again.json()["fingerprint"] == r["fingerprint"]
+
+
+def test_finetune_subq_human_output(run_cli, world, vqa_run, tmp_path):
+    run, _ = vqa_run
+    out = run_cli(
+        "finetune",
+        "--method",
+        "subq",
+        "--model",
+        run,
+        "--data",
+        world,
+        "--out",
+        tmp_path / "ft",
+        "--epochs",
+        "1",
+        "-q",
+        "--n-bootstrap",
+        "20",
+    )
+    assert out.exit_code == 0, out.stderr
+    assert "subq: fine-tuned" in out.stdout and "consistency" in out.stdout
+    assert "attention correlation" in out.stdout
+
+
+def _introspect_copy(world, tmp_path, text):
+    folder = tmp_path / "intro"
+    shutil.copytree(world / "introspect", folder)
+    (folder / "VQAIntrospect_trainv1.0.json").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "VQAIntrospect_trainv1.0.json"),
+        ("{}", "VQAIntrospect_trainv1.0.json: no questions in file"),
+        (
+            '{"5": {"reasoning_question": "Is it ripe?"}}',
+            "VQAIntrospect_trainv1.0.json: record '5': missing field",
+        ),
+        (
+            '{"5": {"reasoning_question": "Is it?", "reasoning_answer_most_common": NaN, '
+            '"image_id": 1, "introspect": []}}',
+            "VQAIntrospect_trainv1.0.json",
+        ),
+    ],
+)
+def test_finetune_bad_introspect_file(run_cli, world, vqa_run, tmp_path, text, message):
+    folder = _introspect_copy(world, tmp_path, text)
+    out = run_cli(
+        "finetune",
+        "--method",
+        "squint",
+        "--model",
+        vqa_run[0],
+        "--data",
+        world,
+        "--introspect",
+        folder,
+        "--out",
+        tmp_path / "ft",
+        "-q",
+    )
+    assert out.exit_code == 2
+    assert out.stderr.startswith("error: ") and message in out.stderr
+
+
+def test_finetune_bad_arguments(run_cli, world, vqa_run, tmp_path):
+    run = vqa_run[0]
+    bad = run_cli(
+        "finetune",
+        "--method",
+        "magic",
+        "--model",
+        run,
+        "--data",
+        world,
+        "--out",
+        tmp_path / "ft",
+        "-q",
+    )
+    assert bad.exit_code == 2 and "unknown method 'magic'" in bad.stderr
+    missing = run_cli(
+        "finetune",
+        "--method",
+        "subq",
+        "--model",
+        run,
+        "--data",
+        world,
+        "--introspect",
+        tmp_path / "nowhere",
+        "--out",
+        tmp_path / "ft",
+        "-q",
+    )
+    assert missing.exit_code == 2 and "nowhere/VQAIntrospect_trainv1.0.json" in missing.stderr
+    option = run_cli(
+        "finetune",
+        "--method",
+        "subq",
+        "--model",
+        run,
+        "--data",
+        world,
+        "--out",
+        tmp_path / "ft",
+        "-q",
+        "-o",
+        "gamma=3",
+    )
+    assert option.exit_code == 2 and "unknown fine-tuning option(s) ['gamma']" in option.stderr
+    prior = tmp_path / "prior"
+    assert (
+        run_cli(
+            "train",
+            "--data",
+            world,
+            "--dataset",
+            "vqa2",
+            "--model",
+            "prior",
+            "--out",
+            prior,
+            "-q",
+            "--json",
+            "--n-bootstrap",
+            "20",
+        ).exit_code
+        == 0
+    )
+    blind = run_cli(
+        "finetune",
+        "--method",
+        "subq",
+        "--model",
+        prior,
+        "--data",
+        world,
+        "--out",
+        tmp_path / "ft",
+        "-q",
+    )
+    assert blind.exit_code == 2 and "prior/config.json" in blind.stderr
+    assert "no object attention" in blind.stderr
+
+
+def test_train_bad_dataset_and_remedy_options(run_cli, world, tmp_path):
+    out = tmp_path / "run"
+    bad = run_cli("train", "--data", world, "--model", "updn", "--dataset", "coco", "--out", out)
+    assert bad.exit_code == 2 and "--dataset: unknown dataset 'coco'" in bad.stderr
+    option = run_cli(
+        "train", "--data", world, "--model", "updn", "--out", out, "-q", "-o", "debias=magic"
+    )
+    assert option.exit_code == 2 and "--option: debias must be one of" in option.stderr
+    hint = run_cli(
+        "train",
+        "--data",
+        world,
+        "--model",
+        "updn",
+        "--dataset",
+        "vqa2",
+        "--out",
+        out,
+        "-q",
+        "-o",
+        "hint=1",
+        "--epochs",
+        "1",
+    )
+    assert hint.exit_code == 2
+    assert "vqa2: hint needs GQA scene graphs and annotations" in hint.stderr
