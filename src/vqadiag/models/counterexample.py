@@ -8,7 +8,8 @@ nearest-neighbour candidates:
   ``v_j = [f_j ; x1/W, y1/H, x2/W, y2/H, area/(W·H)]``: with ``pooling="attention"``
   (default) question-guided top-down attention ``v̂ = Σ_j α_j v_j`` (as in UpDn),
   with ``pooling="mean"`` the masked mean of the objects (a question-independent
-  image embedding, the closest analogue of the paper's CNN embedding); joint
+  image embedding, the closest analogue of the paper's CNN embedding); option
+  ``count_feature`` appends the soft count ``Σ_j σ(logit_j)`` of attended objects; joint
   ``QI`` embedding ``h = ReLU(U_q q) ⊙ ReLU(U_v v̂)`` (point-wise product).
 * **Answering head** — ``Linear(H, 2H) → ReLU → Dropout → Linear(2H, A)``, softmax,
   cross-entropy on the original image I only.
@@ -103,6 +104,7 @@ def build_counterexample_net(
     emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
     k, edim, pooling = int(options["k_candidates"]), int(options["explain_dim"]), options["pooling"]
     att_dim = int(options["attention_dim"])
+    counting = bool(options["count_feature"]) and pooling == "attention"
     if pooling not in ("attention", "mean"):
         raise ValueError(f"pooling must be 'attention' or 'mean', got {pooling!r}")
     vdim = feature_dim + SPATIAL_DIM
@@ -116,7 +118,7 @@ def build_counterexample_net(
                 self.att_q = nn.Linear(hidden, att_dim)
                 self.att_out = nn.Linear(att_dim, 1)
             self.fuse_q = nn.Linear(hidden, hidden)
-            self.fuse_v = nn.Linear(vdim, hidden)
+            self.fuse_v = nn.Linear(vdim + (1 if counting else 0), hidden)
             self.dropout = nn.Dropout(dropout)
             self.classifier = nn.Sequential(
                 nn.Linear(hidden, 2 * hidden),
@@ -143,10 +145,14 @@ def build_counterexample_net(
                 r = torch.relu(self.att_v(v))  # (M, N, A)
                 logit = torch.bmm(r, g.unsqueeze(2)).squeeze(2) + self.att_out.bias
                 alpha = masked_softmax(logit, mask)
+                if counting:  # soft count of the objects the question is about
+                    count = (torch.sigmoid(logit) * mask.to(v.dtype)).sum(1, keepdim=True)
             else:
                 m = mask.to(v.dtype)
                 alpha = m / m.sum(dim=1, keepdim=True).clamp(min=1.0)
             v_hat = torch.bmm(alpha.unsqueeze(1), v).squeeze(1)
+            if counting:
+                v_hat = torch.cat([v_hat, count], dim=1)
             return torch.relu(self.fuse_q(q)) * torch.relu(self.fuse_v(v_hat)), alpha
 
         def forward(
@@ -202,6 +208,7 @@ class CounterExampleModel(TorchModel):
         "explain_dim": 128,
         "attention_dim": 128,
         "pooling": "attention",
+        "count_feature": False,
         "all_questions": True,
     }
 
