@@ -240,6 +240,7 @@ def external_vqa_probs(
     data: VQA2Data,
     items: Sequence[Any],
     *,
+    split: str = "val",
     progress: bool = False,
     items_per_batch: int = 8,
 ) -> tuple[np.ndarray, int, str]:
@@ -252,6 +253,7 @@ def external_vqa_probs(
     from vqadiag.progress import progress_bar
 
     model = load_model(run)
+    records = data.questions(split)
     vocab = {a: i for i, a in enumerate(model.answer_vocab)}
     k = len(items[0].candidates) if items else 0
     probs = np.zeros((len(items), k), np.float64)
@@ -266,9 +268,16 @@ def external_vqa_probs(
                 question_ids=[f"{i.question_id}@{c}" for i, c in rows],
                 questions=[i.question for i, _ in rows],
                 image_ids=[c for _, c in rows],
-                records=[{"question": i.question, "imageId": c} for i, c in rows],
+                records=[{**records.get(i.question_id, {}), "imageId": c} for i, c in rows],
             )
-            output = model.predict(batch, visual_input(model, data, batch.image_ids))
+            try:
+                output = model.predict(batch, visual_input(model, data, batch.image_ids))
+            except (KeyError, TypeError, ValueError) as err:
+                if isinstance(err, DataError):
+                    raise
+                raise DataError(
+                    run, f"model {model.name!r} cannot answer these questions: {err!r}"
+                ) from None
             if output.probs is None:
                 raise DataError(run, f"model {model.name!r} gives no answer probabilities")
             p = np.asarray(output.probs, dtype=np.float64).reshape(len(chunk), k, -1)
@@ -338,7 +347,9 @@ def evaluate(
         missing = sum(1 for i in items if i.answer not in known)
         source, vqa_name = f"answering head of {run}", model.name
     else:
-        probs, missing, vqa_name = external_vqa_probs(vqa_model, data, items, progress=progress)
+        probs, missing, vqa_name = external_vqa_probs(
+            vqa_model, data, items, split=split, progress=progress
+        )
         source = str(vqa_model)
     random_keys = random_scores(n, k, seed + 1)
     ranks = {
