@@ -267,3 +267,25 @@ def test_bad_question_record_names_file_and_record(run_cli, world, prior, tmp_pa
                   "--suite", "accuracy")  # fmt: skip
     assert res.exit_code == 2
     assert "val_balanced_questions.json" in res.stderr and qid in res.stderr
+
+
+def test_robustness_builds_the_bqd_once_and_reuses_it(run_cli, world, prior, tmp_path):
+    out = tmp_path / "res"
+    args = ["diagnose", "--data", world, "--model", prior, "--out", out, "--suite",
+            "robustness", "--bq-ranker", "bleu1", "--max-questions", "40", "--n-bootstrap", "20",
+            "--json"]  # fmt: skip
+    first = run_cli(*args)
+    assert first.exit_code == 0, first.stderr
+    rob = first.json()["suites"]["robustness"]
+    assert rob["bqd"]["built"] is True and rob["bqd"]["cached"] is False
+    assert rob["bqd"]["ranker"] == "bleu1" and (out / "bqd.json").is_file()
+    assert len(rob["partitions"]) == 7 and rob["n"] == 40
+    # the prior answers from the question's group, not its words: noise changes nothing
+    assert all(p["accuracy"] == rob["clean"] for p in rob["partitions"])
+    again = run_cli(*args).json()
+    assert again["suites"]["robustness"]["bqd"]["cached"] is True
+    assert all(c["computed"] == 0 for c in again["conditions"].values())
+    # noisy prediction files hold the main question's id for every partition
+    noisy = json.loads((out / "predictions" / "robustness" / "noise_7.json").read_text())
+    clean = json.loads((out / "predictions" / "robustness" / "clean.json").read_text())
+    assert noisy.keys() == clean.keys() and len(clean) == 40

@@ -48,11 +48,23 @@ def runs(world, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def results(world, runs, tmp_path_factory):
+def bqd(world, tmp_path_factory):
+    """A General BQD of the val questions (BLEU-1 ranker: seconds instead of LASSO's minutes)."""
+    from vqadiag.api.bq import build_bqd
+
+    path = tmp_path_factory.mktemp("bqd") / "bqd.json"
+    gqa = world / "gqa"
+    pool, main = gqa / "train_balanced_questions.json", gqa / "val_balanced_questions.json"
+    build_bqd([pool], main, path, ranker="bleu1", progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def results(world, runs, bqd, tmp_path_factory):
     out = {}
     for name, folder in runs.items():
         result_dir = tmp_path_factory.mktemp("res") / name
-        diagnose(world, str(folder), result_dir, n_bootstrap=50)
+        diagnose(world, str(folder), result_dir, n_bootstrap=50, bqd=bqd)
         rows = [json.loads(line) for line in (result_dir / "per_question.jsonl").open()]
         out[name] = (json.loads((result_dir / "results.json").read_text()), rows, result_dir)
     return out
@@ -110,12 +122,21 @@ def test_blind_models_have_the_largest_head_tail_gap(results):
 
 
 def test_updn_loses_accuracy_from_partition_1_to_7(results):
-    result, _, _ = results["updn"]
-    if "robustness" in result["skipped"]:
-        pytest.skip(result["skipped"]["robustness"])
+    result, rows, _ = results["updn"]
     noise = result["summary"]["noise_accuracy"]
-    assert len(noise) == 7
+    assert len(noise) == 7 and result["suites"]["robustness"]["n"] == 421
     assert noise[0]["value"] > noise[6]["value"]
+    # noisy questions really are the main question followed by basic questions
+    rob = [r for r in rows if r["suite"] == "robustness"]
+    assert all(r["answers"].keys() == {"clean", *(f"noise_{k}" for k in range(1, 8))} for r in rob)
+
+
+def test_symbolic_ignores_question_text_so_noise_changes_nothing(results):
+    # it executes the GQA program (``semantic``), not the words: a fact diagnose shows
+    result, _, _ = results["symbolic"]
+    rob = result["suites"]["robustness"]
+    assert all(p["accuracy"] == rob["clean"] for p in rob["partitions"])
+    assert rob["r_score"] == 1.0
 
 
 def test_summary_is_the_mean_of_the_per_question_values(results):
@@ -127,7 +148,13 @@ def test_summary_is_the_mean_of_the_per_question_values(results):
         assert result["summary"][key]["value"] == pytest.approx(
             100.0 * sum(values) / len(values), abs=1e-9
         ), key
-        assert result["summary"][key]["n"] == len(values), key
+        # n is the bootstrap unit: questions, pairs; main questions for consistency
+        unit = (
+            len(values)
+            if key != "reasoning_consistency"
+            else result["suites"]["consistency"]["n_main"]
+        )
+        assert result["summary"][key]["n"] == unit, key
 
 
 def test_importance_methods_follow_capabilities(results):

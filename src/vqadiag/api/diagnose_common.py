@@ -42,6 +42,7 @@ class Options:
     n_bootstrap: int = 1000
     replacement: str = "drop"
     bqd: str | None = None
+    bq_ranker: str = "lasso"
     max_questions: int | None = None
     max_objects: int = 100
     progress: bool = False
@@ -57,6 +58,7 @@ class Options:
             "n_bootstrap": self.n_bootstrap,
             "replacement": self.replacement,
             "bqd": self.bqd,
+            "bq_ranker": self.bq_ranker,
             "max_questions": self.max_questions,
             "max_objects": self.max_objects,
         }

@@ -435,19 +435,21 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
         {
             "pool": [str(pool), stat.st_size, stat.st_mtime_ns],
             "main": src.qids,
-            "ranker": "lasso",
+            "ranker": o.bq_ranker,
             "seed": o.seed,
         }
     )
     meta_path = state.out / "bqd.meta.json"
-    meta = {"key": key, "pool": str(pool), "ranker": "lasso", "embedder": "lsa"}
+    meta = {"key": key, "pool": str(pool), "ranker": o.bq_ranker, "embedder": "lsa"}
     cached = False
     if out.is_file() and meta_path.is_file():
         from vqadiag.data.jsonio import read_json
 
         cached = read_json(meta_path).get("key") == key
     if not cached:
-        build_bqd([pool], src.questions_file, out, seed=o.seed, progress=o.progress)
+        build_bqd(
+            [pool], src.questions_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress
+        )
         write_json(meta_path, meta)
     return read_bqd(out), {"path": out.name, "built": True, "cached": cached, **meta}
 

@@ -66,6 +66,13 @@ def diagnose_command(
             dir_okay=False,
         ),
     ] = None,
+    bq_ranker: Annotated[
+        str,
+        typer.Option(
+            help="Ranker of the BQD built when --bqd is absent: lasso (paper), bleu1..bleu4, "
+            "rouge, cider, meteor (text similarity: much faster)."
+        ),
+    ] = "lasso",
     max_questions: Annotated[
         int | None,
         typer.Option(min=1, help="Diagnose a fixed pseudo-random subset of this many questions."),
@@ -90,6 +97,7 @@ def diagnose_command(
         n_bootstrap=n_bootstrap,
         replacement=replacement.value,
         bqd=bqd,
+        bq_ranker=bq_ranker,
         max_questions=max_questions,
         max_objects=max_objects,
         progress=True,
