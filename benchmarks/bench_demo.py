@@ -1,7 +1,8 @@
 """`vqadiag demo`: wall time per stage, peak memory, and the cost of a resumed run.
 
 Runs ``vqadiag demo --size SIZE --json`` in a fresh process (a new folder), prints
-each stage's seconds and the peak resident memory (``ru_maxrss`` of the child),
+each stage's seconds, the CPU time (on a shared machine wall time measures the
+neighbours; CPU time does not) and the peak resident memory (``ru_maxrss``),
 then runs the same command again and compares: the second run must skip every
 stage and produce the identical ``report.json``.
 
@@ -21,9 +22,10 @@ import time
 from pathlib import Path
 
 
-def run_demo(out: Path, size: str, extra: list[str]) -> tuple[dict, float, float]:
-    """(demo JSON, wall seconds, peak RSS MiB of this child)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def run_demo(out: Path, size: str, extra: list[str]) -> tuple[dict, float, float, float]:
+    """(demo JSON, wall seconds, CPU seconds, peak RSS MiB of this child)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
     start = time.perf_counter()
     proc = subprocess.run(
         [
@@ -43,9 +45,10 @@ def run_demo(out: Path, size: str, extra: list[str]) -> tuple[dict, float, float
         text=True,
     )
     wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime - cpu_before
     # ru_maxrss of children is the max over all waited children (KiB on Linux)
-    return json.loads(proc.stdout), wall, max(peak, before) / 1024
+    return json.loads(proc.stdout), wall, cpu, max(usage.ru_maxrss, before) / 1024
 
 
 def main() -> None:
@@ -64,7 +67,7 @@ def main() -> None:
         for stage in first["stages"]:
             print(f"  {stage['stage']:<24} {stage['status']:<8} {stage['seconds']:8.1f} s")
         report1 = Path(first["report"]["json"]).read_bytes()
-        second, wall2, _ = run_demo(out, args.size, args.extra)
+        second, wall2, _, _ = run_demo(out, args.size, args.extra)
         skipped = all(s["status"] == "skipped" for s in second["stages"])
         same = Path(second["report"]["json"]).read_bytes() == report1
         print(

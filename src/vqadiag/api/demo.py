@@ -31,27 +31,31 @@ from vqadiag.errors import DataError
 
 MODELS = ("prior", "question-only", "updn", "symbolic")
 
-#: World size, training epochs, questions diagnosed and bootstrap resamples per size.
-#: ``small`` is what `vqadiag demo` runs by default (≲ 10 minutes on 2 CPU cores);
-#: ``tiny`` is for tests.
+#: World size, training epochs, questions diagnosed, bootstrap resamples and the ranker of
+#: the basic-question dataset (robustness suite) per size. ``small`` is what `vqadiag demo`
+#: runs by default (≲ 10 minutes on 2 CPU cores), so it ranks basic questions by BLEU-1
+#: (seconds) instead of the paper's LASSO (minutes); ``tiny`` is for tests.
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
         "images": 60,
         "epochs": {"question-only": 1, "updn": 1, "symbolic": None, "prior": None},
         "max_questions": 60,
         "n_bootstrap": 100,
+        "bq_ranker": "bleu1",
     },
     "small": {
         "images": 1000,
         "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None},
         "max_questions": 1000,
         "n_bootstrap": 1000,
+        "bq_ranker": "bleu1",
     },
     "medium": {
         "images": 2000,
         "epochs": {"question-only": 6, "updn": 12, "symbolic": None, "prior": None},
         "max_questions": None,
         "n_bootstrap": 1000,
+        "bq_ranker": "lasso",
     },
 }
 
@@ -142,13 +146,16 @@ def demo(
     epochs: int | None = None,
     max_questions: int | None = None,
     n_bootstrap: int | None = None,
+    bq_ranker: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Generate a world, train four models, diagnose them and write the report.
 
     ``size`` picks :data:`SIZES`; ``images``, ``epochs`` (question-only and UpDn),
-    ``max_questions`` (questions diagnosed per split) and ``n_bootstrap`` override
-    it. Returns ``{out, size, seed, images, stages: [{stage, status, seconds}],
+    ``max_questions`` (questions diagnosed per split), ``n_bootstrap`` and
+    ``bq_ranker`` override it. The basic-question dataset of the robustness suite is
+    built once, by the first model's diagnosis, and reused by the others. Returns
+    ``{out, size, seed, images, bq_ranker, stages: [{stage, status, seconds}],
     models: {name: {run, results, val_accuracy}}, report: {html, json}, seconds}``.
     """
     if size not in SIZES:
@@ -159,6 +166,7 @@ def demo(
         raise DataError("--images", "a demo world needs at least 20 images")
     n_boot = int(n_bootstrap if n_bootstrap is not None else preset["n_bootstrap"])
     max_q = max_questions if max_questions is not None else preset["max_questions"]
+    ranker = bq_ranker or preset["bq_ranker"]
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise DataError(root, "is a file, expected the demo folder")
@@ -214,10 +222,13 @@ def demo(
             _record(stages, stage, val)
         models[name] = {"run": str(run), "val_accuracy": val}
 
-    result_dirs = []
+    result_dirs: list[Path] = []
     for name in MODELS:
         run = root / "runs" / name
         res = root / "results" / name
+        # the first diagnosis builds the basic-question dataset; the others reuse it
+        shared = result_dirs[0] / "bqd.json" if result_dirs else None
+        bqd = shared if shared is not None and shared.is_file() else None
         config = {
             "model": name,
             "run": _run_fingerprint(run),
@@ -226,6 +237,8 @@ def demo(
             "max_questions": max_q,
             "n_bootstrap": n_boot,
             "world": world_fp,
+            "bq_ranker": ranker,
+            "bqd": None if bqd is None else _file_hash(bqd),
         }
         stage = f"diagnose-{name}"
         title = f"diagnose {name}: every suite → {res}"
@@ -244,6 +257,8 @@ def demo(
                 seed=seed,
                 n_bootstrap=n_boot,
                 max_questions=max_q,
+                bqd=bqd,
+                bq_ranker=ranker,
                 progress=progress,
             )
             stages.finish(
@@ -280,6 +295,7 @@ def demo(
         "size": size,
         "seed": seed,
         "images": n_images,
+        "bq_ranker": ranker,
         "stages": stages.log,
         "models": models,
         "report": {"html": str(html), "json": str(report_dir / "report.json")},

@@ -109,6 +109,13 @@ def demo_command(
     n_bootstrap: Annotated[
         int | None, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples.")
     ] = None,
+    bq_ranker: Annotated[
+        str | None,
+        typer.Option(
+            help="Basic-question ranker of the robustness suite (lasso as in the "
+            "paper, bleu1..bleu4, rouge, cider, meteor); default: bleu1, medium: lasso."
+        ),
+    ] = None,
     seed: SeedOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
