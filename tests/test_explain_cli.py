@@ -176,8 +176,10 @@ def test_same_seed_same_weights(world: Path, tmp_path: Path) -> None:
     from vqadiag.api.explain import train
 
     tiny = {"hidden_dim": 16, "embedding_dim": 8, "attention_dim": 8, "explain_dim": 8}
-    a = train(world, tmp_path / "a", epochs=1, seed=5, options=tiny, progress=False)
-    b = train(world, tmp_path / "b", epochs=1, seed=5, options=tiny, progress=False)
+    kw = {"epochs": 1, "seed": 5, "options": tiny, "progress": False, "val_split": None}
+    a = train(world, tmp_path / "a", **kw)
+    b = train(world, tmp_path / "b", **kw)
+    assert a["val"] is None
     assert a["fingerprint"] == b["fingerprint"]
     assert a["history"][0]["loss"] == b["history"][0]["loss"]
 

@@ -132,14 +132,15 @@ def train(
     lambda_: float | None = None,
     margin: float | None = None,
     split: str = "train",
-    val_split: str = "val",
+    val_split: str | None = "val",
     candidates: str | Path | None = None,
     val_candidates: str | Path | None = None,
     options: Mapping[str, Any] | None = None,
     progress: bool = True,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """Train the two-headed counter-example model on ``split`` and save it to ``out``.
+    """Train the two-headed counter-example model on ``split`` and save it to ``out``;
+    Recall@5 on ``val_split`` (None: no validation) after every epoch and at the end.
 
     Returns ``{model, run, data, split, seed, epochs, options, train_questions,
     explained_questions, candidates, seconds, fingerprint, run_fingerprint, history,
@@ -151,7 +152,11 @@ def train(
     cands, path = _candidates(data, split, candidates)
     items = explain_items(data, split, cands, path)
     val_items = None
-    if val_split != split and (val_candidates is not None or _has_split(data, val_split)):
+    if (
+        val_split is not None
+        and val_split != split
+        and (val_candidates is not None or _has_split(data, val_split))
+    ):
         vpath = (
             Path(val_candidates)
             if val_candidates is not None
@@ -175,7 +180,7 @@ def train(
             seed=seed,
             progress=progress,
             val_items=val_items,
-            val_split=val_split,
+            val_split=val_split or "",
             **opts,
         )
     except (ValueError, TypeError) as err:
