@@ -5,9 +5,11 @@ and :class:`~vqadiag.models.updn.UpDnModel`: it owns the vocabularies, turns a
 :class:`QuestionBatch` / :class:`ObjectInput` into tensors, predicts, saves and loads
 (safetensors + JSON, never pickle) and fingerprints. :func:`fit` is the one training
 loop: AdamW, cross-entropy against the GQA ``answer`` (answers outside the answer
-vocabulary are ignored), shuffled batches with their objects from :class:`GQAData`,
-a seed for initialisation, shuffling and dropout, rich progress (loss, accuracy,
-ETA) and validation accuracy after every epoch when a validation split exists.
+vocabulary are ignored) — or the loss a model's :meth:`TorchModel.training_objective`
+returns (UpDn's remedy options, docs/remedies.md) — shuffled batches with their
+objects from :class:`GQAData`, a seed for initialisation, shuffling and dropout, rich
+progress (loss, accuracy, ETA) and validation accuracy after every epoch when a
+validation split exists.
 
 The same seed reproduces the same weights: ``torch.manual_seed(seed)``, a numpy
 generator seeded with ``seed`` for the order, deterministic algorithms
@@ -346,8 +348,9 @@ def fit(
     options: Mapping[str, Any],
     val_split: str | None = "val",
 ) -> TorchModel:
-    """Train ``cls`` on ``split``: AdamW (``lr``, ``weight_decay``), mean cross-entropy over
-    the questions whose answer is in the vocabulary, ``epochs`` passes of shuffled
+    """Train ``cls`` on ``split``: AdamW (``lr``, ``weight_decay``), the model's
+    :meth:`~TorchModel.training_objective` (by default mean cross-entropy) over the
+    questions whose answer is in the vocabulary, ``epochs`` passes of shuffled
     ``batch_size`` batches; validation accuracy after each epoch when ``val_split`` exists."""
     import torch
 
