@@ -59,9 +59,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp) / "demo"
-        first, wall1, peak = run_demo(out, args.size, args.extra)
+        first, wall1, cpu1, peak = run_demo(out, args.size, args.extra)
         print(
             f"vqadiag demo --size {args.size}: {first['images']} images, {wall1:.1f} s wall, "
+            f"{cpu1:.1f} s CPU (user + system; on 2 idle cores wall ≥ CPU / 2), "
             f"peak RSS {peak:.0f} MiB"
         )
         for stage in first["stages"]:
