@@ -105,8 +105,8 @@ def _render_eval(result: Mapping[str, Any]) -> None:
     console.print(table)
     vqa = result["vqa_model"]
     console.print(
-        f"VQA-model baseline: {vqa['source']}; {vqa['answers_not_in_vocabulary']} answers "
-        "outside its vocabulary (P = 0, random tie-break)"
+        f"VQA-model baseline: {vqa['source']}; answers outside its vocabulary: "
+        f"{vqa['answers_not_in_vocabulary']} (P = 0, random tie-break)"
     )
     acc_value, acc_ci = fmt_rate(result["answer_accuracy"])
     console.print(f"answering head accuracy on these questions: {acc_value}% {acc_ci}")
