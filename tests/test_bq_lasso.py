@@ -54,7 +54,7 @@ def test_two_correlated_columns_hand_worked():
 def test_lambda_above_max_correlation_gives_zero():
     A = np.array([[1.0, 0.0], [0.0, 1.0]])
     b = np.array([0.3, 0.2])
-    np.testing.assert_array_equal(homotopy_lasso(A.T.copy(), b, 0.5), [0.0, 0.0])
+    np.testing.assert_array_equal(homotopy_lasso(A.T.copy(), b, 0.5).coef, [0.0, 0.0])
 
 
 def _embeddings(n, d, seed):

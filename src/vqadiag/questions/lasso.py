@@ -10,18 +10,23 @@ close to basis pursuit (up to d non-zeros), so screening rules remove nothing.
 The solver here is exact and fast:
 
 1. **Candidates** — the ``k`` pool entries with the largest ``|Aᵀb|``.
-2. **Restricted solve** — LARS-LASSO (scikit-learn's ``lars_path``, method
-   ``"lasso"``) on those columns. scikit-learn minimises
+2. **Restricted solve** — our LARS-LASSO homotopy (:func:`homotopy_lasso`:
+   joins, drops, and pivots once d rows are active, ``G_E⁻¹`` by rank-one
+   updates, final coefficients re-solved directly). scikit-learn's
+   ``lars_path`` is the fallback; it minimises
    ``1/(2·n_samples)‖y − Xw‖² + α‖w‖₁`` with ``n_samples = d`` rows, so
-   ``α = λ / d`` gives the same minimiser.
+   ``α = λ / d`` gives the same minimiser (but it stops early at tiny α, so
+   its answers are often not exact; the KKT check says so).
 3. **KKT check** over the *whole* pool — ``x*`` is optimal iff
    ``|A_jᵀ(b − Ax*)| ≤ λ`` for every j (with equality and the sign of
    ``x_j`` where ``x_j ≠ 0``). The correlations of all pool entries with the
    residuals of a chunk of main questions are one matrix product
    ``P @ R`` ((n × d) @ (d × chunk)).
 4. **Violators** (``|A_jᵀr| > λ(1 + rtol)``) join the candidate set; repeat
-   until none is left (``exact = True``) or ``max_rounds`` is reached
-   (``exact = False``, the last restricted solution is kept).
+   until none is left (``exact = True``: the KKT conditions hold on the support,
+   with the coefficients' signs, and off it, over the whole pool) or
+   ``max_rounds`` is reached / the restricted solve itself fails the check
+   (``exact = False``, the last solution is kept).
 
 A main question never ranks itself: its own pool entry (``exclude``) is
 removed from the problem (as if the column were not in ``A``).
@@ -92,42 +97,43 @@ def sklearn_restricted_lasso(X: np.ndarray, b: np.ndarray, lam: float) -> np.nda
     return np.asarray(coef, dtype=np.float64).ravel()
 
 
-def homotopy_lasso(
-    Xr: np.ndarray, b: np.ndarray, lam: float, *, max_steps: int | None = None
-) -> np.ndarray | None:
-    """LARS-LASSO homotopy on the rows of ``Xr`` (k × d: one row per pool question).
+class LassoPath:
+    """Active set, ``G_E⁻¹`` and coefficients of a LASSO homotopy over the rows of ``Xr``.
 
-    Follows the solution path of ``min ½‖Xrᵀw − b‖² + λ'‖w‖₁`` from
-    ``λ' = max|Xr b|`` down to ``λ``: the active set E moves along
-    ``w_E += γ·G_E⁻¹ s_E`` (G_E = Xr_E Xr_Eᵀ, s_E the correlation signs) until a
-    correlation reaches the shrinking λ' (join) or an active coefficient
-    reaches 0 (drop). ``G_E⁻¹`` is kept up to date by rank-one updates (O(|E|²)
-    per step); the final coefficients are re-solved directly
-    (``G_E w_E = Xr_E b − λ s_E``). Returns None when the path degenerates
-    (a joining row nearly in the span of the active ones, or too many steps);
-    the caller then falls back to :func:`sklearn_restricted_lasso`.
+    Rows are pool questions (k × d). The state is an exact solution of the
+    weighted problem ``min ½‖Xrᵀw − b‖² + Σ_j pen_j |w_j|`` for the current
+    penalties ``pen``; :meth:`run` moves the penalties linearly (rates
+    ``dpen``) and follows the solution through joins (an inactive row's
+    correlation reaches its penalty) and drops (an active coefficient reaches
+    0). ``G_E⁻¹`` is kept by rank-one updates, O(|E|²) per event. With d
+    active rows (they span R^d) a join is a pivot (:meth:`swap_in`).
     """
-    k, d = Xr.shape
-    max_steps = max_steps or 8 * d + 100
-    cap = min(k, d + 1)
-    XE = np.empty((cap, d))
-    M = np.empty((cap, cap))
-    wE = np.zeros(cap)
-    act: list[int] = []
-    is_active = np.zeros(k, dtype=bool)
-    c = Xr @ b
-    lam_cur = float(np.max(np.abs(c))) if k else 0.0
-    if lam_cur <= lam:
-        return np.zeros(k)
-    n = 0
 
-    def add(j: int) -> bool:
-        nonlocal n
-        if n >= cap:
+    def __init__(self, Xr: np.ndarray, b: np.ndarray) -> None:
+        self.Xr = Xr
+        self.b = b
+        d = Xr.shape[1]
+        self.cap = d + 1
+        self.XE = np.empty((self.cap, d))
+        self.M = np.empty((self.cap, self.cap))
+        self.wE = np.zeros(self.cap)
+        self.act: list[int] = []
+        self.is_active = np.zeros(Xr.shape[0], dtype=bool)
+        self.n = 0
+        self.c = Xr @ b
+        self.pen = np.zeros(Xr.shape[0])
+        self.steps = 0
+
+    # -- active-set bookkeeping ------------------------------------------------------
+    def add(self, j: int) -> bool:
+        """Make row j active (coefficient 0); False when it is (nearly) in the active span."""
+        n = self.n
+        if n >= self.Xr.shape[1]:  # d active rows span R^d: a join is a pivot (swap_in)
             return False
-        xj = Xr[j]
+        xj = self.Xr[j]
+        M = self.M
         if n:
-            g = XE[:n] @ xj
+            g = self.XE[:n] @ xj
             v = M[:n, :n] @ g
             alpha = float(xj @ xj - g @ v)
         else:
@@ -140,16 +146,18 @@ def homotopy_lasso(
             M[:n, n] = -v / alpha
             M[n, :n] = -v / alpha
         M[n, n] = 1.0 / alpha
-        XE[n] = xj
-        wE[n] = 0.0
-        act.append(j)
-        is_active[j] = True
-        n += 1
+        self.XE[n] = xj
+        self.wE[n] = 0.0
+        self.act.append(j)
+        self.is_active[j] = True
+        self.n = n + 1
         return True
 
-    def drop(q: int) -> None:
-        nonlocal n
+    def drop(self, q: int) -> None:
+        """Remove the q-th active row (its coefficient reached 0)."""
+        n = self.n
         last = n - 1
+        M, XE, wE, act = self.M, self.XE, self.wE, self.act
         if q != last:
             XE[[q, last]] = XE[[last, q]]
             M[[q, last], :n] = M[[last, q], :n]
@@ -158,71 +166,159 @@ def homotopy_lasso(
             act[q], act[last] = act[last], act[q]
         pivot = M[last, last]
         M[:last, :last] -= np.outer(M[:last, last], M[last, :last]) / pivot
-        is_active[act.pop()] = False
-        n = last
+        self.is_active[act.pop()] = False
+        self.n = last
 
-    if not add(int(np.argmax(np.abs(c)))):
-        return None
-    just_dropped = -1
-    for step in range(max_steps):
-        s = np.sign(c[act])
-        direction = M[:n, :n] @ s
-        a = Xr @ (XE[:n].T @ direction)
-        # joins: |c_j − γ a_j| = λ' − γ
-        with np.errstate(divide="ignore", invalid="ignore"):
-            g1 = (lam_cur - c) / (1.0 - a)
-            g2 = (lam_cur + c) / (1.0 + a)
-        g1[(g1 <= 1e-15) | ~np.isfinite(g1)] = np.inf
-        g2[(g2 <= 1e-15) | ~np.isfinite(g2)] = np.inf
-        gj = np.minimum(g1, g2)
-        gj[is_active] = np.inf
-        if just_dropped >= 0:
-            gj[just_dropped] = np.inf
-        j_join = int(np.argmin(gj))
-        gamma_join = float(gj[j_join])
-        # drops: w_j + γ·direction_j = 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gd = -wE[:n] / direction
-        gd[(gd <= 1e-15) | ~np.isfinite(gd)] = np.inf
-        q_drop = int(np.argmin(gd)) if n else -1
-        gamma_drop = float(gd[q_drop]) if n else np.inf
-        gamma_end = lam_cur - lam
-        gamma = min(gamma_join, gamma_drop, gamma_end)
-        wE[:n] += gamma * direction
-        c -= gamma * a
-        lam_cur -= gamma
-        if gamma == gamma_end:
-            break
-        if step % 64 == 63:  # refresh correlations against drift
-            c = Xr @ (b - XE[:n].T @ wE[:n])
-        if gamma_drop <= gamma_join:
-            just_dropped = act[q_drop]
-            wE[q_drop] = 0.0
-            drop(q_drop)
-        else:
-            just_dropped = -1
-            if not add(j_join):
-                return None
-    else:
-        return None
-    # polish: exact coefficients of the final active set and signs
-    import scipy.linalg
+    def residual(self) -> np.ndarray:
+        """``b − Xr_Eᵀ w_E``."""
+        return self.b - self.XE[: self.n].T @ self.wE[: self.n]
 
-    XA = XE[:n]
-    signs = np.sign(wE[:n])
-    try:
-        w = scipy.linalg.solve(XA @ XA.T, XA @ b - lam * signs, assume_a="pos")
-    except (np.linalg.LinAlgError, ValueError):
+    def extend(self, Xr: np.ndarray, new_pen: np.ndarray) -> None:
+        """Rows appended to ``Xr`` (the old rows first, unchanged) with penalties ``new_pen``."""
+        old = self.Xr.shape[0]
+        self.Xr = Xr
+        self.is_active = np.concatenate([self.is_active, np.zeros(Xr.shape[0] - old, bool)])
+        self.pen = np.concatenate([self.pen, new_pen])
+        self.c = Xr @ self.residual()
+
+    # -- the homotopy ----------------------------------------------------------------
+    def run(self, dpen: np.ndarray, length: float, max_steps: int) -> bool:
+        """Move penalties by ``γ·dpen`` for γ from 0 to ``length``; False if it degenerates."""
+        Xr = self.Xr
+        c, pen = self.c, self.pen
+        just_dropped = -1
+        remaining = length
+        for step in range(max_steps):
+            n = self.n
+            act = self.act
+            if n:
+                s = np.sign(c[act])
+                dx = -(self.M[:n, :n] @ (dpen[act] * s))
+                a = Xr @ (self.XE[:n].T @ (-dx))  # dc/dγ
+            else:
+                dx = np.empty(0)
+                a = np.zeros_like(c)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                g1 = (pen - c) / (a - dpen)  # c_j + γa_j = +(pen_j + γ dpen_j)
+                g2 = -(pen + c) / (a + dpen)  # c_j + γa_j = −(pen_j + γ dpen_j)
+            g1[(g1 <= 1e-15) | ~np.isfinite(g1)] = np.inf
+            g2[(g2 <= 1e-15) | ~np.isfinite(g2)] = np.inf
+            gj = np.minimum(g1, g2)
+            gj[self.is_active] = np.inf
+            if just_dropped >= 0:
+                gj[just_dropped] = np.inf
+            j_join = int(np.argmin(gj))
+            gamma_join = float(gj[j_join])
+            gamma_drop, q_drop = np.inf, -1
+            if n:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    gd = -self.wE[:n] / dx
+                gd[(gd <= 1e-15) | ~np.isfinite(gd)] = np.inf
+                q_drop = int(np.argmin(gd))
+                gamma_drop = float(gd[q_drop])
+            gamma = min(gamma_join, gamma_drop, remaining)
+            finished = gamma == remaining
+            if n:
+                self.wE[:n] += gamma * dx
+            c += gamma * a
+            pen += gamma * dpen
+            remaining -= gamma
+            self.steps += 1
+            if finished:
+                return True
+            if step % 64 == 63:  # refresh correlations against drift
+                c[:] = Xr @ self.residual()
+            if gamma_drop <= gamma_join:
+                just_dropped = act[q_drop]
+                self.wE[q_drop] = 0.0
+                self.drop(q_drop)
+            else:
+                just_dropped = -1
+                if not self.add(j_join):
+                    swapped = self.swap_in(j_join, np.sign(c[j_join]))
+                    if swapped < 0:
+                        return False
+                    just_dropped = swapped
+        return False
+
+    def swap_in(self, j: int, sign: float) -> int:
+        """Join row j when it lies in the span of the active rows (|E| = d): a pivot.
+
+        With ``x_j = Σ β_e x_e``, moving ``w_j = δ·sign`` and ``w_E −= δ·sign·β``
+        leaves the fit (hence every correlation) unchanged; δ grows until the
+        first active coefficient reaches 0, which leaves. Returns the row that
+        left, or −1 when no coefficient limits δ.
+        """
+        n = self.n
+        g = self.XE[:n] @ self.Xr[j]
+        beta = self.M[:n, :n] @ g
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = self.wE[:n] / (sign * beta)
+        ratio[(ratio <= 0) | ~np.isfinite(ratio)] = np.inf
+        q = int(np.argmin(ratio))
+        delta = float(ratio[q])
+        if not np.isfinite(delta):
+            return -1
+        self.wE[:n] -= delta * sign * beta
+        self.wE[q] = 0.0
+        left = self.act[q]
+        self.drop(q)
+        if not self.add(j):
+            return -1
+        self.wE[self.n - 1] = delta * sign
+        return left
+
+    def polish(self, lam: float) -> np.ndarray | None:
+        """Exact coefficients on the final active set: ``G_E w_E = Xr_E b − λ·sign(w_E)``."""
+        import scipy.linalg
+
+        n = self.n
+        out = np.zeros(self.Xr.shape[0])
+        if n == 0:
+            return out
+        XA = self.XE[:n]
+        signs = np.sign(self.wE[:n])
+        try:
+            w = scipy.linalg.solve(XA @ XA.T, XA @ self.b - lam * signs, assume_a="pos")
+        except (np.linalg.LinAlgError, ValueError):
+            return None
+        out[self.act] = w
+        return out
+
+
+def homotopy_lasso(
+    Xr: np.ndarray, b: np.ndarray, lam: float, *, max_steps: int | None = None
+) -> LassoPath | None:
+    """LARS-LASSO homotopy on the rows of ``Xr`` (k × d: one row per pool question).
+
+    Follows the solution path of ``min ½‖Xrᵀw − b‖² + λ'‖w‖₁`` from
+    ``λ' = max|Xr b|`` down to ``λ`` (all penalties fall at rate 1): the active
+    set E moves along ``w_E += γ·G_E⁻¹ s_E`` until a correlation reaches λ'
+    (join) or an active coefficient reaches 0 (drop). Returns the path (its
+    ``coef`` re-solved directly on the final active set) or None when it
+    degenerates; callers then fall back to :func:`sklearn_restricted_lasso`.
+    """
+    k, d = Xr.shape
+    path = LassoPath(Xr, b)
+    lam_max = float(np.max(np.abs(path.c))) if k else 0.0
+    path.pen[:] = max(lam_max, lam)
+    if lam_max > lam:
+        if not path.add(int(np.argmax(np.abs(path.c)))):
+            return None
+        if not path.run(-np.ones(k), lam_max - lam, max_steps or 8 * d + 100):
+            return None
+    path.pen[:] = lam
+    coef = path.polish(lam)
+    if coef is None:
         return None
-    out = np.zeros(k)
-    out[act] = w
-    return out
+    path.coef = coef
+    return path
 
 
 def restricted_lasso(X: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
     """Exact ``min ½‖Xw − b‖² + λ‖w‖₁`` (X: d × k): homotopy, else scikit-learn's LARS."""
-    w = homotopy_lasso(np.ascontiguousarray(X.T), b, lam)
-    return sklearn_restricted_lasso(X, b, lam) if w is None else w
+    path = homotopy_lasso(np.ascontiguousarray(X.T), b, lam)
+    return sklearn_restricted_lasso(X, b, lam) if path is None else path.coef
 
 
 def _top_abs(values: np.ndarray, k: int) -> np.ndarray:
@@ -250,13 +346,14 @@ def solve_chunk(
     ``P`` is the pool (n × d, rows = embeddings, float64). The KKT check of
     all unfinished questions is one product ``P @ R``. ``exclude[i]`` is the
     pool index of main question i's own text (removed from its problem).
-    Defaults: ``n_candidates = 2d`` (clamped to n), ``add_per_round = d/2``.
+    Defaults: ``n_candidates = 2d`` (clamped to n), ``add_per_round`` = every violator
+    (fewest rounds: near basis pursuit most of the pool violates after round 1).
     """
     n, d = P.shape
     m = B.shape[1]
     exclude = list(exclude) if exclude is not None else [None] * m
     k0 = min(n, n_candidates if n_candidates is not None else 2 * d)
-    step = add_per_round if add_per_round is not None else max(16, d // 2)
+    step = add_per_round if add_per_round is not None else n
     corr = P @ B  # n × m
     cands: list[np.ndarray] = []
     for i in range(m):
@@ -276,9 +373,13 @@ def solve_chunk(
         rounds += 1
         R = np.empty((d, len(pending)))
         for col, i in enumerate(pending):
-            X = P[cands[i]].T
-            coefs[i] = restricted_lasso(X, B[:, i], lam)
-            R[:, col] = B[:, i] - X @ coefs[i]
+            Xr = P[cands[i]]
+            path = homotopy_lasso(Xr, B[:, i], lam)
+            if path is None:
+                coefs[i] = sklearn_restricted_lasso(np.ascontiguousarray(Xr.T), B[:, i], lam)
+            else:
+                coefs[i] = path.coef
+            R[:, col] = B[:, i] - Xr.T @ coefs[i]
         G = P @ R  # KKT: correlations of every pool entry with each residual
         still: list[int] = []
         for col, i in enumerate(pending):
