@@ -221,3 +221,45 @@ def test_noise_unknown_question_id(run_cli, world, write_json, tmp_path):
                   tmp_path / "n")  # fmt: skip
     assert res.exit_code == 2
     assert "b.json: record 'nope': question id is not in val_balanced_questions.json" in res.stderr
+
+
+FAKE_JAVA = """#!{python}
+import sys
+for line in sys.stdin:
+    parts = [p.strip() for p in line.split("|||")]
+    if parts[0] == "SCORE":
+        ref, hyp = parts[1].split(), parts[2].split()
+        print(len(set(ref) & set(hyp)), flush=True)
+    elif parts[0] == "EVAL":
+        print(int(parts[1]) / 10, flush=True)
+"""
+
+
+def test_meteor_jar_drives_java_stdio_protocol(run_cli, world, tmp_path, monkeypatch):
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    java = bindir / "java"
+    java.write_text(FAKE_JAVA.format(python=sys.executable))
+    java.chmod(0o755)
+    jar = tmp_path / "meteor-1.5.jar"
+    jar.write_text("not a real jar: the fake java above answers the protocol")
+    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+    out = tmp_path / "m.json"
+    res = run_cli(
+        "bq", "build", "--pool", _gqa(world, "train"), "--main", _gqa(world, "val"),
+        "--ranker", "meteor", "--meteor-jar", jar, "--top", "4", "--max-main", "3",
+        "--out", out, "--json", "-q",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["meteor"].startswith("java METEOR 1.5 (meteor-1.5.jar)")
+    for r in read_bqd(out):
+        main_words = set(r["question"].split())
+        for b in r["basic"]:  # the fake scorer: shared (raw) word types / 10
+            assert b["score"] == pytest.approx(len(main_words & set(b["question"].split())) / 10)
+        scores = [b["score"] for b in r["basic"]]
+        assert scores == sorted(scores, reverse=True)
+    res = run_cli("bq", "build", "--pool", _gqa(world, "train"), "--main", _gqa(world, "val"),
+                  "--ranker", "meteor", "--meteor-jar", tmp_path / "none.jar", "-q")  # fmt: skip
+    assert res.exit_code == 2 and "none.jar: METEOR jar not found" in res.stderr

@@ -161,8 +161,20 @@ def build_bqd(
         if ranker == "meteor":
             meta["meteor"] = ts.METEOR_VARIANT
             if meteor_jar is not None:
-                meta["meteor"] = "java"
-                shared["jar"] = str(meteor_jar)
+                import shutil
+
+                if not Path(meteor_jar).is_file():
+                    raise DataError(meteor_jar, "METEOR jar not found")
+                java = shutil.which("java")
+                if java is None:
+                    meta["meteor_jar"] = "not used: java not found"
+                else:
+                    meta["meteor"] = (
+                        f"java METEOR 1.5 ({Path(meteor_jar).name}), re-scoring the "
+                        f"pure-Python top {max(ts.JAVA_PRESELECT, top)}"
+                    )
+                    shared["jar"] = str(meteor_jar)
+                    shared["java"] = java
     results = run_chunks(
         fn,
         shared,

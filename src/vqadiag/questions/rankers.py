@@ -84,6 +84,21 @@ def text_chunk(shared: dict[str, Any], chunk: dict[str, Any]) -> list[dict[str, 
     top = shared["top"]
     mains: list[str] = chunk["texts"]
     exclude: list[int | None] = chunk["exclude"]
+    if ranker == "meteor" and shared.get("jar"):
+        scorer = ts.JavaMeteor(shared["jar"], shared.get("java", "java"))
+        try:
+            return [
+                dict(
+                    zip(
+                        ("indices", "scores"),
+                        ts.java_meteor_top(index, m, top, ex, scorer),
+                        strict=True,
+                    )
+                )
+                for m, ex in zip(mains, exclude, strict=True)
+            ]
+        finally:
+            scorer.close()
     if ranker == "meteor":
         return [
             dict(zip(("indices", "scores"), ts.meteor_top(index, m, top, ex), strict=True))

@@ -174,6 +174,7 @@ class PoolIndex:
     def __init__(self, pool: Sequence[str]) -> None:
         from scipy import sparse
 
+        self.texts = list(pool)
         self.tokens = [tokenize(t) for t in pool]
         self.n = len(self.tokens)
         self.lengths = np.array([len(t) for t in self.tokens], dtype=np.float64)
@@ -394,3 +395,61 @@ def meteor_top(
             heapq.heapreplace(heap, item)
     best = sorted(heap, reverse=True)
     return [-i for _, i in best], [s for s, _ in best]
+
+
+# ----------------------------------------------------------------------------- Java METEOR 1.5
+
+JAVA_PRESELECT = 100
+
+
+class JavaMeteor:
+    """The official METEOR 1.5 jar in ``-stdio`` mode (``SCORE ||| ref ||| hyp`` → stats,
+    ``EVAL ||| stats`` → score), as the COCO caption code drives it."""
+
+    def __init__(self, jar: str, java: str = "java") -> None:
+        import subprocess
+
+        cmd = [java, "-jar", "-Xmx2G", jar, "-", "-", "-stdio", "-l", "en", "-norm"]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+
+    def score(self, candidate: str, reference: str) -> float:
+        """METEOR 1.5 of one candidate against one reference."""
+        clean = [" ".join(t.replace("|||", " ").split()) for t in (reference, candidate)]
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"SCORE ||| {clean[0]} ||| {clean[1]}\n")
+        stats = self.proc.stdout.readline().strip()
+        self.proc.stdin.write(f"EVAL ||| {stats}\n")
+        return float(self.proc.stdout.readline().strip())
+
+    def close(self) -> None:
+        """Stop the Java process."""
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def java_meteor_top(
+    index: PoolIndex,
+    main: str,
+    top: int,
+    exclude: int | None,
+    scorer: JavaMeteor,
+    preselect: int = JAVA_PRESELECT,
+) -> tuple[list[int], list[float]]:
+    """Top-``top`` by Java METEOR 1.5 among the pure-Python METEOR top-``preselect``.
+
+    Java's METEOR (with synonyms and paraphrases) has no cheap upper bound, so
+    it re-scores the ``max(preselect, top)`` best pool questions of the
+    pure-Python METEOR (ties: lower index first).
+    """
+    idx, _ = meteor_top(index, main, max(preselect, top), exclude)
+    scored = [(scorer.score(index.texts[i], main), i) for i in idx]
+    best = sorted(scored, key=lambda x: (-x[0], x[1]))[:top]
+    return [i for _, i in best], [s for s, _ in best]
