@@ -34,3 +34,11 @@ def test_api_returns_what_the_command_prints(run_cli):
     assert result["overall"] == pytest.approx(67.5)
     assert cli["overall"] == result["overall"]
     assert cli["ci"]["overall"] == pytest.approx(result["ci"]["overall"])
+
+
+def test_aliases_point_at_the_command_functions():
+    from vqadiag.api import explain
+
+    assert vqadiag.explain_train is explain.train
+    assert vqadiag.explain_eval is explain.evaluate
+    assert vqadiag.explain_show is explain.show

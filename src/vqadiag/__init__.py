@@ -8,7 +8,8 @@ files as its command and returns the dict that the command prints with
     result = vqadiag.score_vqa(questions="q.json", annotations="a.json", predictions="p.json")
     result["overall"], result["ci"]["overall"]
 
-Names are imported lazily, so ``import vqadiag`` stays light.
+Models, diagnosis and the report follow the same rule (``vqadiag.diagnose(...)``
+returns ``results.json``'s content). Names are imported lazily, so ``import vqadiag`` stays light.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ _API = {
     "generate_world": "vqadiag.synth.world",
     "world_stats": "vqadiag.synth.stats",
     "read_predictions": "vqadiag.data.predictions",
+    "train": "vqadiag.api.models",
+    "predict": "vqadiag.api.models",
+    "build_bqd": "vqadiag.api.bq",
+    "make_noise": "vqadiag.api.bq",
+    "diagnose": "vqadiag.api.diagnose",
+    "report": "vqadiag.api.report",
+    "demo": "vqadiag.api.demo",
+    "finetune": "vqadiag.api.finetune",
+    "explain_train": "vqadiag.api.explain:train",
+    "explain_eval": "vqadiag.api.explain:evaluate",
+    "explain_show": "vqadiag.api.explain:show",
     "DataError": "vqadiag.errors",
 }
 
@@ -42,7 +54,8 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
+        module, _, attr = _API[name].partition(":")
+        return getattr(importlib.import_module(module), attr or name)
     raise AttributeError(f"module 'vqadiag' has no attribute {name!r}")
 
 

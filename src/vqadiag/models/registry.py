@@ -22,6 +22,7 @@ MODELS: dict[str, str] = {
     "symbolic": "vqadiag.models.symbolic:SymbolicModel",
     "hf": "vqadiag.models.hf_adapter:HFModel",
     "files": "vqadiag.models.file_adapter:PredictionFileModel",
+    "counterexample": "vqadiag.models.counterexample:CounterExampleModel",
 }
 TRAINABLE: tuple[str, ...] = ("prior", "question-only", "updn", "symbolic")
 
