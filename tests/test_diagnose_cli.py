@@ -209,7 +209,7 @@ def test_missing_datasets_are_skipped_with_reasons(world, prior, tmp_path):
     gqa_only = tmp_path / "gqa_only"
     shutil.copytree(world / "gqa", gqa_only / "gqa")
     (gqa_only / "gqa" / "val_sceneGraphs.json").unlink()
-    result = diagnose(gqa_only, str(prior), tmp_path / "res", n_bootstrap=20)
+    result = diagnose(gqa_only, str(prior), tmp_path / "res", n_bootstrap=20, bq_ranker="bleu1")
     assert "accuracy" in result["suites"]
     assert result["skipped"]["fpvg"] == "no scene graphs for split 'val' (val_sceneGraphs.json)"
     assert result["skipped"]["pairs"] == "no VQA v2 questions for split 'val'"
