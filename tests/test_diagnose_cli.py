@@ -183,6 +183,10 @@ def test_changed_model_recomputes_everything_and_data_change_only_its_questions(
     model_class("prior").train(GQAData(copy), progress=False, mode="global").save(other)
     third = diagnose(copy, str(other), out, suites="accuracy", n_bootstrap=20)
     assert third["conditions"]["gqa.all"] == {"questions": n, "computed": n, "cached": 0}
+    # the dataset fingerprint follows the data, never the model (reports pair on it)
+    assert second["data"]["fingerprint"] != first["data"]["fingerprint"]
+    assert third["data"]["fingerprint"] == second["data"]["fingerprint"]
+    assert third["fingerprints"]["data"] == third["data"]["fingerprint"]
 
 
 def test_prediction_file_adapter_runs_plain_suites_only(run_cli, world, prior, tmp_path):

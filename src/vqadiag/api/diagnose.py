@@ -35,7 +35,7 @@ from vqadiag.api.diagnose_common import (
 )
 from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
-from vqadiag.probes.fingerprints import combined_fingerprint
+from vqadiag.probes.fingerprints import combined_fingerprint, dataset_fingerprint
 from vqadiag.probes.store import PredictionStore
 
 SCHEMA_VERSION = 1
@@ -214,6 +214,7 @@ def diagnose(
         store.close()
     model_fp = the_model.fingerprint()
     plain = {n: combined_fingerprint(r.data_fingerprints) for n, r in state.runs.items()}
+    data_fp = dataset_fingerprint(root, options.split)
     results: dict[str, Any] = {
         "kind": "vqadiag.results",
         "schema_version": SCHEMA_VERSION,
@@ -227,14 +228,15 @@ def diagnose(
         },
         "data": {
             "root": str(root),
-            "fingerprint": combined_fingerprint(plain),
+            "fingerprint": data_fp,
             "datasets": _datasets(state),
         },
         "config": options.config(),
         "versions": _versions(),
         "fingerprints": {
             "model": model_fp,
-            "data": combined_fingerprint(plain),
+            "data": data_fp,
+            "inputs": combined_fingerprint(plain),
             "conditions": {n: r.fingerprint for n, r in sorted(state.runs.items())},
         },
         "suites": results_by_suite,

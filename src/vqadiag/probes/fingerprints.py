@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,4 +82,38 @@ def condition_fingerprint(kind: str, params: Mapping[str, Any]) -> str:
 
 def combined_fingerprint(parts: Any) -> str:
     """One fingerprint over many (e.g. the data fingerprints of every question of a run)."""
+    return stable_hash(parts)
+
+
+#: Files up to this size are hashed by content; larger ones (and binary feature files)
+#: by name and size only, so that fingerprinting real GQA never reads gigabytes.
+CONTENT_HASH_LIMIT = 256 << 20
+_BINARY_SUFFIXES = (".h5", ".hdf5", ".npz", ".npy")
+
+
+def dataset_fingerprint(root: Path, split: str) -> str:
+    """Fingerprint of the data folder as the diagnosed split sees it, whatever the model.
+
+    Covers every file under ``root`` whose name contains ``split`` (questions, scene
+    graphs, choices, annotations, pairs, introspect) and the detector folder's files:
+    JSON files up to :data:`CONTENT_HASH_LIMIT` by content (BLAKE2b), larger files and
+    feature arrays by relative name and size. Two results with equal dataset
+    fingerprints were computed on the same questions, so a report pairs them.
+    """
+    parts = []
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        in_split = split in path.name
+        is_detector = "objects" in path.parent.name or path.suffix in _BINARY_SUFFIXES
+        if not (in_split or is_detector) or path.suffix in (".sqlite", ".tmp"):
+            continue
+        size = path.stat().st_size
+        if path.suffix in _BINARY_SUFFIXES or size > CONTENT_HASH_LIMIT:
+            parts.append([rel, size])
+            continue
+        digest = hashlib.blake2b(digest_size=8)
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        parts.append([rel, size, digest.hexdigest()])
     return stable_hash(parts)
