@@ -50,11 +50,19 @@ def report_command(
 
 def _render_report(result: Mapping[str, Any]) -> None:
     from rich.console import Console
+
+    console = Console()
+    console.print(_card_table(result["card"]))
+    console.print(f"report: {result['files']['html']}")
+    console.print(f"data:   {result['files']['json']}")
+
+
+def _card_table(card: Mapping[str, Any]) -> Any:
+    """The report card as a rich table: one column per model, one row per figure."""
     from rich.table import Table
 
     from vqadiag.report.html import fmt
 
-    card = result["card"]
     rows = card["rows"]
     table = Table(
         title=f"Report card (reference: {card['reference']}; ▲▼ p < 0.05 vs reference, "
@@ -68,10 +76,7 @@ def _render_report(result: Mapping[str, Any]) -> None:
         if all(r["cells"][c["key"]]["estimate"] is None for r in rows):
             continue
         table.add_row(c["label"], *(_cell(r["cells"][c["key"]], c["key"], fmt) for r in rows))
-    console = Console()
-    console.print(table)
-    console.print(f"report: {result['files']['html']}")
-    console.print(f"data:   {result['files']['json']}")
+    return table
 
 
 def _cell(cell: Mapping[str, Any], key: str, fmt: Any) -> str:
@@ -131,6 +136,7 @@ def demo_command(
         epochs=epochs,
         max_questions=max_questions,
         n_bootstrap=n_bootstrap,
+        bq_ranker=bq_ranker,
         progress=True,
     )
     emit(result, as_json, _render_demo)
@@ -151,4 +157,7 @@ def _render_demo(result: Mapping[str, Any]) -> None:
         table.add_row(stage["stage"], stage["status"], f"{stage['seconds']:.1f}")
     console = Console()
     console.print(table)
+    from vqadiag.data.jsonio import read_json
+
+    console.print(_card_table(read_json(result["report"]["json"])["card"]))
     console.print(f"report: {result['report']['html']}")
