@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from vqadiag.api.diagnose_common import (
+    FPVG_KEYS,
     REPLACEMENTS,
     SUITES,
     DiagnoseState,
@@ -44,14 +45,7 @@ SUMMARY_KEYS = (
     "acc_head",
     "acc_tail",
     "delta",
-    "fpvg_plus",
-    "fpvg_plus_correct",
-    "fpvg_plus_wrong",
-    "fpvg_minus_correct",
-    "fpvg_minus_wrong",
-    "acc_all",
-    "acc_rel",
-    "acc_irrel",
+    *FPVG_KEYS,
     "pair_both_correct",
     "r_score",
     "reasoning_consistency",

@@ -24,6 +24,17 @@ from vqadiag.probes.store import Answer, PredictionStore
 
 SUITES = ("accuracy", "pairs", "ood", "fpvg", "importance", "robustness", "consistency")
 REPLACEMENTS = ("drop", "zeros", "minus-one", "other-images")
+#: the FPVG figures of the report card (docs/results-schema.md ``summary``)
+FPVG_KEYS = (
+    "fpvg_plus",
+    "fpvg_plus_correct",
+    "fpvg_plus_wrong",
+    "fpvg_minus_correct",
+    "fpvg_minus_wrong",
+    "acc_all",
+    "acc_rel",
+    "acc_irrel",
+)
 
 
 class SuiteSkipped(Exception):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.api.diagnose_common import (
+    FPVG_KEYS,
     DiagnoseState,
     SuiteOutput,
     SuiteSkipped,
@@ -36,16 +37,6 @@ from vqadiag.metrics.importance import ranking_match
 from vqadiag.probes.conditions import Condition, Probe, donor_map
 from vqadiag.probes.runner import ConditionRun, ProbeContext
 
-FPVG_KEYS = (
-    "fpvg_plus",
-    "fpvg_plus_correct",
-    "fpvg_plus_wrong",
-    "fpvg_minus_correct",
-    "fpvg_minus_wrong",
-    "acc_all",
-    "acc_rel",
-    "acc_irrel",
-)
 N_PARTITIONS = 7
 
 
