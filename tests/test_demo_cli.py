@@ -7,6 +7,12 @@ import json
 import pytest
 
 
+def _tiny_demo(out):
+    """The arguments of a tiny demo run into ``out`` (as the first run used them)."""
+    return ("demo", "--out", out, "--size", "tiny", "--json", "--max-questions", "40",
+            "--n-bootstrap", "50")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     from typer.testing import CliRunner
@@ -14,22 +20,7 @@ def first_run(tmp_path_factory):
     from vqadiag.cli.main import app
 
     out = tmp_path_factory.mktemp("demo")
-    res = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "--out",
-            str(out),
-            "--size",
-            "tiny",
-            "--json",
-            "--max-questions",
-            "40",
-            "--n-bootstrap",
-            "50",
-        ],
-        catch_exceptions=False,
-    )
+    res = CliRunner().invoke(app, [str(a) for a in _tiny_demo(out)], catch_exceptions=False)
     return res, out
 
 
@@ -70,18 +61,7 @@ def test_demo_runs_every_stage_and_writes_the_report(first_run):
 def test_second_run_skips_every_stage(first_run, run_cli):
     _, out = first_run
     before = (out / "report" / "report.json").read_bytes()
-    res = run_cli(
-        "demo",
-        "--out",
-        out,
-        "--size",
-        "tiny",
-        "--json",
-        "--max-questions",
-        "40",
-        "--n-bootstrap",
-        "50",
-    )
+    res = run_cli(*_tiny_demo(out))
     assert res.exit_code == 0, res.stderr
     data = res.json()
     assert [s["status"] for s in data["stages"]] == ["skipped"] * 10
@@ -93,18 +73,7 @@ def test_an_interrupted_diagnosis_reruns_only_what_depends_on_it(first_run, run_
     _, out = first_run
     # as if the run had stopped while diagnosing updn: its results are not written yet
     (out / "results" / "updn" / "results.json").unlink()
-    res = run_cli(
-        "demo",
-        "--out",
-        out,
-        "--size",
-        "tiny",
-        "--json",
-        "--max-questions",
-        "40",
-        "--n-bootstrap",
-        "50",
-    )
+    res = run_cli(*_tiny_demo(out))
     assert res.exit_code == 0, res.stderr
     status = {s["stage"]: s["status"] for s in res.json()["stages"]}
     assert status.pop("diagnose-updn") == "done"
