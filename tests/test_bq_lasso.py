@@ -65,16 +65,20 @@ def _embeddings(n, d, seed):
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
-def test_exact_solution_beats_coordinate_descent_and_satisfies_kkt():
+@pytest.mark.parametrize("strategy", ["path", "rounds"])
+def test_exact_solution_beats_coordinate_descent_and_satisfies_kkt(strategy):
     from sklearn.linear_model import Lasso
 
     d, lam = 16, 1e-3
     P = _embeddings(300, d, 0)
     B = _embeddings(3, d, 1).T.copy()
-    sols = solve_chunk(P, B, lam, n_candidates=20, add_per_round=8)
+    sols = solve_chunk(P, B, lam, strategy=strategy, n_candidates=20, add_per_round=8)
     for i, sol in enumerate(sols):
         assert sol.exact
-        assert sol.rounds > 1  # 20 candidates are not enough: violators were added
+        if strategy == "rounds":
+            assert sol.rounds > 1  # 20 candidates are not enough: violators were added
+        else:
+            assert (sol.rounds, sol.candidates) == (1, P.shape[0])  # one path over the pool
         x = np.zeros(P.shape[0])
         x[sol.support] = sol.coef
         r = B[:, i] - P.T @ x
@@ -128,3 +132,57 @@ def test_near_basis_pursuit_is_exact(lam):
     for sol in solve_chunk(P, B, lam):
         assert sol.exact
         assert sol.support.size >= d - 2  # close to basis pursuit: about d non-zeros
+
+
+def test_join_steps_uniform_penalty_hand_worked():
+    # pen = 1 falling at rate 1; c = (0.2, −0.5, 0.9), a = dc/dγ = (0.5, −1.5, 3):
+    # row 0: (1 − 0.2)/(1 + 0.5) = 0.5333 (the other side: (1 + 0.2)/(1 − 0.5) = 2.4)
+    # row 1: 1 + a < 0, so only (1 + (−0.5))/(1 − (−1.5)) = 0.2
+    # row 2: (1 − 0.9)/(1 + 3) = 0.025 (1 − a < 0: never reaches −pen)
+    from vqadiag.questions.lasso import LassoPath
+
+    X = np.eye(3)
+    path = LassoPath(X, np.zeros(3), c=np.array([0.2, -0.5, 0.9]))
+    a = np.array([0.5, -1.5, 3.0])
+    path.pen[:] = 1.0
+    path.start(-np.ones(3), 1.0, 10, level=1.0)
+    uniform = path._join_steps(a.copy())
+    np.testing.assert_allclose(uniform, [0.8 / 1.5, 0.2, 0.025])
+    path.start(-np.ones(3), 1.0, 10)  # the general weighted formula agrees
+    np.testing.assert_allclose(path._join_steps(a.copy()), uniform)
+    path.start(-np.ones(3), 1.0, 10, level=1.0, blocked=[2])
+    assert path._join_steps(a.copy())[2] == np.inf
+
+
+def test_lockstep_paths_equal_one_path_per_question():
+    from vqadiag.questions.lasso import lockstep_homotopy
+
+    d, lam = 12, 1e-6
+    P = _embeddings(200, d, 5)
+    B = _embeddings(4, d, 6).T.copy()
+    together = lockstep_homotopy(P, B, lam)
+    for i, path in enumerate(together):
+        alone = homotopy_lasso(P, B[:, i], lam)
+        assert path.steps == alone.steps
+        np.testing.assert_allclose(path.coef, alone.coef, atol=1e-12)
+
+
+def test_path_and_rounds_strategies_agree_near_basis_pursuit():
+    d, lam = 20, 1e-6
+    P = _embeddings(500, d, 7)
+    B = _embeddings(3, d, 8).T.copy()
+    exclude = [None, 11, None]
+    by_path = solve_chunk(P, B, lam, exclude=exclude)
+    by_rounds = solve_chunk(P, B, lam, exclude=exclude, strategy="rounds")
+    for a, b in zip(by_path, by_rounds, strict=True):
+        assert a.exact and b.exact
+        np.testing.assert_array_equal(np.sort(a.support), np.sort(b.support))
+        np.testing.assert_allclose(
+            a.coef[np.argsort(a.support)], b.coef[np.argsort(b.support)], atol=1e-9
+        )
+    assert 11 not in set(by_path[1].support.tolist())
+
+
+def test_unknown_strategy_is_refused():
+    with pytest.raises(ValueError, match="unknown LASSO strategy 'fast'"):
+        solve_chunk(np.eye(3), np.eye(3)[:, :1], strategy="fast")

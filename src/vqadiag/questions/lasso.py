@@ -6,27 +6,28 @@ columns of ``A`` (d × n; stored here as the rows of ``P = Aᵀ``, n × d)::
     x* = argmin_x  ½‖Ax − b‖² + λ‖x‖₁            (λ = 1e-6 in the paper)
 
 The pool is ranked by ``x*`` (largest first). At such a small λ the problem is
-close to basis pursuit (up to d non-zeros), so screening rules remove nothing.
-The solver here is exact and fast:
+basis pursuit in all but name: about d non-zeros, spread over the whole pool
+(in ``|Aᵀb|`` rank they are uniform), so screening rules remove nothing and
+candidate sets by ``|Aᵀb|`` need many rounds. Two exact strategies
+(:func:`solve_chunk`):
 
-1. **Candidates** — the ``k`` pool entries with the largest ``|Aᵀb|``.
-2. **Restricted solve** — our LARS-LASSO homotopy (:func:`homotopy_lasso`:
-   joins, drops, and pivots once d rows are active, ``G_E⁻¹`` by rank-one
-   updates, final coefficients re-solved directly). scikit-learn's
-   ``lars_path`` is the fallback; it minimises
-   ``1/(2·n_samples)‖y − Xw‖² + α‖w‖₁`` with ``n_samples = d`` rows, so
-   ``α = λ / d`` gives the same minimiser (but it stops early at tiny α, so
-   its answers are often not exact; the KKT check says so).
-3. **KKT check** over the *whole* pool — ``x*`` is optimal iff
-   ``|A_jᵀ(b − Ax*)| ≤ λ`` for every j (with equality and the sign of
-   ``x_j`` where ``x_j ≠ 0``). The correlations of all pool entries with the
-   residuals of a chunk of main questions are one matrix product
-   ``P @ R`` ((n × d) @ (d × chunk)).
-4. **Violators** (``|A_jᵀr| > λ(1 + rtol)``) join the candidate set; repeat
-   until none is left (``exact = True``: the KKT conditions hold on the support,
-   with the coefficients' signs, and off it, over the whole pool) or
-   ``max_rounds`` is reached / the restricted solve itself fails the check
-   (``exact = False``, the last solution is kept).
+* ``path`` (default) — our LARS-LASSO homotopy (:class:`LassoPath`: joins,
+  drops, and pivots once d rows are active, ``G_E⁻¹`` by rank-one updates,
+  final coefficients re-solved directly) over the whole pool, for a chunk of
+  main questions side by side (:func:`lockstep_homotopy`), so that the pool is
+  read once per segment for the chunk: one (m × d)(d × n) product.
+* ``rounds`` — candidates (the ``k`` largest ``|Aᵀb|``), the homotopy on them,
+  the KKT check, the largest violators join; repeat. scikit-learn's
+  ``lars_path`` is its fallback; it minimises
+  ``1/(2·n_samples)‖y − Xw‖² + α‖w‖₁`` with ``n_samples = d`` rows, so
+  ``α = λ / d`` gives the same minimiser (but it stops early at tiny α, so
+  its answers are often not exact; the KKT check says so).
+
+Either way every answer is checked against the **KKT conditions** over the
+*whole* pool — ``x*`` is optimal iff ``|A_jᵀ(b − Ax*)| ≤ λ`` for every j (with
+equality and the sign of ``x_j`` where ``x_j ≠ 0``); for a chunk of main
+questions that is one product ``P @ R`` ((n × d) @ (d × chunk)) — and
+``exact`` says whether it passed (within ``λ·KKT_RTOL + KKT_ATOL``).
 
 A main question never ranks itself: its own pool entry (``exclude``) is
 removed from the problem (as if the column were not in ``A``).
@@ -109,7 +110,7 @@ class LassoPath:
     active rows (they span R^d) a join is a pivot (:meth:`swap_in`).
     """
 
-    def __init__(self, Xr: np.ndarray, b: np.ndarray) -> None:
+    def __init__(self, Xr: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> None:
         self.Xr = Xr
         self.b = b
         d = Xr.shape[1]
@@ -118,9 +119,8 @@ class LassoPath:
         self.M = np.empty((self.cap, self.cap))
         self.wE = np.zeros(self.cap)
         self.act: list[int] = []
-        self.is_active = np.zeros(Xr.shape[0], dtype=bool)
         self.n = 0
-        self.c = Xr @ b
+        self.c = Xr @ b if c is None else c
         self.pen = np.zeros(Xr.shape[0])
         self.steps = 0
 
@@ -142,14 +142,13 @@ class LassoPath:
         if alpha <= 1e-10 * float(xj @ xj):
             return False
         if n:
-            M[:n, :n] += np.outer(v, v) / alpha
+            M[:n, :n] += np.outer(v, v / alpha)
             M[:n, n] = -v / alpha
             M[n, :n] = -v / alpha
         M[n, n] = 1.0 / alpha
         self.XE[n] = xj
         self.wE[n] = 0.0
         self.act.append(j)
-        self.is_active[j] = True
         self.n = n + 1
         return True
 
@@ -165,81 +164,154 @@ class LassoPath:
             wE[[q, last]] = wE[[last, q]]
             act[q], act[last] = act[last], act[q]
         pivot = M[last, last]
-        M[:last, :last] -= np.outer(M[:last, last], M[last, :last]) / pivot
-        self.is_active[act.pop()] = False
+        M[:last, :last] -= np.outer(M[:last, last] / pivot, M[last, :last])
+        act.pop()
         self.n = last
 
     def residual(self) -> np.ndarray:
         """``b − Xr_Eᵀ w_E``."""
         return self.b - self.XE[: self.n].T @ self.wE[: self.n]
 
-    def extend(self, Xr: np.ndarray, new_pen: np.ndarray) -> None:
-        """Rows appended to ``Xr`` (the old rows first, unchanged) with penalties ``new_pen``."""
-        old = self.Xr.shape[0]
-        self.Xr = Xr
-        self.is_active = np.concatenate([self.is_active, np.zeros(Xr.shape[0] - old, bool)])
-        self.pen = np.concatenate([self.pen, new_pen])
-        self.c = Xr @ self.residual()
-
     # -- the homotopy ----------------------------------------------------------------
-    def run(self, dpen: np.ndarray, length: float, max_steps: int) -> bool:
-        """Move penalties by ``γ·dpen`` for γ from 0 to ``length``; False if it degenerates."""
-        Xr = self.Xr
-        c, pen = self.c, self.pen
-        just_dropped = -1
-        remaining = length
-        for step in range(max_steps):
-            n = self.n
-            act = self.act
-            if n:
-                s = np.sign(c[act])
-                dx = -(self.M[:n, :n] @ (dpen[act] * s))
-                a = Xr @ (self.XE[:n].T @ (-dx))  # dc/dγ
-            else:
-                dx = np.empty(0)
-                a = np.zeros_like(c)
+    def start(
+        self,
+        dpen: np.ndarray,
+        length: float,
+        max_steps: int,
+        *,
+        level: float | None = None,
+        blocked: Sequence[int] = (),
+    ) -> None:
+        """Prepare to move penalties by ``γ·dpen`` for γ from 0 to ``length`` (:meth:`advance`).
+
+        ``level``: every penalty equals ``level`` and falls at rate 1 (``dpen = −1``),
+        except the ``blocked`` rows, which never join (the fast plain path).
+        """
+        self.dpen = dpen
+        self.uniform = level is not None
+        self.pen_level = level
+        self.blocked = np.asarray(blocked, dtype=np.int64)
+        self.remaining = length
+        self.steps_left = max_steps
+        self.just_dropped = -1
+        self.status: bool | None = None  # None while running, then True (done) / False
+        self.dx = np.empty(0)
+
+    def direction(self) -> np.ndarray | None:
+        """Fit direction ``u`` of the next segment (d,): ``dc/dγ = Xr @ u``; None when E = ∅.
+
+        With signs ``s_E``, ``dw_E/dγ = −G_E⁻¹ (dpen_E ∘ s_E)`` and the fit moves by
+        ``X_Eᵀ dw_E``, so every correlation ``c = Xr (b − X_Eᵀ w_E)`` moves by
+        ``−Xr X_Eᵀ dw_E``. Callers may batch ``Xr @ u`` over many paths (one GEMM).
+        """
+        n = self.n
+        if not n:
+            self.dx = np.empty(0)
+            return None
+        act = self.act
+        s = np.sign(self.c[act])
+        self.dx = -(self.M[:n, :n] @ (self.dpen[act] * s))
+        return self.XE[:n].T @ (-self.dx)
+
+    def _join_steps(self, a: np.ndarray) -> np.ndarray:
+        """Step γ at which each inactive row's correlation meets its moving penalty (∞: never).
+
+        Row j joins when ``c_j + γa_j = ±(pen_j + γ·dpen_j)``. With every penalty
+        equal and falling at rate 1 (the plain path, :attr:`uniform`) this is
+        ``(pen − c_j)/(1 + a_j)`` or ``(pen + c_j)/(1 − a_j)``, whichever is
+        positive and smaller; ``blocked`` rows never join.
+        """
+        c, pen, dpen = self.c, self.pen, self.dpen
+        if self.uniform:
+            p = float(self.pen_level)
+            den = 1.0 + a
+            g1 = np.divide(p - c, den, out=np.full_like(c, np.inf), where=den > 0)
+            np.subtract(1.0, a, out=den)
+            g2 = np.divide(p + c, den, out=np.full_like(c, np.inf), where=den > 0)
+            gj = np.minimum(g1, g2, out=g1)
+            gj[gj <= 1e-15] = np.inf
+            gj[self.blocked] = np.inf
+        else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 g1 = (pen - c) / (a - dpen)  # c_j + γa_j = +(pen_j + γ dpen_j)
                 g2 = -(pen + c) / (a + dpen)  # c_j + γa_j = −(pen_j + γ dpen_j)
             g1[(g1 <= 1e-15) | ~np.isfinite(g1)] = np.inf
             g2[(g2 <= 1e-15) | ~np.isfinite(g2)] = np.inf
-            gj = np.minimum(g1, g2)
-            gj[self.is_active] = np.inf
-            if just_dropped >= 0:
-                gj[just_dropped] = np.inf
-            j_join = int(np.argmin(gj))
-            gamma_join = float(gj[j_join])
-            gamma_drop, q_drop = np.inf, -1
-            if n:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    gd = -self.wE[:n] / dx
-                gd[(gd <= 1e-15) | ~np.isfinite(gd)] = np.inf
-                q_drop = int(np.argmin(gd))
-                gamma_drop = float(gd[q_drop])
-            gamma = min(gamma_join, gamma_drop, remaining)
-            finished = gamma == remaining
-            if n:
-                self.wE[:n] += gamma * dx
-            c += gamma * a
+            gj = np.minimum(g1, g2, out=g1)
+        gj[self.act] = np.inf
+        return gj
+
+    def advance(self, a: np.ndarray | None) -> bool:
+        """One segment given ``a = dc/dγ`` (``Xr @ direction()``); True while still running.
+
+        Steps to the first event: a correlation reaching its (moving) penalty
+        (join), an active coefficient reaching 0 (drop) or the end of the move.
+        """
+        c, pen, dpen, dx = self.c, self.pen, self.dpen, self.dx
+        n, act = self.n, self.act
+        if a is None:
+            a = np.zeros_like(c)
+        gj = self._join_steps(a)
+        if self.just_dropped >= 0:
+            gj[self.just_dropped] = np.inf
+        j_join = int(np.argmin(gj))
+        gamma_join = float(gj[j_join])
+        gamma_drop, q_drop = np.inf, -1
+        if n:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gd = -self.wE[:n] / dx
+            gd[(gd <= 1e-15) | ~np.isfinite(gd)] = np.inf
+            q_drop = int(np.argmin(gd))
+            gamma_drop = float(gd[q_drop])
+        gamma = min(gamma_join, gamma_drop, self.remaining)
+        finished = gamma == self.remaining
+        if n:
+            self.wE[:n] += gamma * dx
+        c += gamma * a
+        if self.uniform:
+            self.pen_level -= gamma
+        else:
             pen += gamma * dpen
-            remaining -= gamma
-            self.steps += 1
-            if finished:
-                return True
-            if step % 64 == 63:  # refresh correlations against drift
-                c[:] = Xr @ self.residual()
-            if gamma_drop <= gamma_join:
-                just_dropped = act[q_drop]
-                self.wE[q_drop] = 0.0
-                self.drop(q_drop)
-            else:
-                just_dropped = -1
-                if not self.add(j_join):
-                    swapped = self.swap_in(j_join, np.sign(c[j_join]))
-                    if swapped < 0:
-                        return False
-                    just_dropped = swapped
-        return False
+        self.remaining -= gamma
+        self.steps += 1
+        self.steps_left -= 1
+        if finished:
+            self.status = True
+            return False
+        if self.steps % 64 == 63:  # refresh correlations against drift
+            c[:] = self.Xr @ self.residual()
+        if gamma_drop <= gamma_join:
+            self.just_dropped = act[q_drop]
+            self.wE[q_drop] = 0.0
+            self.drop(q_drop)
+        else:
+            self.just_dropped = -1
+            if not self.add(j_join):
+                swapped = self.swap_in(j_join, np.sign(c[j_join]))
+                if swapped < 0:
+                    self.status = False
+                    return False
+                self.just_dropped = swapped
+        if self.steps_left <= 0:
+            self.status = False
+            return False
+        return True
+
+    def run(
+        self,
+        dpen: np.ndarray,
+        length: float,
+        max_steps: int,
+        *,
+        level: float | None = None,
+        blocked: Sequence[int] = (),
+    ) -> bool:
+        """Move penalties by ``γ·dpen`` for γ from 0 to ``length``; False if it degenerates."""
+        self.start(dpen, length, max_steps, level=level, blocked=blocked)
+        while True:
+            u = self.direction()
+            if not self.advance(None if u is None else self.Xr @ u):
+                return bool(self.status)
 
     def swap_in(self, j: int, sign: float) -> int:
         """Join row j when it lies in the span of the active rows (|E| = d): a pivot.
@@ -305,7 +377,8 @@ def homotopy_lasso(
     if lam_max > lam:
         if not path.add(int(np.argmax(np.abs(path.c)))):
             return None
-        if not path.run(-np.ones(k), lam_max - lam, max_steps or 8 * d + 100):
+        level = max(lam_max, lam)
+        if not path.run(-np.ones(k), lam_max - lam, max_steps or 8 * d + 100, level=level):
             return None
     path.pen[:] = lam
     coef = path.polish(lam)
@@ -313,6 +386,77 @@ def homotopy_lasso(
         return None
     path.coef = coef
     return path
+
+
+def lockstep_homotopy(
+    P: np.ndarray,
+    B: np.ndarray,
+    lam: float,
+    *,
+    exclude: Sequence[int | None] | None = None,
+    max_steps: int | None = None,
+) -> list[LassoPath | None]:
+    """:func:`homotopy_lasso` over the whole pool for every main question (columns of B).
+
+    The paths run side by side: at each segment the correlation directions of
+    all running paths are one matrix product ``[u_1 … u_m]ᵀ Pᵀ`` (m × n), so the
+    pool is read once per segment for the whole chunk instead of once per
+    question. ``exclude[i]`` (a pool row) never joins path i (it is blocked).
+    Paths that degenerate come back as None.
+    """
+    n, d = P.shape
+    m = B.shape[1]
+    exclude = list(exclude) if exclude is not None else [None] * m
+    C = (B.T @ P.T) if m else np.empty((0, n))  # m × n correlations
+    paths: list[LassoPath | None] = []
+    live: list[LassoPath] = []
+    for i in range(m):
+        path = LassoPath(P, B[:, i], c=C[i].copy())
+        dpen = -np.ones(n)
+        c_abs = np.abs(path.c)
+        if exclude[i] is not None:
+            c_abs[exclude[i]] = 0.0
+        lam_max = float(c_abs.max()) if n else 0.0
+        path.pen[:] = max(lam_max, lam)
+        blocked = [] if exclude[i] is None else [exclude[i]]
+        paths.append(path)
+        if lam_max <= lam:
+            path.status = True
+            continue
+        if not path.add(int(np.argmax(c_abs))):
+            paths[i] = None
+            continue
+        path.start(
+            dpen, lam_max - lam, max_steps or 8 * d + 100, level=path.pen[0], blocked=blocked
+        )
+        live.append(path)
+    while live:
+        dirs = [path.direction() for path in live]
+        moving = [u for u in dirs if u is not None]
+        A = np.dot(np.vstack(moving), P.T) if moving else None
+        still: list[LassoPath] = []
+        row = 0
+        for path, u in zip(live, dirs, strict=True):
+            a = None
+            if u is not None:
+                a = A[row]
+                row += 1
+            if path.advance(a):
+                still.append(path)
+        live = still
+    for i, path in enumerate(paths):
+        if path is None:
+            continue
+        if not path.status:
+            paths[i] = None
+            continue
+        path.pen[:] = lam
+        coef = path.polish(lam)
+        if coef is None:
+            paths[i] = None
+            continue
+        path.coef = coef
+    return paths
 
 
 def restricted_lasso(X: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
@@ -331,29 +475,108 @@ def _top_abs(values: np.ndarray, k: int) -> np.ndarray:
     return np.sort(part)
 
 
+STRATEGIES = ("path", "rounds")
+
+
+def _kkt_violations(
+    g: np.ndarray, support: np.ndarray, coef: np.ndarray, lam: float, exclude: int | None
+) -> tuple[bool, np.ndarray]:
+    """KKT check of one solution given ``g = Aᵀr`` over the whole pool.
+
+    Returns whether every support entry has ``A_jᵀr = λ·sign(x_j)`` (within the
+    tolerance) and the pool entries off the support with ``|A_jᵀr| > λ``.
+    """
+    active_ok = bool(np.all(np.abs(g[support] - lam * np.sign(coef)) <= lam * KKT_RTOL + KKT_ATOL))
+    viol = np.abs(g) > lam * (1.0 + KKT_RTOL) + KKT_ATOL
+    viol[support] = False
+    if exclude is not None:
+        viol[exclude] = False
+    return active_ok, viol
+
+
 def solve_chunk(
     P: np.ndarray,
     B: np.ndarray,
     lam: float = DEFAULT_LAMBDA,
     *,
     exclude: Sequence[int | None] | None = None,
+    strategy: str = "path",
     n_candidates: int | None = None,
     add_per_round: int | None = None,
     max_rounds: int = 30,
 ) -> list[LassoSolution]:
     """Exact LASSO solutions for a chunk of main questions (columns of ``B``, d × m).
 
-    ``P`` is the pool (n × d, rows = embeddings, float64). The KKT check of
-    all unfinished questions is one product ``P @ R``. ``exclude[i]`` is the
-    pool index of main question i's own text (removed from its problem).
-    Defaults: ``n_candidates = 2d`` (clamped to n), ``add_per_round`` = every violator
-    (fewest rounds: near basis pursuit most of the pool violates after round 1).
+    ``P`` is the pool (n × d, rows = embeddings, float64); ``exclude[i]`` is the
+    pool index of main question i's own text (removed from its problem). Every
+    solution is checked against the KKT conditions over the whole pool (one
+    product ``P @ R`` for the chunk) and says whether it is ``exact``.
+
+    * ``strategy="path"`` (default): the homotopy over the whole pool for all
+      mains side by side (:func:`lockstep_homotopy`). Near basis pursuit the
+      support is spread over the whole pool, so this is the fastest exact way
+      measured (``benchmarks/bench_lasso_ranking.py``). A main whose path
+      degenerates or fails the check is re-solved by ``rounds``.
+    * ``strategy="rounds"``: candidates by ``|Aᵀb|`` (``n_candidates``, default
+      2d), the homotopy on them, the KKT check, the ``add_per_round`` (default
+      d) largest violators join; repeat up to ``max_rounds``.
     """
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"unknown LASSO strategy {strategy!r}; choose from {', '.join(STRATEGIES)}"
+        )
     n, d = P.shape
     m = B.shape[1]
     exclude = list(exclude) if exclude is not None else [None] * m
+    if strategy == "rounds":
+        return _solve_rounds(P, B, lam, exclude, n_candidates, add_per_round, max_rounds)
+    paths = lockstep_homotopy(P, B, lam, exclude=exclude)
+    R = np.zeros((d, m))
+    for i, path in enumerate(paths):
+        if path is not None:
+            R[:, i] = B[:, i] - P.T @ path.coef
+    G = P @ R
+    sols: list[LassoSolution | None] = [None] * m
+    retry: list[int] = []
+    for i, path in enumerate(paths):
+        if path is None:
+            retry.append(i)
+            continue
+        nz = np.flatnonzero(path.coef)
+        active_ok, viol = _kkt_violations(G[:, i], nz, path.coef[nz], lam, exclude[i])
+        if not active_ok or viol.any():
+            retry.append(i)
+            continue
+        sols[i] = LassoSolution(support=nz, coef=path.coef[nz], exact=True, rounds=1, candidates=n)
+    if retry:
+        again = _solve_rounds(
+            P,
+            B[:, retry],
+            lam,
+            [exclude[i] for i in retry],
+            n_candidates,
+            add_per_round,
+            max_rounds,
+        )
+        for i, sol in zip(retry, again, strict=True):
+            sols[i] = sol
+    return [s for s in sols if s is not None]
+
+
+def _solve_rounds(
+    P: np.ndarray,
+    B: np.ndarray,
+    lam: float,
+    exclude: list[int | None],
+    n_candidates: int | None,
+    add_per_round: int | None,
+    max_rounds: int,
+) -> list[LassoSolution]:
+    """The ``rounds`` strategy of :func:`solve_chunk` (candidates → homotopy → KKT → violators)."""
+    n, d = P.shape
+    m = B.shape[1]
     k0 = min(n, n_candidates if n_candidates is not None else 2 * d)
-    step = add_per_round if add_per_round is not None else n
+    step = add_per_round if add_per_round is not None else d
     corr = P @ B  # n × m
     cands: list[np.ndarray] = []
     for i in range(m):
@@ -368,7 +591,6 @@ def solve_chunk(
     coefs: list[np.ndarray] = [np.empty(0)] * m
     pending = list(range(m))
     rounds = 0
-    limit = lam * (1.0 + KKT_RTOL) + KKT_ATOL
     while pending:
         rounds += 1
         R = np.empty((d, len(pending)))
@@ -386,16 +608,7 @@ def solve_chunk(
             g = G[:, col]
             nz = np.flatnonzero(coefs[i])
             support = cands[i][nz]
-            # active entries: A_jᵀr = λ·sign(x_j) (within the tolerance)
-            active_ok = bool(
-                np.all(
-                    np.abs(g[support] - lam * np.sign(coefs[i][nz])) <= lam * KKT_RTOL + KKT_ATOL
-                )
-            )
-            viol = np.abs(g) > limit
-            viol[support] = False
-            if exclude[i] is not None:
-                viol[exclude[i]] = False
+            active_ok, viol = _kkt_violations(g, support, coefs[i][nz], lam, exclude[i])
             inside = bool(viol[cands[i]].any())  # the restricted solve itself is off
             viol[cands[i]] = False
             violators = np.flatnonzero(viol)
