@@ -298,16 +298,13 @@ class LassoPath:
         return True
 
     def run(
-        self,
-        dpen: np.ndarray,
-        length: float,
-        max_steps: int,
-        *,
-        level: float | None = None,
-        blocked: Sequence[int] = (),
+        self, dpen: np.ndarray, length: float, max_steps: int, *, level: float | None = None
     ) -> bool:
-        """Move penalties by ``γ·dpen`` for γ from 0 to ``length``; False if it degenerates."""
-        self.start(dpen, length, max_steps, level=level, blocked=blocked)
+        """Move penalties by ``γ·dpen`` for γ from 0 to ``length``; False if it degenerates.
+
+        ``level`` as in :meth:`start` (every penalty equal, falling at rate 1).
+        """
+        self.start(dpen, length, max_steps, level=level)
         while True:
             u = self.direction()
             if not self.advance(None if u is None else self.Xr @ u):
