@@ -103,8 +103,8 @@ class LassoPath:
 
     Rows are pool questions (k × d). The state is an exact solution of the
     weighted problem ``min ½‖Xrᵀw − b‖² + Σ_j pen_j |w_j|`` for the current
-    penalties ``pen``; :meth:`run` moves the penalties linearly (rates
-    ``dpen``) and follows the solution through joins (an inactive row's
+    penalties ``pen``; :meth:`start` + :meth:`advance` move the penalties linearly (rates
+    ``dpen``) and follow the solution through joins (an inactive row's
     correlation reaches its penalty) and drops (an active coefficient reaches
     0). ``G_E⁻¹`` is kept by rank-one updates, O(|E|²) per event. With d
     active rows (they span R^d) a join is a pivot (:meth:`swap_in`).
@@ -297,19 +297,6 @@ class LassoPath:
             return False
         return True
 
-    def run(
-        self, dpen: np.ndarray, length: float, max_steps: int, *, level: float | None = None
-    ) -> bool:
-        """Move penalties by ``γ·dpen`` for γ from 0 to ``length``; False if it degenerates.
-
-        ``level`` as in :meth:`start` (every penalty equal, falling at rate 1).
-        """
-        self.start(dpen, length, max_steps, level=level)
-        while True:
-            u = self.direction()
-            if not self.advance(None if u is None else self.Xr @ u):
-                return bool(self.status)
-
     def swap_in(self, j: int, sign: float) -> int:
         """Join row j when it lies in the span of the active rows (|E| = d): a pivot.
 
@@ -367,22 +354,7 @@ def homotopy_lasso(
     ``coef`` re-solved directly on the final active set) or None when it
     degenerates; callers then fall back to :func:`sklearn_restricted_lasso`.
     """
-    k, d = Xr.shape
-    path = LassoPath(Xr, b)
-    lam_max = float(np.max(np.abs(path.c))) if k else 0.0
-    path.pen[:] = max(lam_max, lam)
-    if lam_max > lam:
-        if not path.add(int(np.argmax(np.abs(path.c)))):
-            return None
-        level = max(lam_max, lam)
-        if not path.run(-np.ones(k), lam_max - lam, max_steps or 8 * d + 100, level=level):
-            return None
-    path.pen[:] = lam
-    coef = path.polish(lam)
-    if coef is None:
-        return None
-    path.coef = coef
-    return path
+    return lockstep_homotopy(Xr, b[:, None], lam, max_steps=max_steps)[0]
 
 
 def lockstep_homotopy(
@@ -393,7 +365,7 @@ def lockstep_homotopy(
     exclude: Sequence[int | None] | None = None,
     max_steps: int | None = None,
 ) -> list[LassoPath | None]:
-    """:func:`homotopy_lasso` over the whole pool for every main question (columns of B).
+    """The LARS-LASSO homotopy (:func:`homotopy_lasso`) over the rows of P for every column of B.
 
     The paths run side by side: at each segment the correlation directions of
     all running paths are one matrix product ``[u_1 … u_m]ᵀ Pᵀ`` (m × n), so the
