@@ -29,8 +29,12 @@ Figures printed, all from the same run (ratios matter, not absolute times):
   default ``tol`` and once with ``--tol``/``--max-iter``: time per question,
   whether it converged, the KKT ratio ``max|Aᵀr|/λ`` of its answer (1 at the
   optimum), objective (ours ≤ theirs), identical top-21;
+* the floor: the (chunk × d)(d × n) product alone, timed in the same run, times
+  the segments each path took (what the path costs with no bookkeeping at all),
+  and d such products in float32 (any exact method that prices the whole pool
+  once per pivot needs at least d pivots, one per non-zero);
 * the projection to ``--project`` mains and the issue's targets (10 minutes for
-  10,000 × 100,000; ≥ 50× scikit-learn), met or not.
+  10,000 × 100,000; ≥ 50× scikit-learn), met or not, next to both floors.
 """
 
 from __future__ import annotations
@@ -116,6 +120,19 @@ def solve_all(P, B, lam, chunk, strategy, label):
     return sols, time.perf_counter() - t0
 
 
+def product_seconds(P: np.ndarray, chunk: int, dtype, reps: int = 5) -> float:
+    """Median seconds of one (chunk × d)(d × n) product: one homotopy segment for a chunk."""
+    Pd = np.ascontiguousarray(P, dtype=dtype)
+    U = np.random.default_rng(0).standard_normal((chunk, P.shape[1])).astype(dtype)
+    np.dot(U, Pd.T)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.dot(U, Pd.T)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 def dense(sol, n: int) -> np.ndarray:
     x = np.zeros(n)
     x[sol.support] = sol.coef
@@ -169,6 +186,21 @@ def main() -> None:
         f"exact (KKT verified over the pool) {exact}/{args.mains}; non-zeros mean {nnz.mean():.0f}"
     )
 
+    # ---- the floor: the per-segment product alone, no bookkeeping, same machine and run
+    segs = np.array([s.segments for s in sols])
+    t64 = product_seconds(P, args.chunk, np.float64) / args.chunk
+    t32 = product_seconds(P, args.chunk, np.float32) / args.chunk
+    floor_path = segs.mean() * t64
+    floor_any = d * t32
+    print(
+        f"floor: one pool product per question and segment takes {1000 * t64:.2f} ms (float64), "
+        f"{1000 * t32:.2f} ms (float32); segments per question mean {segs.mean():.0f} "
+        f"(min {segs.min()}, max {segs.max()}); the path can be no faster than "
+        f"{1000 * floor_path:.0f} ms/question ({floor_path / per_q:.0%} of its time), and any "
+        f"method that reads the pool once per pivot needs ≥ d = {d} pivots: "
+        f"≥ {1000 * floor_any:.0f} ms/question in float32"
+    )
+
     # ---- ours, strategy "rounds" (candidates → KKT → violators), a sample
     k = min(args.rounds_sample, args.mains)
     if k:
@@ -213,7 +245,9 @@ def main() -> None:
     verdict = "met" if ratio <= 1 else f"NOT met, {ratio:.1f}× over"
     print(
         f"projection: {args.project} mains × pool {n} ≈ {projected / 60:.1f} min on this machine "
-        f"(target {args.target_s / 60:.0f} min: {verdict})"
+        f"(target {args.target_s / 60:.0f} min: {verdict}); floors: the path's products alone "
+        f"{floor_path * args.project / 60:.0f} min, d pool-wide pivots in float32 "
+        f"{floor_any * args.project / 60:.0f} min"
     )
 
 

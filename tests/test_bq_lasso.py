@@ -186,3 +186,17 @@ def test_path_and_rounds_strategies_agree_near_basis_pursuit():
 def test_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="unknown LASSO strategy 'fast'"):
         solve_chunk(np.eye(3), np.eye(3)[:, :1], strategy="fast")
+
+
+@pytest.mark.parametrize("strategy", ["path", "rounds"])
+def test_segments_count_the_homotopy_events(strategy):
+    # a1 = (1, 0), a2 = (0.6, 0.8), b = (1, 1)/√2: Aᵀb = (0.7071, 0.9899), so a2 is
+    # active from λ_max = 0.9899; segment 1 ends when a1's correlation meets the
+    # falling penalty (a join), segment 2 runs both to λ = 0.1 (the hand-worked case above)
+    P = np.array([[1.0, 0.0], [0.6, 0.8]])
+    b = np.array([1.0, 1.0]) / np.sqrt(2)
+    sol = solve_chunk(P, b[:, None], 0.1, strategy=strategy)[0]
+    assert sol.exact and sol.rounds == 1
+    assert sol.segments == 2
+    coef = sol.coef[np.argsort(sol.support)]
+    np.testing.assert_allclose(coef, [0.11427670, 0.82138347], atol=1e-7)

@@ -55,7 +55,8 @@ class LassoSolution:
     ``support`` are pool indices with non-zero coefficient ``coef`` (same
     order); ``exact`` tells whether the KKT conditions were verified over the
     whole pool; ``rounds`` is the number of restricted solves; ``candidates``
-    the size of the last candidate set.
+    the size of the last candidate set; ``segments`` the homotopy segments
+    followed, summed over rounds (each reads every candidate row once).
     """
 
     support: np.ndarray
@@ -63,6 +64,7 @@ class LassoSolution:
     exact: bool
     rounds: int
     candidates: int
+    segments: int = 0
 
 
 def soft_threshold(z: np.ndarray, lam: float) -> np.ndarray:
@@ -516,7 +518,9 @@ def solve_chunk(
         if not active_ok or viol.any():
             retry.append(i)
             continue
-        sols[i] = LassoSolution(support=nz, coef=path.coef[nz], exact=True, rounds=1, candidates=n)
+        sols[i] = LassoSolution(
+            support=nz, coef=path.coef[nz], exact=True, rounds=1, candidates=n, segments=path.steps
+        )
     if retry:
         again = _solve_rounds(
             P,
@@ -558,6 +562,7 @@ def _solve_rounds(
         cands.append(idx)
     sols: list[LassoSolution | None] = [None] * m
     coefs: list[np.ndarray] = [np.empty(0)] * m
+    segments = [0] * m
     pending = list(range(m))
     rounds = 0
     while pending:
@@ -570,6 +575,7 @@ def _solve_rounds(
                 coefs[i] = sklearn_restricted_lasso(np.ascontiguousarray(Xr.T), B[:, i], lam)
             else:
                 coefs[i] = path.coef
+                segments[i] += path.steps
             R[:, col] = B[:, i] - Xr.T @ coefs[i]
         G = P @ R  # KKT: correlations of every pool entry with each residual
         still: list[int] = []
@@ -589,6 +595,7 @@ def _solve_rounds(
                     exact=violators.size == 0 and active_ok and not inside,
                     rounds=rounds,
                     candidates=int(cands[i].size),
+                    segments=segments[i],
                 )
                 continue
             if violators.size > step:
