@@ -130,6 +130,14 @@ def test_sigkill_then_restart_gives_the_uninterrupted_numbers(world, updn, tmp_p
     env = {**os.environ, "COLUMNS": "120"}
     full = tmp_path / "full"
     subprocess.run([*base, "--out", str(full)], check=True, capture_output=True, env=env)
+    # the importance figures of the report card: 100 × the mean of the per-question values
+    result = json.loads((full / "results.json").read_text())
+    rows = [json.loads(x) for x in (full / "per_question.jsonl").open()]
+    for method in result["suites"]["importance"]["methods"]:
+        key = f"{method}_relevant_score"
+        values = [r["values"][key] for r in rows if key in r["values"]]
+        assert result["summary"][key]["value"] == pytest.approx(100 * sum(values) / len(values))
+    assert {"attention", "loo", "gradcam"} <= set(result["suites"]["importance"]["methods"])
     killed = tmp_path / "killed"
     proc = subprocess.Popen([*base, "--out", str(killed)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

@@ -14,7 +14,15 @@ FIX = Path(__file__).parent / "fixtures"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 SECTIONS = ("models", "card", "comparisons", "plots", "drilldown", "about")
-PLOTS = ("ood_curve", "noise", "fpvg_categories", "c2i", "consistency_quadrants", "suff_comp")
+PLOTS = (
+    "ood_curve",
+    "noise",
+    "fpvg_categories",
+    "c2i",
+    "consistency_quadrants",
+    "suff_comp",
+    "importance",
+)
 
 
 @pytest.fixture(scope="module")

@@ -81,6 +81,25 @@ def test_statistics_are_compared_by_paired_bootstrap(built):
     assert cons["test"] == "paired_bootstrap"  # clustered by main question
 
 
+def test_importance_figures_and_the_methods_not_run(built):
+    result, _ = built
+    assert _cell(result, "updn", "attention_relevant_score")["estimate"]["value"] == 80.0
+    assert _cell(result, "updn", "loo_relevant_score")["estimate"]["value"] == 60.0
+    # a method the model could not run: "not run" with the suite's reason for that method
+    cell = _cell(result, "updn", "gradcam_relevant_score")
+    assert cell["estimate"] is None and cell["not_run"] == "model has no gradients"
+    cell = _cell(result, "question_only", "attention_relevant_score")
+    assert cell["estimate"] is None and cell["not_run"] == "model has no attention"
+    cell = _cell(result, "symbolic", "loo_relevant_score")
+    assert cell["not_run"] == "model has no object masking"  # the whole suite skipped
+    # LOO 20 vs 60 on the same 10 questions: discordant 0 vs 4 → McNemar p = 2/16
+    vs = _cell(result, "question_only", "loo_relevant_score")["vs_reference"]
+    assert vs["test"] == "mcnemar_exact" and vs["p_value"] == pytest.approx(0.125)
+    assert vs["difference"]["value"] == pytest.approx(-40.0)
+    # attention: only updn has it, so there is nothing to compare
+    assert not any(c["metric"] == "attention_relevant_score" for c in result["comparisons"])
+
+
 def test_other_data_is_not_paired(built):
     result, _ = built
     cmp = _cmp(result, "updn", "symbolic", "accuracy")
@@ -104,6 +123,7 @@ def test_plot_data_and_images(built):
         "c2i",
         "consistency_quadrants",
         "suff_comp",
+        "importance",
     ]
     curve = plots["ood_curve"]["models"][0]
     assert curve["model"] == "updn" and len(curve["points"]) == 22
@@ -118,9 +138,26 @@ def test_plot_data_and_images(built):
         50.0,
         40.0,
     ]
+    importance = plots["importance"]
+    assert list(importance["labels"]) == [  # GradCAM: no model ran it
+        "attention|fpvg_plus",
+        "attention|fpvg_minus",
+        "loo|fpvg_plus",
+        "loo|fpvg_minus",
+    ]
+    updn, question_only = importance["models"]
+    assert {k: e["value"] for k, e in updn["values"].items()} == {
+        "attention|fpvg_plus": 75.0,
+        "attention|fpvg_minus": 100.0,
+        "loo|fpvg_plus": 75.0,
+        "loo|fpvg_minus": 0.0,
+    }
+    assert question_only["values"]["attention|fpvg_plus"] is None
+    assert question_only["values"]["loo|fpvg_plus"]["value"] == pytest.approx(200 / 3)
+    assert importance["not_run"] == {"symbolic": "model has no object masking"}
     html = (out / "report.html").read_text()
     images = html.split('src="data:image/png;base64,')[1:]
-    assert len(images) == 6
+    assert len(images) == 7
     for chunk in images:
         png = base64.b64decode(chunk.split('"', 1)[0])
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

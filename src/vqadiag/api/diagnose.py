@@ -27,6 +27,7 @@ import orjson
 
 from vqadiag.api.diagnose_common import (
     FPVG_KEYS,
+    IMPORTANCE_KEYS,
     REPLACEMENTS,
     SUITES,
     DiagnoseState,
@@ -46,6 +47,7 @@ SUMMARY_KEYS = (
     "acc_tail",
     "delta",
     *FPVG_KEYS,
+    *IMPORTANCE_KEYS,
     "pair_both_correct",
     "r_score",
     "reasoning_consistency",

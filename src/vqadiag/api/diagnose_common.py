@@ -35,6 +35,10 @@ FPVG_KEYS = (
     "acc_rel",
     "acc_irrel",
 )
+#: the feature-importance methods of the importance suite (SPEC.md §5), in display order
+IMPORTANCE_METHODS = ("attention", "loo", "gradcam")
+#: their report-card figures: % of relevant objects among the top-N scored (all questions)
+IMPORTANCE_KEYS = tuple(f"{m}_relevant_score" for m in IMPORTANCE_METHODS)
 
 
 class SuiteSkipped(Exception):

@@ -22,6 +22,7 @@ import numpy as np
 
 from vqadiag.api.diagnose_common import (
     FPVG_KEYS,
+    IMPORTANCE_METHODS,
     DiagnoseState,
     SuiteOutput,
     SuiteSkipped,
@@ -394,7 +395,12 @@ def importance_suite(state: DiagnoseState) -> SuiteOutput:
         _row("importance", q, src.records[q], fpvg=int(plus[i]), values=per_q[q])
         for i, q in enumerate(fs.qids)
     ]
-    return SuiteOutput(result, rows, {})
+    summary = {
+        f"{m}_relevant_score": result["methods"][m]["relevant_score"]["all"]
+        for m in IMPORTANCE_METHODS
+        if m in result["methods"]
+    }
+    return SuiteOutput(result, rows, summary)
 
 
 # ----------------------------------------------------------------- robustness

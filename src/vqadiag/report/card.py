@@ -17,7 +17,7 @@ Results on different data fingerprints share no units: they are not compared
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,9 @@ CARD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("fpvg_plus_wrong", "FPVG+⊥", "%"),
     ("fpvg_minus_correct", "FPVG−⊤", "%"),
     ("fpvg_minus_wrong", "FPVG−⊥", "%"),
+    ("attention_relevant_score", "relevant on top: attention", "%"),
+    ("loo_relevant_score", "relevant on top: LOO", "%"),
+    ("gradcam_relevant_score", "relevant on top: GradCAM", "%"),
     ("pair_both_correct", "pairs both correct", "%"),
     ("r_score", "R_score", "0–1"),
     ("reasoning_consistency", "reasoning consistency", "%"),
@@ -246,14 +249,13 @@ def build_card(
         cells: dict[str, Any] = {}
         for key, _, _ in CARD_COLUMNS:
             est = rs.summary.get(key)
-            suite = SUMMARY_SUITES[key]
             vs = None
             if rs is not reference and est is not None:
                 vs = _versus(by_pair, rs.label, reference.label, key)
             cells[key] = {
                 "estimate": est,
                 "vs_reference": vs,
-                "not_run": rs.skipped.get(suite) if est is None else None,
+                "not_run": not_run_reason(rs, key) if est is None else None,
             }
         rows.append({"model": rs.label, "reference": rs is reference, "cells": cells})
     card = {
@@ -263,6 +265,20 @@ def build_card(
         "rows": rows,
     }
     return card, comparisons
+
+
+def not_run_reason(rs: ResultSet, key: str) -> str | None:
+    """Why ``rs`` has no figure ``key``: its suite was skipped, or (importance) the method was."""
+    suite = SUMMARY_SUITES[key]
+    if suite in rs.skipped:
+        return rs.skipped[suite]
+    if suite == "importance":
+        result = rs.suites.get("importance")
+        skipped_methods = result.get("skipped_methods") if isinstance(result, Mapping) else None
+        if isinstance(skipped_methods, Mapping):
+            reason = skipped_methods.get(key.removesuffix("_relevant_score"))
+            return None if reason is None else str(reason)
+    return None
 
 
 def _versus(

@@ -29,6 +29,8 @@ QUADRANTS = (
     ("main_wrong_sub_correct", "M✗S✓"),
     ("main_wrong_sub_wrong", "M✗S✗"),
 )
+IMPORTANCE_METHODS = (("attention", "attention"), ("loo", "LOO"), ("gradcam", "GradCAM"))
+FPVG_GROUPS = (("fpvg_plus", "FPVG+"), ("fpvg_minus", "FPVG−"))
 SUFF_COMP_CATEGORIES = (
     ("suff_good", "suff good"),
     ("suff_other", "suff other"),
@@ -196,6 +198,38 @@ def suff_comp_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
     }
 
 
+def importance_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
+    """Relevant score (% of the N relevant objects among the N top-scored) per importance
+    method on FPVG+ and FPVG− questions (SPEC.md §5; Reich et al. Table 1). Methods no
+    model ran are left out."""
+
+    def extract(rs: ResultSet) -> dict[str, Any] | None:
+        ests = {
+            f"{method}|{group}": _estimate(
+                _get(rs.suites, "importance", "methods", method, "relevant_score", group)
+            )
+            for method, _ in IMPORTANCE_METHODS
+            for group, _ in FPVG_GROUPS
+        }
+        return None if all(e is None for e in ests.values()) else {"values": ests}
+
+    data = _per_model(sets, "importance", extract)
+    ran = {k.split("|")[0] for m in data["models"] for k, e in m["values"].items() if e is not None}
+    labels = {
+        f"{method}|{group}": f"{name} {label}"
+        for method, name in IMPORTANCE_METHODS
+        if method in ran
+        for group, label in FPVG_GROUPS
+    }
+    for m in data["models"]:
+        m["values"] = {k: v for k, v in m["values"].items() if k in labels}
+    return {
+        "title": "Feature importance: relevant objects ranked on top, by FPVG",
+        "labels": labels,
+        **data,
+    }
+
+
 #: Plot ids (also the HTML anchors) in display order, with their data functions.
 PLOTS: dict[str, Callable[[Sequence[ResultSet]], dict[str, Any]]] = {
     "ood_curve": ood_curve_data,
@@ -204,6 +238,7 @@ PLOTS: dict[str, Callable[[Sequence[ResultSet]], dict[str, Any]]] = {
     "c2i": c2i_data,
     "consistency_quadrants": consistency_data,
     "suff_comp": suff_comp_data,
+    "importance": importance_data,
 }
 
 
@@ -306,6 +341,7 @@ def _grouped_bars(
     for i, m in enumerate(data["models"]):
         ests = [m[field].get(k) for k in keys]
         vals, err = _yerr(ests)
+        vals = [math.nan if e is None else v for e, v in zip(ests, vals, strict=True)]  # no bar
         ax.bar(
             x + (i - (n_models - 1) / 2) * width,
             vals,
@@ -409,6 +445,16 @@ def draw_suff_comp(data: Mapping[str, Any]) -> str:
     return _png(fig)
 
 
+def draw_importance(data: Mapping[str, Any]) -> str:
+    """Relevant score per importance method and FPVG group, one bar per model, 95% bars."""
+    return _grouped_bars(
+        data,
+        "values",
+        "% relevant objects among the top N",
+        "Importance ranks relevant objects first (N = #relevant; bars: 95% CI)",
+    )
+
+
 DRAW: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "ood_curve": draw_ood_curve,
     "noise": draw_noise,
@@ -416,6 +462,7 @@ DRAW: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "c2i": draw_c2i,
     "consistency_quadrants": draw_consistency,
     "suff_comp": draw_suff_comp,
+    "importance": draw_importance,
 }
 
 
