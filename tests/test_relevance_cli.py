@@ -156,6 +156,14 @@ def test_relevance_human_output(run_cli, world):
     assert "no_irrelevant_boxes" in result.stdout
 
 
+def test_relevance_progress_on_stderr_unless_quiet(run_cli, world):
+    result = run_cli(*_args(world, "--json"))
+    assert "match boxes" in result.stderr and "6/6" in result.stderr  # every question counted
+    json.loads(result.stdout)  # stdout stays one JSON object
+    quiet = run_cli(*_args(world, "--json", "--quiet"))
+    assert quiet.exit_code == 0 and "match boxes" not in quiet.stderr
+
+
 def test_unknown_image_in_detections(run_cli, world):
     info = json.loads((world / "features" / "gqa_objects_info.json").read_text())
     del info["img2"]

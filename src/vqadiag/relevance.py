@@ -35,7 +35,7 @@ question's relevant and excluded boxes at once.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -417,6 +417,7 @@ def compute_relevance(
     overlap_threshold: float = OVERLAP_THRESHOLD,
     questions_path: Any = None,
     scenes_path: Any = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> RelevanceResult:
     """Relevant / irrelevant detected boxes for every question (SPEC.md §5).
 
@@ -425,11 +426,13 @@ def compute_relevance(
     images per vectorized block. Questions with no annotated objects, no
     relevant or no irrelevant boxes are recorded in ``excluded``. Raises
     ``DataError`` for an image missing from the scene graphs or detections, or
-    an annotated object missing from its scene graph.
+    an annotated object missing from its scene graph. ``on_progress(k)`` is
+    called as k more questions are done (a progress bar's ``advance``).
     """
     settings = MatchSettings(overlap_denominator, official, iou_threshold, overlap_threshold)
+    done = on_progress or (lambda k: None)
     with paused_gc():  # many small acyclic lists; no rescans of the caller's big dicts
-        return _compute(questions, scenes, detections, settings, questions_path, scenes_path)
+        return _compute(questions, scenes, detections, settings, questions_path, scenes_path, done)
 
 
 def _compute(
@@ -439,6 +442,7 @@ def _compute(
     settings: MatchSettings,
     questions_path: Any,
     scenes_path: Any,
+    done: Callable[[int], None],
 ) -> RelevanceResult:
     result = RelevanceResult()
     by_image: dict[str, list[tuple[str, list[str]]]] = defaultdict(list)
@@ -448,6 +452,7 @@ def _compute(
             result.excluded[qid] = NO_ANNOTATED_OBJECTS
             continue
         by_image[str(record["imageId"])].append((qid, object_ids))
+    done(len(result.excluded))
     block = _Block()
     for image_id, entries in by_image.items():
         scene = scenes.get(image_id)
@@ -460,9 +465,11 @@ def _compute(
         block.add_image(scene, entries, boxes, scenes_path, image_id)
         if block.pairs >= BLOCK_PAIRS:
             block.match(settings, result)
+            done(len(block.qids))
             block = _Block()
     if block.qids:
         block.match(settings, result)
+        done(len(block.qids))
     return result
 
 

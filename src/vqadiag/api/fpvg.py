@@ -41,6 +41,7 @@ def relevance(
     *,
     overlap_denominator: OverlapDenominator = "detected",
     official: bool = True,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Write ``{qid: {"relevant": [...], "irrelevant": [...]}}`` to ``out`` (SPEC.md §5).
 
@@ -51,25 +52,35 @@ def relevance(
 
     Returns ``{"n_questions", "n_kept", "excluded": {reason: count},
     "detector": {"questions", "max_boxes": {all, rel, irrel}, "avg_boxes":
-    {...}}, "overlap_denominator", "official", "out"}``.
+    {...}}, "overlap_denominator", "official", "out"}``. ``progress``: bars
+    (stderr) for reading the files, matching the boxes and writing ``out``.
     """
     from vqadiag.data.detections import read_detections
+    from vqadiag.progress import progress_bar
 
     qpath, spath = Path(questions), Path(scenes)
-    qs = read_gqa_questions(qpath, require=("imageId",))
-    needs_scenes = any(_has_annotations(r) for r in qs.values())
-    sg = read_scene_graphs(spath) if needs_scenes else {}
-    with read_detections(detections) as dets:
-        result = compute_relevance(
-            qs,
-            sg,
-            dets,
-            overlap_denominator=overlap_denominator,
-            official=official,
-            questions_path=qpath,
-            scenes_path=spath,
-        )
-    write_json(out, result.records(qs))
+    with progress_bar(progress) as bar:
+        reading = bar.add_task("read questions and scene graphs", total=2)
+        qs = read_gqa_questions(qpath, require=("imageId",))
+        bar.advance(reading)
+        needs_scenes = any(_has_annotations(r) for r in qs.values())
+        sg = read_scene_graphs(spath) if needs_scenes else {}
+        bar.advance(reading)
+        matching = bar.add_task("match boxes", total=len(qs))
+        with read_detections(detections) as dets:
+            result = compute_relevance(
+                qs,
+                sg,
+                dets,
+                overlap_denominator=overlap_denominator,
+                official=official,
+                questions_path=qpath,
+                scenes_path=spath,
+                on_progress=lambda k: bar.advance(matching, k),
+            )
+        writing = bar.add_task(f"write {Path(out).name}", total=1)
+        write_json(out, result.records(qs))
+        bar.advance(writing)
     kept = result.kept
     stats = detector_statistics(
         [result.sets[q][2] for q in kept],

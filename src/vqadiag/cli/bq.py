@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, cli_errors, emit, existing_file
+from vqadiag.cli.common import JsonFlag, QuietFlag, cli_errors, emit, existing_file
 
 bq_app = typer.Typer(
     help="Basic-question datasets (General / Yes/No BQD) and noisy question files.",
@@ -98,7 +98,7 @@ def build(
         Path | None, typer.Option(help="Java METEOR 1.5 jar (used only when java exists).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the LSA embedder.")] = 0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Rank a pool of basic questions for every main question (General or Yes/No BQD)."""

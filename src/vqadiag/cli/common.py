@@ -16,6 +16,7 @@ from vqadiag.errors import DataError
 F = TypeVar("F", bound=Callable[..., Any])
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap intervals.")]
 ResamplesOption = Annotated[
     int, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples for 95% intervals.")

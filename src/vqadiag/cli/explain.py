@@ -12,6 +12,7 @@ import typer
 from vqadiag.cli.apps import app
 from vqadiag.cli.common import (
     JsonFlag,
+    QuietFlag,
     ResamplesOption,
     SeedOption,
     cli_errors,
@@ -42,7 +43,6 @@ CandidatesOption = Annotated[
         dir_okay=False,
     ),
 ]
-QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 METHOD_LABELS = {
     "model": "explainer",

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, ResamplesOption, cli_errors, emit, fmt_rate
+from vqadiag.cli.common import JsonFlag, QuietFlag, ResamplesOption, cli_errors, emit, fmt_rate
 
 
 def _render(result: Mapping[str, Any]) -> None:
@@ -69,7 +69,7 @@ def finetune_command(
         bool, typer.Option("--no-eval", help="Skip the before/after evaluation.")
     ] = False,
     n_bootstrap: ResamplesOption = 1000,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Fine-tune an UpDn run on VQA-introspect sub-questions (subq) or with SQuINT."""

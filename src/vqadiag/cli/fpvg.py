@@ -13,6 +13,7 @@ from vqadiag.cli.apps import app, score_app
 from vqadiag.cli.common import (
     AllowMissing,
     JsonFlag,
+    QuietFlag,
     ResamplesOption,
     SeedOption,
     cli_errors,
@@ -58,6 +59,7 @@ def relevance_command(
         ),
     ] = False,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Find each question's relevant and irrelevant detected boxes (FPVG, SPEC.md §5)."""
     from vqadiag.api.fpvg import relevance
@@ -69,6 +71,7 @@ def relevance_command(
         out,
         overlap_denominator=overlap_denominator.value,  # type: ignore[arg-type]
         official=not exact_geometry,
+        progress=not quiet,
     )
     emit(result, as_json, _render_relevance)
 

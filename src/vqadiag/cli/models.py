@@ -10,7 +10,7 @@ import orjson
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, ResamplesOption, cli_errors, emit, rate_table
+from vqadiag.cli.common import JsonFlag, QuietFlag, ResamplesOption, cli_errors, emit, rate_table
 from vqadiag.errors import DataError
 
 DataOption = Annotated[Path, typer.Option("--data", help="Data folder (GQA or VQA v2 layout).")]
@@ -18,7 +18,6 @@ DatasetOption = Annotated[
     str,
     typer.Option("--dataset", help="gqa (GQA files) or vqa2 (VQA v2 question/annotation files)."),
 ]
-QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
