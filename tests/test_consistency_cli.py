@@ -83,8 +83,9 @@ def files(write_json):
     }
 
 
-def _score(run_cli, files, *extra):
-    res = run_cli(
+def _run(run_cli, files, *extra):
+    """``vqadiag score consistency --introspect I --main M --sub S EXTRA`` (files by role)."""
+    return run_cli(
         "score",
         "consistency",
         "--introspect",
@@ -93,9 +94,12 @@ def _score(run_cli, files, *extra):
         files["main"],
         "--sub",
         files["sub"],
-        "--json",
         *extra,
     )
+
+
+def _score(run_cli, files, *extra):
+    res = _run(run_cli, files, "--json", *extra)
     assert res.exit_code == 0, res.stderr
     return res.json()
 
@@ -153,19 +157,8 @@ def test_vqa_accuracy_for_mains(run_cli, files, write_json):
 
 def test_one_file_for_mains_and_subs(run_cli, files, write_json):
     both = write_json("both.json", {**MAIN, **SUB})
-    res = run_cli(
-        "score",
-        "consistency",
-        "--introspect",
-        files["introspect"],
-        "--main",
-        both,
-        "--sub",
-        both,
-        "--json",
-    )
-    assert res.exit_code == 0, res.stderr
-    assert res.json()["consistency"] == pytest.approx(25.0)
+    out = _score(run_cli, {**files, "main": both, "sub": both})
+    assert out["consistency"] == pytest.approx(25.0)
 
 
 def test_sub_types_option(run_cli, files, write_json):
@@ -175,16 +168,7 @@ def test_sub_types_option(run_cli, files, write_json):
 
 
 def test_human_output(run_cli, files):
-    res = run_cli(
-        "score",
-        "consistency",
-        "--introspect",
-        files["introspect"],
-        "--main",
-        files["main"],
-        "--sub",
-        files["sub"],
-    )
+    res = _run(run_cli, files)
     assert res.exit_code == 0
     assert "M✓ S✗" in res.stdout and "25.00" in res.stdout
 
@@ -206,16 +190,7 @@ def test_human_output(run_cli, files):
 )
 def test_bad_input(run_cli, files, target, content, message):
     files[target].write_text(content)
-    res = run_cli(
-        "score",
-        "consistency",
-        "--introspect",
-        files["introspect"],
-        "--main",
-        files["main"],
-        "--sub",
-        files["sub"],
-    )
+    res = _run(run_cli, files)
     assert res.exit_code == 2
     assert message in res.stderr
     assert "Traceback" not in res.stderr
@@ -223,18 +198,7 @@ def test_bad_input(run_cli, files, target, content, message):
 
 def test_main_without_annotation(run_cli, files, write_json):
     ann = write_json("ann.json", {"annotations": [_ann("100", ["yes"] * 10)]})
-    res = run_cli(
-        "score",
-        "consistency",
-        "--introspect",
-        files["introspect"],
-        "--main",
-        files["main"],
-        "--sub",
-        files["sub"],
-        "--annotations",
-        ann,
-    )
+    res = _run(run_cli, files, "--annotations", ann)
     assert res.exit_code == 2
     assert "ann.json: record '200': main question has no annotation" in res.stderr
 
@@ -246,19 +210,9 @@ def test_allow_missing_counts_wrong(run_cli, files, write_json):
 
 
 def test_bad_options(run_cli, files):
-    base = (
-        "score",
-        "consistency",
-        "--introspect",
-        files["introspect"],
-        "--main",
-        files["main"],
-        "--sub",
-        files["sub"],
-    )
-    res = run_cli(*base, "--sub-types", "reasoning,sometimes")
+    res = _run(run_cli, files, "--sub-types", "reasoning,sometimes")
     assert res.exit_code == 2 and "--sub-types" in res.stderr
-    res = run_cli(*base, "--overall", files["main"])
+    res = _run(run_cli, files, "--overall", files["main"])
     assert res.exit_code == 2 and "needs --annotations" in res.stderr
 
 

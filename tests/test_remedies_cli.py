@@ -38,6 +38,22 @@ def vqa_run(world, tmp_path_factory):
     return run, result
 
 
+def _predict_vqa2(run_cli, model, world, out):
+    """``vqadiag predict --dataset vqa2`` of a run on the world's VQA v2 val questions."""
+    return run_cli(
+        "predict", "--model", model, "--data", world, "--dataset", "vqa2", "--out", out,
+        "-q", "--json", "--n-bootstrap", "20",
+    )  # fmt: skip
+
+
+def _finetune(run_cli, method, model, world, out, *extra):
+    """``vqadiag finetune --method M --model RUN --data WORLD --out OUT -q EXTRA``."""
+    return run_cli(
+        "finetune", "--method", method, "--model", model, "--data", world, "--out", out, "-q",
+        *extra,
+    )  # fmt: skip
+
+
 def test_train_and_predict_on_vqa2(run_cli, world, vqa_run, tmp_path):
     run, result = vqa_run
     assert result["dataset"] == "vqa2" and result["val"]["split"] == "val"
@@ -45,21 +61,7 @@ def test_train_and_predict_on_vqa2(run_cli, world, vqa_run, tmp_path):
         (world / "vqa2" / "v2_OpenEnded_mscoco_train2014_questions.json").read_text()
     )
     assert result["train_questions"] == len(vqa_train["questions"])
-    out = run_cli(
-        "predict",
-        "--model",
-        run,
-        "--data",
-        world,
-        "--dataset",
-        "vqa2",
-        "--out",
-        tmp_path / "p.json",
-        "-q",
-        "--json",
-        "--n-bootstrap",
-        "20",
-    )
+    out = _predict_vqa2(run_cli, run, world, tmp_path / "p.json")
     assert out.exit_code == 0, out.stderr
     payload = out.json()
     preds = json.loads((tmp_path / "p.json").read_text())
@@ -72,19 +74,14 @@ def test_train_and_predict_on_vqa2(run_cli, world, vqa_run, tmp_path):
 
 def test_finetune_squint_end_to_end(run_cli, world, vqa_run, tmp_path):
     run, _ = vqa_run
-    out = run_cli(
-        "finetune",
-        "--method",
+    out = _finetune(
+        run_cli,
         "squint",
-        "--model",
         run,
-        "--data",
         world,
-        "--out",
         tmp_path / "ft",
         "--epochs",
         "1",
-        "-q",
         "--json",
         "--n-bootstrap",
         "20",
@@ -110,41 +107,14 @@ def test_finetune_squint_end_to_end(run_cli, world, vqa_run, tmp_path):
     assert config["training"]["finetune"]["method"] == "squint"
     assert config["training"]["finetune"]["from_fingerprint"] == r["fingerprint_before"]
     # the fine-tuned run is an ordinary UpDn run
-    again = run_cli(
-        "predict",
-        "--model",
-        tmp_path / "ft",
-        "--data",
-        world,
-        "--dataset",
-        "vqa2",
-        "--out",
-        tmp_path / "p.json",
-        "-q",
-        "--json",
-        "--n-bootstrap",
-        "20",
-    )
+    again = _predict_vqa2(run_cli, tmp_path / "ft", world, tmp_path / "p.json")
     assert again.exit_code == 0 and again.json()["fingerprint"] == r["fingerprint"]
 
 
 def test_finetune_subq_human_output(run_cli, world, vqa_run, tmp_path):
     run, _ = vqa_run
-    out = run_cli(
-        "finetune",
-        "--method",
-        "subq",
-        "--model",
-        run,
-        "--data",
-        world,
-        "--out",
-        tmp_path / "ft",
-        "--epochs",
-        "1",
-        "-q",
-        "--n-bootstrap",
-        "20",
+    out = _finetune(
+        run_cli, "subq", run, world, tmp_path / "ft", "--epochs", "1", "--n-bootstrap", "20"
     )
     assert out.exit_code == 0, out.stderr
     assert "subq: fine-tuned" in out.stdout and "consistency" in out.stdout
@@ -176,68 +146,20 @@ def _introspect_copy(world, tmp_path, text):
 )
 def test_finetune_bad_introspect_file(run_cli, world, vqa_run, tmp_path, text, message):
     folder = _introspect_copy(world, tmp_path, text)
-    out = run_cli(
-        "finetune",
-        "--method",
-        "squint",
-        "--model",
-        vqa_run[0],
-        "--data",
-        world,
-        "--introspect",
-        folder,
-        "--out",
-        tmp_path / "ft",
-        "-q",
-    )
+    out = _finetune(run_cli, "squint", vqa_run[0], world, tmp_path / "ft", "--introspect", folder)
     assert out.exit_code == 2
     assert out.stderr.startswith("error: ") and message in out.stderr
 
 
 def test_finetune_bad_arguments(run_cli, world, vqa_run, tmp_path):
     run = vqa_run[0]
-    bad = run_cli(
-        "finetune",
-        "--method",
-        "magic",
-        "--model",
-        run,
-        "--data",
-        world,
-        "--out",
-        tmp_path / "ft",
-        "-q",
-    )
+    bad = _finetune(run_cli, "magic", run, world, tmp_path / "ft")
     assert bad.exit_code == 2 and "unknown method 'magic'" in bad.stderr
-    missing = run_cli(
-        "finetune",
-        "--method",
-        "subq",
-        "--model",
-        run,
-        "--data",
-        world,
-        "--introspect",
-        tmp_path / "nowhere",
-        "--out",
-        tmp_path / "ft",
-        "-q",
+    missing = _finetune(
+        run_cli, "subq", run, world, tmp_path / "ft", "--introspect", tmp_path / "nowhere"
     )
     assert missing.exit_code == 2 and "nowhere/VQAIntrospect_trainv1.0.json" in missing.stderr
-    option = run_cli(
-        "finetune",
-        "--method",
-        "subq",
-        "--model",
-        run,
-        "--data",
-        world,
-        "--out",
-        tmp_path / "ft",
-        "-q",
-        "-o",
-        "gamma=3",
-    )
+    option = _finetune(run_cli, "subq", run, world, tmp_path / "ft", "-o", "gamma=3")
     assert option.exit_code == 2 and "unknown fine-tuning option(s) ['gamma']" in option.stderr
     prior = tmp_path / "prior"
     assert (
@@ -258,18 +180,7 @@ def test_finetune_bad_arguments(run_cli, world, vqa_run, tmp_path):
         ).exit_code
         == 0
     )
-    blind = run_cli(
-        "finetune",
-        "--method",
-        "subq",
-        "--model",
-        prior,
-        "--data",
-        world,
-        "--out",
-        tmp_path / "ft",
-        "-q",
-    )
+    blind = _finetune(run_cli, "subq", prior, world, tmp_path / "ft")
     assert blind.exit_code == 2 and "prior/config.json" in blind.stderr
     assert "no object attention" in blind.stderr
 

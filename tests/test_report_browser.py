@@ -9,20 +9,13 @@ from pathlib import Path
 import pytest
 
 from vqadiag.api.report import report
+from vqadiag.report.plots import PLOTS as PLOT_DATA
 
 FIX = Path(__file__).parent / "fixtures"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 SECTIONS = ("models", "card", "comparisons", "plots", "drilldown", "about")
-PLOTS = (
-    "ood_curve",
-    "noise",
-    "fpvg_categories",
-    "c2i",
-    "consistency_quadrants",
-    "suff_comp",
-    "importance",
-)
+PLOTS = tuple(PLOT_DATA)  # every figure (tests/test_report_card.py pins the list)
 
 
 @pytest.fixture(scope="module")

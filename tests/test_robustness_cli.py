@@ -18,6 +18,13 @@ def _ann(qid, answers, answer_type):
     }
 
 
+def _score(run_cli, truth, clean, *noisy, args=()):
+    """``vqadiag score robustness --truth T --clean C --noisy N1 [N2 …] ARGS``."""
+    return run_cli(
+        "score", "robustness", "--truth", truth, "--clean", clean, "--noisy", *noisy, *args
+    )
+
+
 @pytest.fixture
 def vqa(write_json):
     """Four VQA questions; clean 97.5%, partition 1 75%, partition 2 72.5% (hand-worked)."""
@@ -49,21 +56,13 @@ def vqa(write_json):
 
 
 def test_vqa_partitions_and_r_score(run_cli, vqa):
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
+    res = _score(
+        run_cli,
         vqa["truth"],
-        "--clean",
         vqa["clean"],
-        "--noisy",
         vqa["n1"],
         vqa["n2"],
-        "--t",
-        "0",
-        "--m",
-        "100",
-        "--json",
+        args=("--t", "0", "--m", "100", "--json"),
     )
     assert res.exit_code == 0, res.stderr
     out = res.json()
@@ -91,18 +90,8 @@ def test_vqa_partitions_and_r_score(run_cli, vqa):
 
 
 def test_default_limits_and_order_matter(run_cli, vqa):
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        vqa["n2"],
-        "--noisy",
-        vqa["n1"],
-        "--json",
+    res = _score(
+        run_cli, vqa["truth"], vqa["clean"], vqa["n2"], args=("--noisy", vqa["n1"], "--json")
     )
     out = res.json()
     assert out["t"] == 0.05 and out["m"] == 20.0
@@ -111,36 +100,16 @@ def test_default_limits_and_order_matter(run_cli, vqa):
 
 
 def test_same_seed_same_intervals(run_cli, vqa):
-    args = (
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        vqa["n1"],
-        "--json",
-        "--seed",
-        "5",
-        "--n-bootstrap",
-        "200",
-    )
-    assert run_cli(*args).json() == run_cli(*args).json()
+    args = ("--json", "--seed", "5", "--n-bootstrap", "200")
+
+    def run():
+        return _score(run_cli, vqa["truth"], vqa["clean"], vqa["n1"], args=args).json()
+
+    assert run() == run()
 
 
 def test_human_output(run_cli, vqa):
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        vqa["n1"],
-        vqa["n2"],
-    )
+    res = _score(run_cli, vqa["truth"], vqa["clean"], vqa["n1"], vqa["n2"])
     assert res.exit_code == 0
     assert "R_score" in res.stdout and "monotonic fall: yes" in res.stdout
     assert "yes/no" in res.stdout
@@ -155,21 +124,7 @@ def test_gqa_truth_exact_match_balanced_only(run_cli, write_json):
     truth = write_json("gqa.json", questions)
     clean = write_json("c.json", {"01": "yes", "02": "red", "03": "dog"})  # 03 is ignored
     noisy = write_json("n.json", {"01": "yes", "02": "Red"})  # no normalization: "Red" ≠ "red"
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        truth,
-        "--clean",
-        clean,
-        "--noisy",
-        noisy,
-        "--t",
-        "0",
-        "--m",
-        "100",
-        "--json",
-    )
+    res = _score(run_cli, truth, clean, noisy, args=("--t", "0", "--m", "100", "--json"))
     assert res.exit_code == 0, res.stderr
     out = res.json()
     assert out["truth"] == "gqa" and out["metric"] == "exact_match" and out["n"] == 2
@@ -178,36 +133,16 @@ def test_gqa_truth_exact_match_balanced_only(run_cli, write_json):
     assert out["r_score"] == pytest.approx(1 - 50**0.5 / 10, abs=1e-12)
     assert "perAnswerType" not in out
     assert out["monotonic"] is None  # one partition: nothing to compare
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        truth,
-        "--clean",
-        clean,
-        "--noisy",
-        noisy,
-        "--all-questions",
-        "--allow-missing",
-        "--json",
+    res = _score(
+        run_cli, truth, clean, noisy, args=("--all-questions", "--allow-missing", "--json")
     )
     assert res.json()["n"] == 3
 
 
 def test_questions_restricts_the_run(run_cli, vqa, write_json):
     subset = write_json("subset.json", ["1", "2"])
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        vqa["n1"],
-        "--questions",
-        subset,
-        "--json",
+    res = _score(
+        run_cli, vqa["truth"], vqa["clean"], vqa["n1"], args=("--questions", subset, "--json")
     )
     out = res.json()
     # clean (1 + 0.9) / 2 = 95.0; noisy 1 (1 + 0) / 2 = 50.0
@@ -232,16 +167,7 @@ def test_questions_restricts_the_run(run_cli, vqa, write_json):
 )
 def test_bad_input(run_cli, vqa, target, content, message):
     vqa[target].write_text(content)
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        vqa["n1"],
-    )
+    res = _score(run_cli, vqa["truth"], vqa["clean"], vqa["n1"])
     assert res.exit_code == 2
     assert message in res.stderr
     assert "Traceback" not in res.stderr
@@ -252,9 +178,7 @@ def test_annotation_without_answers(run_cli, vqa, write_json):
         "ann.json",
         {"annotations": [{"question_id": 1, "question_type": "is", "answer_type": "yes/no"}]},
     )
-    res = run_cli(
-        "score", "robustness", "--truth", truth, "--clean", vqa["clean"], "--noisy", vqa["n1"]
-    )
+    res = _score(run_cli, truth, vqa["clean"], vqa["n1"])
     assert res.exit_code == 2
     assert "ann.json: record '1': missing field 'answers'" in res.stderr
 
@@ -264,61 +188,26 @@ def test_questions_file_as_truth_is_refused(run_cli, vqa, write_json):
         "q.json",
         {"info": {}, "questions": [{"question_id": 1, "image_id": 1, "question": "Is it?"}]},
     )
-    res = run_cli(
-        "score", "robustness", "--truth", truth, "--clean", vqa["clean"], "--noisy", vqa["n1"]
-    )
+    res = _score(run_cli, truth, vqa["clean"], vqa["n1"])
     assert res.exit_code == 2
     assert "q.json: this is a VQA v2 questions file" in res.stderr
 
 
 def test_unknown_question_in_subset(run_cli, vqa, write_json):
     subset = write_json("subset.json", ["1", "77"])
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        vqa["n1"],
-        "--questions",
-        subset,
-    )
+    res = _score(run_cli, vqa["truth"], vqa["clean"], vqa["n1"], args=("--questions", subset))
     assert res.exit_code == 2
     assert "subset.json: record '77': question id is not in ann.json" in res.stderr
 
 
 @pytest.mark.parametrize(("t", "m"), [("20", "20"), ("-1", "20"), ("0.05", "150")])
 def test_bad_limits(run_cli, vqa, t, m):
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        vqa["n1"],
-        "--t",
-        t,
-        "--m",
-        m,
-    )
+    res = _score(run_cli, vqa["truth"], vqa["clean"], vqa["n1"], args=("--t", t, "--m", m))
     assert res.exit_code == 2
     assert "--t/--m" in res.stderr
 
 
 def test_too_many_partitions(run_cli, vqa):
-    res = run_cli(
-        "score",
-        "robustness",
-        "--truth",
-        vqa["truth"],
-        "--clean",
-        vqa["clean"],
-        "--noisy",
-        *([vqa["n1"]] * 8),
-    )
+    res = _score(run_cli, vqa["truth"], vqa["clean"], *([vqa["n1"]] * 8))
     assert res.exit_code == 2
     assert "at most 7 noisy partitions" in res.stderr
