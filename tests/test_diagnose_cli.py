@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import vqadiag
 from vqadiag.models.data import GQAData
 from vqadiag.models.registry import model_class
 from vqadiag.synth import generate_world
@@ -89,6 +90,11 @@ def test_cli_json_matches_results_file_and_score_commands(run_cli, world, updn, 
     }
     assert fpvg.json() == expected
     assert "suff_comp" in expected  # probabilities travel through the prediction files
+    # the pandas table of the same folder re-derives the summary figures
+    frame = vqadiag.per_question_table([out])
+    for key in ("accuracy", "fpvg_plus", "pair_both_correct"):
+        rows = frame[frame[key].notna()]
+        assert 100 * rows[key].mean() == pytest.approx(result["summary"][key]["value"])
     # per-question rows sorted by (suite, id)
     rows = [json.loads(x) for x in (out / "per_question.jsonl").open()]
     keys = [(r["suite"], r["id"]) for r in rows]

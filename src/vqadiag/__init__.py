@@ -9,7 +9,10 @@ files as its command and returns the dict that the command prints with
     result["overall"], result["ci"]["overall"]
 
 Models, diagnosis and the report follow the same rule (``vqadiag.diagnose(...)``
-returns ``results.json``'s content). Names are imported lazily, so ``import vqadiag`` stays light.
+returns ``results.json``'s content). Diagnosis results come back as pandas
+tables too: ``vqadiag.per_question_table(["results/updn", "results/prior"])``
+and ``vqadiag.summary_table(...)``. Names are imported lazily, so ``import
+vqadiag`` stays light.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ _API = {
     "make_noise": "vqadiag.api.bq",
     "diagnose": "vqadiag.api.diagnose",
     "report": "vqadiag.api.report",
+    "export": "vqadiag.api.report",
+    "per_question_table": "vqadiag.report.tables",
+    "summary_table": "vqadiag.report.tables",
     "demo": "vqadiag.api.demo",
     "finetune": "vqadiag.api.finetune",
     "explain_train": "vqadiag.api.explain:train",

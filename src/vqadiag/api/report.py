@@ -52,3 +52,35 @@ def report(
     html_path = folder / "report.html"
     html_path.write_text(render_html(result, draw_all(result["plots"])), encoding="utf-8")
     return result | {"files": {"json": str(json_path), "html": str(html_path)}}
+
+
+TABLES = ("per-question", "summary")
+
+
+def export(
+    result_dirs: Sequence[str | Path], out: str | Path, *, table: str = "per-question"
+) -> dict[str, Any]:
+    """Write the ``per-question`` or ``summary`` table of ``result_dirs`` to ``out``.
+
+    The format follows the suffix: ``.csv``, ``.jsonl`` or ``.parquet``
+    (:mod:`vqadiag.report.tables`). Returns ``{out, format, table, rows,
+    columns, models}``.
+    """
+    from vqadiag.errors import DataError
+    from vqadiag.report.results import load_result_dirs
+    from vqadiag.report.tables import per_question_table, summary_table, table_format, write_table
+
+    if table not in TABLES:
+        raise DataError("--table", f"unknown table {table!r} (known: {', '.join(TABLES)})")
+    table_format(out)  # refuse an unknown suffix before reading anything
+    sets = load_result_dirs(list(result_dirs))
+    frame = per_question_table(sets) if table == "per-question" else summary_table(sets)
+    fmt = write_table(frame, out)
+    return {
+        "out": str(out),
+        "format": fmt,
+        "table": table,
+        "rows": len(frame),
+        "columns": [str(c) for c in frame.columns],
+        "models": [rs.label for rs in sets],
+    }

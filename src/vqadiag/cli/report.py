@@ -90,6 +90,37 @@ def _cell(cell: Mapping[str, Any], key: str, fmt: Any) -> str:
     return f"{fmt(est['value'], key)}{mark} [{fmt(est['ci_low'], key)}, {fmt(est['ci_high'], key)}]"
 
 
+@app.command("export")
+@cli_errors
+def export_command(
+    result_dirs: Annotated[
+        list[Path], typer.Argument(help="Result folders written by `vqadiag diagnose`.")
+    ],
+    out: Annotated[
+        Path, typer.Option(..., help="Table file: .csv, .jsonl or .parquet.", dir_okay=False)
+    ],
+    table: Annotated[
+        str,
+        typer.Option(
+            help="per-question (one row per unit and model, answers and values) or summary "
+            "(the report-card figures: model, figure, value, ci_low, ci_high, n)."
+        ),
+    ] = "per-question",
+    as_json: JsonFlag = False,
+) -> None:
+    """Export diagnosis results as one table (pandas-ready CSV, JSON Lines or Parquet)."""
+    from vqadiag.api.report import export
+
+    emit(export(result_dirs, out, table=table), as_json, _render_export)
+
+
+def _render_export(result: Mapping[str, Any]) -> None:
+    typer.echo(
+        f"{result['table']} table: {result['rows']} rows × {len(result['columns'])} columns "
+        f"({', '.join(result['models'])}) → {result['out']} ({result['format']})"
+    )
+
+
 @app.command("demo")
 @cli_errors
 def demo_command(
