@@ -273,15 +273,16 @@ def main() -> None:
     k = min(args.rounds_sample, args.mains)
     if k:
         rsols, rounds_s = solve_all(P, B[:k], lam, args.chunk, "rounds", "exact LASSO (rounds)")
-        same = sum(
-            np.allclose(dense(a, n), dense(b, n), atol=1e-9)
-            for a, b in zip(sols[:k], rsols, strict=True)
-        )
+        pairs = [(dense(a, n), dense(b, n)) for a, b in zip(sols[:k], rsols, strict=True)]
+        same = sum(np.allclose(x, y, atol=1e-9) for x, y in pairs)
+        same_top = sum(top_positive(x, args.top) == top_positive(y, args.top) for x, y in pairs)
+        rounds = [s.rounds for s in rsols]
+        cands = [s.candidates for s in rsols]
         print(
             f"ours (rounds): {1000 * rounds_s / k:.0f} ms/question on {k} mains, "
-            f"rounds {[s.rounds for s in rsols]}, candidates {[s.candidates for s in rsols]}, "
-            f"exact {sum(s.exact for s in rsols)}/{k}, same solution as path {same}/{k}; "
-            f"path is {rounds_s / k / per_q:.1f}× faster"
+            f"rounds {min(rounds)}–{max(rounds)}, candidates {min(cands)}–{max(cands)}, "
+            f"exact {sum(s.exact for s in rsols)}/{k}, same solution as path {same}/{k}, "
+            f"identical top-{args.top} {same_top}/{k}; path is {rounds_s / k / per_q:.1f}× faster"
         )
 
     # ---- scikit-learn Lasso on the full pool: default tol, then a tight tol for a time budget
