@@ -11,7 +11,8 @@ import pytest
 
 from vqadiag.api.report import report
 from vqadiag.report.build import build_report
-from vqadiag.report.results import load_result_dirs
+from vqadiag.report.card import not_run_reason
+from vqadiag.report.results import ResultSet, load_result_dirs
 
 FIX = Path(__file__).parent / "fixtures"
 A, B, C = FIX / "results_a", FIX / "results_b", FIX / "results_c"
@@ -98,6 +99,23 @@ def test_importance_figures_and_the_methods_not_run(built):
     assert vs["difference"]["value"] == pytest.approx(-40.0)
     # attention: only updn has it, so there is nothing to compare
     assert not any(c["metric"] == "attention_relevant_score" for c in result["comparisons"])
+
+
+def test_a_skipped_importance_suite_gives_each_method_its_reason():
+    rs = ResultSet(
+        Path("r"),
+        {
+            "model": {"name": "prior"},
+            "skipped": {
+                "importance": "attention: model has no attention; loo: model does not see "
+                "objects; gradcam: model has no gradients"
+            },
+        },
+    )
+    assert not_run_reason(rs, "attention_relevant_score") == "model has no attention"
+    assert not_run_reason(rs, "loo_relevant_score") == "model does not see objects"
+    assert not_run_reason(rs, "gradcam_relevant_score") == "model has no gradients"
+    assert not_run_reason(rs, "fpvg_plus") is None  # fpvg ran
 
 
 def test_other_data_is_not_paired(built):

@@ -268,16 +268,26 @@ def build_card(
 
 
 def not_run_reason(rs: ResultSet, key: str) -> str | None:
-    """Why ``rs`` has no figure ``key``: its suite was skipped, or (importance) the method was."""
+    """Why ``rs`` has no figure ``key``: its suite was skipped, or (importance) the method was.
+
+    A skipped importance suite's reason lists every method's (``"attention: why;
+    loo: why; gradcam: why"``, as ``vqadiag diagnose`` writes it); the cell of a
+    method shows its own part.
+    """
     suite = SUMMARY_SUITES[key]
+    if suite != "importance":
+        return rs.skipped.get(suite)
+    method = key.removesuffix("_relevant_score")
     if suite in rs.skipped:
-        return rs.skipped[suite]
-    if suite == "importance":
-        result = rs.suites.get("importance")
-        skipped_methods = result.get("skipped_methods") if isinstance(result, Mapping) else None
-        if isinstance(skipped_methods, Mapping):
-            reason = skipped_methods.get(key.removesuffix("_relevant_score"))
-            return None if reason is None else str(reason)
+        reason = rs.skipped[suite]
+        for part in (p.strip() for p in reason.split(";")):
+            if part.startswith(f"{method}: "):
+                return part.removeprefix(f"{method}: ")
+        return reason
+    result = rs.suites.get("importance")
+    skipped_methods = result.get("skipped_methods") if isinstance(result, Mapping) else None
+    if isinstance(skipped_methods, Mapping) and skipped_methods.get(method) is not None:
+        return str(skipped_methods[method])
     return None
 
 

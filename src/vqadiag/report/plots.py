@@ -216,7 +216,7 @@ def importance_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
     data = _per_model(sets, "importance", extract)
     ran = {k.split("|")[0] for m in data["models"] for k, e in m["values"].items() if e is not None}
     labels = {
-        f"{method}|{group}": f"{name} {label}"
+        f"{method}|{group}": f"{name}\n{label}"
         for method, name in IMPORTANCE_METHODS
         if method in ran
         for group, label in FPVG_GROUPS
