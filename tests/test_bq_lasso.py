@@ -146,12 +146,12 @@ def test_join_steps_uniform_penalty_hand_worked():
     a = np.array([0.5, -1.5, 3.0])
     path.pen[:] = 1.0
     path.start(-np.ones(3), 1.0, 10, level=1.0)
-    uniform = path._join_steps(a.copy())
+    uniform = path.join_steps(a.copy())
     np.testing.assert_allclose(uniform, [0.8 / 1.5, 0.2, 0.025])
     path.start(-np.ones(3), 1.0, 10)  # the general weighted formula agrees
-    np.testing.assert_allclose(path._join_steps(a.copy()), uniform)
+    np.testing.assert_allclose(path.join_steps(a.copy()), uniform)
     path.start(-np.ones(3), 1.0, 10, level=1.0, blocked=[2])
-    assert path._join_steps(a.copy())[2] == np.inf
+    assert path.join_steps(a.copy())[2] == np.inf
 
 
 def test_lockstep_paths_equal_one_path_per_question():

@@ -215,36 +215,51 @@ class LassoPath:
         self.dx = -(self.M[:n, :n] @ (self.dpen[act] * s))
         return self.XE[:n].T @ (-self.dx)
 
-    def _join_steps(self, a: np.ndarray) -> np.ndarray:
-        """Step γ at which each inactive row's correlation meets its moving penalty (∞: never).
+    def join_rates(self, a: np.ndarray) -> np.ndarray:
+        """``1/γ_j`` for each row, where γ_j is the step at which its correlation meets its
+        moving penalty (a rate ≤ 0 or −∞: never; the next join is the largest rate).
 
-        Row j joins when ``c_j + γa_j = ±(pen_j + γ·dpen_j)``. With every penalty
-        equal and falling at rate 1 (the plain path, :attr:`uniform`) this is
-        ``(pen − c_j)/(1 + a_j)`` or ``(pen + c_j)/(1 − a_j)``, whichever is
-        positive and smaller; ``blocked`` rows never join.
+        Row j joins when ``c_j + γa_j = ±(pen_j + γ·dpen_j)``:
+        ``1/γ = (a_j − dpen_j)/(pen_j − c_j)`` on the + side and
+        ``−(a_j + dpen_j)/(pen_j + c_j)`` on the − side; a side counts when its step is
+        positive and above 1e-15 (rate in (0, 1e15)). With every penalty equal and
+        falling at rate 1 (the plain path, :attr:`uniform`) these are
+        ``(1 + a_j)/(pen − c_j)`` and ``(1 − a_j)/(pen + c_j)``. Active, ``blocked``
+        and just-dropped rows never join. Rates rather than steps: both penalty
+        schemes share one formula, the divisions write in place and no ∞-filled
+        outputs are needed.
         """
-        c, pen, dpen = self.c, self.pen, self.dpen
+        c = self.c
         if self.uniform:
             p = float(self.pen_level)
-            den = 1.0 + a
-            g1 = np.divide(p - c, den, out=np.full_like(c, np.inf), where=den > 0)
-            np.subtract(1.0, a, out=den)
-            g2 = np.divide(p + c, den, out=np.full_like(c, np.inf), where=den > 0)
-            gj = np.minimum(g1, g2, out=g1)
-            gj[gj <= 1e-15] = np.inf
-            gj[self.blocked] = np.inf
+            num1, den1 = 1.0 + a, p - c
+            num2, den2 = np.subtract(1.0, a), p + c
         else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                g1 = (pen - c) / (a - dpen)  # c_j + γa_j = +(pen_j + γ dpen_j)
-                g2 = -(pen + c) / (a + dpen)  # c_j + γa_j = −(pen_j + γ dpen_j)
-            g1[(g1 <= 1e-15) | ~np.isfinite(g1)] = np.inf
-            g2[(g2 <= 1e-15) | ~np.isfinite(g2)] = np.inf
-            gj = np.minimum(g1, g2, out=g1)
-        gj[self.act] = np.inf
-        return gj
+            pen, dpen = self.pen, self.dpen
+            num1, den1 = a - dpen, pen - c
+            num2, den2 = -(a + dpen), pen + c
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r1 = np.divide(num1, den1, out=num1)
+            r2 = np.divide(num2, den2, out=num2)
+        for r in (r1, r2):
+            r[~(r < 1e15)] = -np.inf  # a step of ≤ 1e-15 (or 0/0): this side does not count
+        rates = np.fmax(r1, r2, out=r1)
+        rates[self.act] = -np.inf
+        if self.uniform:
+            rates[self.blocked] = -np.inf
+        if self.just_dropped >= 0:
+            rates[self.just_dropped] = -np.inf
+        return rates
+
+    def join_steps(self, a: np.ndarray) -> np.ndarray:
+        """The steps γ_j of :meth:`join_rates` (∞: never); for inspection and tests."""
+        rates = self.join_rates(a)
+        with np.errstate(divide="ignore"):
+            return np.where(rates > 0, 1.0 / rates, np.inf)
 
     def advance(self, a: np.ndarray | None) -> bool:
-        """One segment given ``a = dc/dγ`` (``Xr @ direction()``); True while still running.
+        """One segment given ``a = dc/dγ`` (``Xr @ direction()``, overwritten); True while
+        still running.
 
         Steps to the first event: a correlation reaching its (moving) penalty
         (join), an active coefficient reaching 0 (drop) or the end of the move.
@@ -253,11 +268,9 @@ class LassoPath:
         n, act = self.n, self.act
         if a is None:
             a = np.zeros_like(c)
-        gj = self._join_steps(a)
-        if self.just_dropped >= 0:
-            gj[self.just_dropped] = np.inf
-        j_join = int(np.argmin(gj))
-        gamma_join = float(gj[j_join])
+        rates = self.join_rates(a)
+        j_join = int(np.argmax(rates))
+        gamma_join = 1.0 / float(rates[j_join]) if rates[j_join] > 0 else np.inf
         gamma_drop, q_drop = np.inf, -1
         if n:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -269,7 +282,8 @@ class LassoPath:
         finished = gamma == self.remaining
         if n:
             self.wE[:n] += gamma * dx
-        c += gamma * a
+        a *= gamma  # a is consumed: the caller's row of the segment product
+        c += a
         if self.uniform:
             self.pen_level -= gamma
         else:
