@@ -6,9 +6,9 @@ the ``shared`` object (the pool embedding matrix, or the pool's n-gram index)
 is put once in the object store (``ray.put``) and every task receives the
 reference; without ``address`` a local Ray is started with ``num_cpus``
 workers and shut down afterwards. A Ray task holds one CPU, so it runs with one
-BLAS thread (:func:`one_blas_thread`): Ray's ``OMP_NUM_THREADS=1`` comes too
-late for a worker that has already loaded numpy, and tasks that each spawn
-every core's worth of BLAS threads slow each other down.
+BLAS thread (:func:`one_blas_thread`, threadpoolctl): without that limit two
+local LASSO tasks side by side were slower than one process using both cores
+(32 mains at a 50,000 pool: 114 s against 89 s; 80 s with the limit).
 """
 
 from __future__ import annotations
