@@ -10,6 +10,8 @@ The command line prints that line and exits with code 2 (never a traceback).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from os import PathLike
 
 
@@ -33,3 +35,16 @@ class DataError(ValueError):
 def record_label(record_id: object) -> str:
     """How a record is named in messages: ``record 'q17'`` (ids are quoted)."""
     return f"record {str(record_id)!r}"
+
+
+@contextmanager
+def option_errors(*kinds: type[Exception]) -> Iterator[None]:
+    """Turn a model's complaint about its options (``kinds``, default ValueError and
+    TypeError) into ``DataError("--option", message)``; DataErrors pass unchanged."""
+    caught: tuple[type[Exception], ...] = kinds or (ValueError, TypeError)
+    try:
+        yield
+    except caught as err:
+        if isinstance(err, DataError):
+            raise
+        raise DataError("--option", str(err)) from None

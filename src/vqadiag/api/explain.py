@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.pair_candidates import PairCandidates, candidates_path, read_pair_candidates
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, option_errors, record_label
 from vqadiag.metrics.bootstrap import mcnemar_exact, mean_ci, paired_bootstrap
 from vqadiag.metrics.counterexample import (
     PAPER_RECALL_AT_5,
@@ -38,6 +38,7 @@ from vqadiag.metrics.counterexample import (
     vqa_model_scores,
 )
 from vqadiag.models.checkpoint import CONFIG, run_fingerprint
+from vqadiag.models.training import has_split
 from vqadiag.models.vqa2_data import VQA2Data
 
 RECALL_KS = (1, 5, 10)
@@ -155,7 +156,7 @@ def train(
     if (
         val_split is not None
         and val_split != split
-        and (val_candidates is not None or _has_split(data, val_split))
+        and (val_candidates is not None or has_split(data, val_split))
     ):
         vpath = (
             Path(val_candidates)
@@ -171,7 +172,7 @@ def train(
     if margin is not None:
         opts["margin"] = float(margin)
     start = time.perf_counter()
-    try:
+    with option_errors():
         model = CounterExampleModel.train_explainer(
             data,
             items,
@@ -183,10 +184,6 @@ def train(
             val_split=val_split or "",
             **opts,
         )
-    except (ValueError, TypeError) as err:
-        if isinstance(err, DataError):
-            raise
-        raise DataError("--option", str(err)) from None
     seconds = time.perf_counter() - start
     run = Path(out)
     model.save(run)
@@ -217,14 +214,6 @@ def train(
             "recall@5": est.to_dict(),
         }
     return result
-
-
-def _has_split(data: VQA2Data, split: str) -> bool:
-    try:
-        data.questions_path(split)
-    except DataError:
-        return False
-    return True
 
 
 # -------------------------------------------------------------------------- eval

@@ -21,7 +21,7 @@ import numpy as np
 
 from vqadiag.data.introspect import Introspect, read_introspect
 from vqadiag.data.jsonio import write_json
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.base import QuestionBatch
 
@@ -220,14 +220,10 @@ def finetune(
             n_bootstrap=n_bootstrap,
         )
     fingerprint_before = net_model.fingerprint()
-    try:
+    with option_errors(ValueError):
         log = finetune_model(
             net_model, data, intro, method, split=split, seed=seed, progress=progress, options=opts
         )
-    except ValueError as err:
-        if isinstance(err, DataError):
-            raise
-        raise DataError("--option", str(err)) from None
     net_model.training_log = {
         **net_model.training_log,
         "finetune": {**log, "from_run": str(model), "from_fingerprint": fingerprint_before},

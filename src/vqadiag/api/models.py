@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.checkpoint import run_fingerprint
 from vqadiag.models.data import GQAData
@@ -82,14 +82,10 @@ def train(
     data = open_data(data_dir, dataset)
     data.questions(split)  # bad or missing question files fail before any work
     start = time.perf_counter()
-    try:
+    with option_errors():
         trained = cls.train(
             data, split=split, epochs=epochs, seed=seed, progress=progress, **dict(options or {})
         )
-    except (ValueError, TypeError) as err:
-        if isinstance(err, DataError):
-            raise
-        raise DataError("--option", str(err)) from None
     seconds = time.perf_counter() - start
     run = Path(out)
     trained.save(run)

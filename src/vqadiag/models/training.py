@@ -41,6 +41,8 @@ from vqadiag.progress import LOSS_ACC, progress_bar
 if TYPE_CHECKING:
     import torch
 
+    from vqadiag.models.vqa2_data import VQA2Data
+
 SPATIAL_DIM = 5
 
 
@@ -313,8 +315,8 @@ class TorchModel:
         return self._fingerprint
 
 
-def has_split(data: GQAData, split: str) -> bool:
-    """Whether ``data`` has a question file for ``split``."""
+def has_split(data: GQAData | VQA2Data, split: str) -> bool:
+    """Whether ``data`` (GQA or VQA v2 layout) has a question file for ``split``."""
     try:
         data.questions_path(split)
     except DataError:

@@ -1,0 +1,24 @@
+"""``vqadiag.errors``: how a model's complaint about its options reaches the user."""
+
+from __future__ import annotations
+
+import pytest
+
+from vqadiag.errors import DataError, option_errors
+
+
+def test_option_errors_name_the_option_flag():
+    positive = r"^--option: hidden_dim must be positive$"
+    with pytest.raises(DataError, match=positive), option_errors():
+        raise ValueError("hidden_dim must be positive")
+    with pytest.raises(DataError, match=r"^--option: unexpected keyword 'gamma'$"), option_errors():
+        raise TypeError("unexpected keyword 'gamma'")
+
+
+def test_option_errors_keep_data_errors_and_other_kinds():
+    original = DataError("q.json", "missing field 'question'", "record 'q1'")
+    with pytest.raises(DataError) as caught, option_errors():
+        raise original
+    assert caught.value is original
+    with pytest.raises(TypeError), option_errors(ValueError):  # only the kinds asked for
+        raise TypeError("not an option problem")
