@@ -38,14 +38,14 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="Work folder to keep.")
     args = parser.parse_args()
 
-    from vqadiag.api.diagnose import diagnose
-    from vqadiag.api.diagnose_common import subsample
+    from vqadiag.data.gqa_data import GQAData
     from vqadiag.data.relevance_files import read_relevance
-    from vqadiag.models.data import GQAData
+    from vqadiag.diagnosis.diagnose import diagnose
     from vqadiag.models.updn import UpDnModel
     from vqadiag.probes.conditions import Condition, Probe
     from vqadiag.probes.runner import ProbeContext
     from vqadiag.probes.store import PredictionStore
+    from vqadiag.suites.state import subsample
     from vqadiag.synth import generate_world
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_conditions_"))

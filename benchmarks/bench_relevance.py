@@ -1,11 +1,11 @@
-"""Benchmark: FPVG box relevance, vectorized vs. a per-box Python loop (SPEC.md §5).
+"""Benchmark: FPVG box relevance, vectorized vs. a per-box Python loop (docs/protocols.md §5).
 
 Target (issue 2): 132k questions × 100 detected boxes at least 20× faster than
 a per-box Python loop, identical results, peak memory printed.
 
 Both implementations run in this process on the same generated data:
 
-* ``vectorized``: :func:`vqadiag.relevance.compute_relevance` (one IoU and one
+* ``vectorized``: :func:`vqadiag.data.relevance.compute_relevance` (one IoU and one
   coverage matrix per image, one incidence product for all its questions);
 * ``per-box loop``: the official algorithm one box pair at a time — for every
   image, every annotated object and every detected box, Python ``int()``
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vqadiag.relevance import annotated_object_ids, compute_relevance
+from vqadiag.data.relevance import annotated_object_ids, compute_relevance
 
 QUESTIONS_PER_IMAGE = 13  # GQA balanced val: 132,062 questions over 10,234 images (≈ 12.9)
 OBJECTS_PER_IMAGE = 16

@@ -40,10 +40,10 @@ def fmt(est: dict[str, Any] | None) -> str:
 
 def gqa_figures(model: Any, data: Any, world: Path, out: Path, n_bootstrap: int) -> dict:
     """GQA-OOD and FPVG figures of ``model`` on val."""
-    from vqadiag.api.gqa import score_ood
     from vqadiag.metrics.fpvg import fpvg_rates
     from vqadiag.models.hint import model_fpvg_answers
     from vqadiag.models.predict import predict_split, write_prediction_file
+    from vqadiag.scoring.gqa import score_ood
 
     preds = write_prediction_file(out, predict_split(model, data, "val"))
     ood = score_ood(world / "gqa" / "val_balanced_questions.json", preds, n_bootstrap=n_bootstrap)
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--skip-finetune", action="store_true")
     args = parser.parse_args()
 
-    from vqadiag.models.data import GQAData
+    from vqadiag.data.gqa_data import GQAData
     from vqadiag.models.updn import UpDnModel
     from vqadiag.synth import generate_world
 
@@ -120,8 +120,8 @@ def main() -> None:
 
     if args.skip_finetune:
         return
-    from vqadiag.api.finetune import finetune
-    from vqadiag.api.models import train
+    from vqadiag.workflows.finetune import finetune
+    from vqadiag.workflows.models import train
 
     run = tmp / "updn_vqa2"
     start = time.perf_counter()

@@ -10,7 +10,7 @@ the overall figure is identical, and prints the times and their ratio.
     python benchmarks/bench_vqa_scoring.py --size 5000   # quick
 
 The naive port (``naive_vqa_accuracies``) follows the official algorithm
-(SPEC.md §1) statement by statement with no caching; it is written here from
+(docs/protocols.md §1) statement by statement with no caching; it is written here from
 the algorithm, not copied.
 """
 

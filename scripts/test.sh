@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up vqadiag with its test tools and run every check CI runs: ruff, then pytest.
+# Set up vqadiag with its test tools and run every check CI runs: ruff, the layer
+# contract (import-linter, contracts in pyproject.toml), then pytest.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -m "not slow"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 python3 -m ruff check src tests benchmarks
+lint-imports --no-cache
 set +e
 python3 -m pytest "$@"
 status=$?

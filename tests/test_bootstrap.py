@@ -1,4 +1,4 @@
-"""Bootstrap intervals and paired tests (SPEC.md §8) on hand-checkable cases."""
+"""Bootstrap intervals and paired tests (docs/protocols.md §8) on hand-checkable cases."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from vqadiag.api.bq import normalize_text
 from vqadiag.data.bqd import read_bqd
 from vqadiag.data.gqa import read_gqa_questions
 from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.questions.bqd_build import normalize_text
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_text_rankers_build(run_cli, world, tmp_path, ranker):
 
 def test_ray_backend_gives_identical_records(world, tmp_path):
     pytest.importorskip("ray")
-    from vqadiag.api.bq import build_bqd
+    from vqadiag.questions.bqd_build import build_bqd
 
     common = dict(top=21, dim=16, max_main=4, progress=False)
     local = build_bqd([_gqa(world, "train")], _gqa(world, "val"), tmp_path / "a.json", **common)

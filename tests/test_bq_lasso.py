@@ -1,4 +1,4 @@
-"""Exact LASSO ranking (SPEC.md §4): hand-worked solutions, KKT exactness, ranking rules."""
+"""Exact LASSO ranking (protocols.md §4): hand-worked solutions, KKT exactness, ranking rules."""
 
 from __future__ import annotations
 

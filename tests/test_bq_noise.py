@@ -1,4 +1,4 @@
-"""Noise partitions (SPEC.md §4) and the BQD reader/writer, with bad-input messages."""
+"""Noise partitions (docs/protocols.md §4) and the BQD reader/writer, with bad-input messages."""
 
 from __future__ import annotations
 

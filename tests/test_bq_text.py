@@ -1,4 +1,4 @@
-"""Text-similarity rankers (SPEC.md §4): hand-worked BLEU, ROUGE-L, CIDEr-D, METEOR; the
+"""Text-similarity rankers (docs/protocols.md §4): hand-worked BLEU, ROUGE-L, CIDEr-D, METEOR; the
 vectorized pool scores equal the pair formulas; METEOR's bounded top-k equals brute force."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import vqadiag
-from vqadiag.models.data import GQAData
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.registry import model_class
 from vqadiag.synth import generate_world
 
@@ -115,7 +115,7 @@ def test_cli_json_matches_results_file_and_score_commands(run_cli, world, updn, 
 
 
 def test_same_seed_gives_byte_identical_results(world, prior, tmp_path):
-    from vqadiag.api.diagnose import diagnose
+    from vqadiag.diagnosis.diagnose import diagnose
 
     texts = []
     for name in ("a", "b"):
@@ -176,7 +176,7 @@ def test_sigkill_then_restart_gives_the_uninterrupted_numbers(world, updn, tmp_p
 def test_changed_model_recomputes_everything_and_data_change_only_its_questions(
     world, prior, tmp_path
 ):
-    from vqadiag.api.diagnose import diagnose
+    from vqadiag.diagnosis.diagnose import diagnose
 
     copy = tmp_path / "world"
     shutil.copytree(world, copy)
@@ -222,7 +222,7 @@ def test_prediction_file_adapter_runs_plain_suites_only(run_cli, world, prior, t
 
 
 def test_missing_datasets_are_skipped_with_reasons(world, prior, tmp_path):
-    from vqadiag.api.diagnose import diagnose
+    from vqadiag.diagnosis.diagnose import diagnose
 
     gqa_only = tmp_path / "gqa_only"
     shutil.copytree(world / "gqa", gqa_only / "gqa")

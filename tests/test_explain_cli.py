@@ -173,7 +173,7 @@ def test_show_lists_counter_examples(world: Path, trained: tuple[Path, dict[str,
 
 
 def test_same_seed_same_weights(world: Path, tmp_path: Path) -> None:
-    from vqadiag.api.explain import train
+    from vqadiag.workflows.explain import train
 
     tiny = {"hidden_dim": 16, "embedding_dim": 8, "attention_dim": 8, "explain_dim": 8}
     kw = {"epochs": 1, "seed": 5, "options": tiny, "progress": False, "val_split": None}

@@ -1,4 +1,4 @@
-"""Counter-example metrics and baselines on hand-worked cases (SPEC.md §2)."""
+"""Counter-example metrics and baselines on hand-worked cases (docs/protocols.md §2)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import vqadiag
-from vqadiag.report.results import SUMMARY_SUITES
+from vqadiag.report.results import summary_suites
 from vqadiag.report.tables import UNIT_COLUMNS
 
 FIX = Path(__file__).parent / "fixtures"
@@ -31,7 +31,7 @@ def test_per_question_table_rederives_every_mean_figure():
     loo = frame.groupby("model").loo_relevant_score.mean() * 100
     assert loo.to_dict() == pytest.approx({"question_only": 20.0, "updn": 60.0})
     # docs/results-schema.md: summary[key].value == 100 × mean(values[key]) over the rows
-    means = [k for k in SUMMARY_SUITES if k not in ("delta", "r_score")]
+    means = [k for k in summary_suites() if k not in ("delta", "r_score")]
     summary = vqadiag.summary_table([A, B])
     checked = 0
     for (model, figure), value in summary.set_index(["model", "figure"]).value.items():
@@ -51,7 +51,11 @@ def test_summary_table_is_tidy_in_card_order():
     summary = vqadiag.summary_table([A, C])
     assert list(summary.columns) == ["model", "figure", "value", "ci_low", "ci_high", "n"]
     updn = summary[summary.model == "updn"]
-    assert updn.figure.iloc[0] == "accuracy" and updn.figure.iloc[-1] == "noise_accuracy_7"
+    # display order of the suite registry: accuracy first, consistency last, the noise
+    # partitions after R_score
+    assert updn.figure.iloc[0] == "accuracy" and updn.figure.iloc[-1] == "reasoning_consistency"
+    figures = list(updn.figure)
+    assert figures.index("r_score") + 7 == figures.index("noise_accuracy_7")
     first = updn.set_index("figure").loc["noise_accuracy_1"]
     assert first[["value", "ci_low", "ci_high", "n"]].tolist() == [90.0, 85.0, 95.0, 10]
     # symbolic ran the accuracy suite only: the other figures are absent, not NaN rows

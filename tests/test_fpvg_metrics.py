@@ -1,4 +1,4 @@
-"""FPVG formulas (SPEC.md §5, FPVG paper Eq. 4–12, App. C, §3.4, §4.4) on hand-worked cases."""
+"""FPVG formulas (protocols.md §5, FPVG paper Eq. 4–12, App. C, §3.4, §4.4) on hand-worked cases."""
 
 from __future__ import annotations
 

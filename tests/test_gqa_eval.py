@@ -1,4 +1,4 @@
-"""GQA's official eval.py metrics (SPEC.md §7) on hand-worked cases."""
+"""GQA's official eval.py metrics (docs/protocols.md §7) on hand-worked cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GQA-OOD construction and metrics (SPEC.md §3) on hand-worked cases."""
+"""GQA-OOD construction and metrics (docs/protocols.md §3) on hand-worked cases."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import ObjectInput, QuestionBatch
-from vqadiag.models.data import GQAData
 
 
 @pytest.fixture(scope="module")

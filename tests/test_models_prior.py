@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import QuestionBatch
-from vqadiag.models.data import GQAData
 from vqadiag.models.prior import PriorModel, group_key
 from vqadiag.models.registry import load_model
 

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.base import QuestionBatch
-from vqadiag.models.data import GQAData
 from vqadiag.models.question_only import QuestionOnlyModel
 from vqadiag.models.registry import load_model
 

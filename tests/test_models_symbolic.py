@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vqadiag.data.gqa_program import ProgramError, ProgramVocabulary, parse_argument, run
 from vqadiag.errors import DataError
-from vqadiag.gqa_program import ProgramError, ProgramVocabulary, parse_argument, run
 from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch
 
 pytest.importorskip("torch")
 
-from vqadiag.models.data import GQAData
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.symbolic import (
     SymbolicModel,
     grounded_question_ids,

@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from vqadiag.data.gqa_data import GQAData  # noqa: E402
 from vqadiag.errors import DataError  # noqa: E402
 from vqadiag.models.base import GradientModel, ObjectInput, VQAModel  # noqa: E402
-from vqadiag.models.data import GQAData  # noqa: E402
 from vqadiag.models.registry import load_model  # noqa: E402
 from vqadiag.models.training import spatial_features  # noqa: E402
 from vqadiag.models.updn import UpDnModel, masked_softmax  # noqa: E402

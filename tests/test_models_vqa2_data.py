@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from vqadiag.data.vqa2_data import VQA2Data
 from vqadiag.errors import DataError
-from vqadiag.models.vqa2_data import VQA2Data
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from vqadiag.api.diagnose import parse_suites
-from vqadiag.api.diagnose_common import hash_order, subsample
+from vqadiag.diagnosis.diagnose import parse_suites
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput
 from vqadiag.probes.conditions import (
@@ -22,6 +21,7 @@ from vqadiag.probes.conditions import (
 from vqadiag.probes.fingerprints import data_fingerprint, object_digest
 from vqadiag.probes.runner import ProbeContext
 from vqadiag.probes.store import Answer, PredictionStore
+from vqadiag.suites.state import hash_order, subsample
 
 
 def _visual(b: int = 1, n: int = 4, d: int = 2) -> ObjectInput:

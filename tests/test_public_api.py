@@ -37,7 +37,7 @@ def test_api_returns_what_the_command_prints(run_cli):
 
 
 def test_aliases_point_at_the_command_functions():
-    from vqadiag.api import explain
+    from vqadiag.workflows import explain
 
     assert vqadiag.explain_train is explain.train
     assert vqadiag.explain_eval is explain.evaluate

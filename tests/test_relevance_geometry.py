@@ -1,21 +1,23 @@
-"""Box geometry and relevant / irrelevant sets (SPEC.md §5), on hand-worked boxes."""
+"""Box geometry and relevant / irrelevant sets (docs/protocols.md §5), on hand-worked boxes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from vqadiag.errors import DataError
-from vqadiag.relevance import (
-    annotated_object_ids,
+from vqadiag.data.geometry import (
     box_areas,
-    compute_relevance,
-    image_relevance,
     pairwise_coverage,
     pairwise_intersection,
     pairwise_iou,
+)
+from vqadiag.data.relevance import (
+    annotated_object_ids,
+    compute_relevance,
+    image_relevance,
     prepare_detected,
 )
+from vqadiag.errors import DataError
 
 O1 = (10.0, 10.0, 30.0, 30.0)  # annotated object: x=10, y=10, w=20, h=20 → area 400
 O2 = (100.0, 100.0, 150.0, 150.0)  # x=100, y=100, w=50, h=50 → area 2500

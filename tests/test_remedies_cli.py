@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from vqadiag.api.models import train
 from vqadiag.metrics.consistency import QUADRANTS
+from vqadiag.workflows.models import train
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from vqadiag.data.gqa_data import GQAData  # noqa: E402
 from vqadiag.models.base import QuestionBatch  # noqa: E402
-from vqadiag.models.data import GQAData  # noqa: E402
 from vqadiag.models.hint import relevance_masks, training_relevance  # noqa: E402
 from vqadiag.models.predict import predict_split  # noqa: E402
 from vqadiag.models.prior import PriorModel  # noqa: E402
@@ -131,8 +131,8 @@ def test_hint_steps_rank_relevant_objects_first(data):
 
 def test_squint_steps_align_main_and_sub_attention(world):
     from vqadiag.data.introspect import read_introspect
+    from vqadiag.data.vqa2_data import VQA2Data
     from vqadiag.models.finetune import introspect_pairs, masked_mse, pair_loss
-    from vqadiag.models.vqa2_data import VQA2Data
 
     vqa = VQA2Data(world)
     intro = read_introspect(world / "introspect" / "VQAIntrospect_trainv1.0.json")

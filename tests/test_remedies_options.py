@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from vqadiag.data.gqa_data import GQAData  # noqa: E402
 from vqadiag.errors import DataError  # noqa: E402
-from vqadiag.models.data import GQAData  # noqa: E402
 from vqadiag.models.debias import PriorObjective, RUBiObjective  # noqa: E402
 from vqadiag.models.hint import HintObjective, gradcam_importance, hint_ranking_loss  # noqa: E402
 from vqadiag.models.registry import load_model  # noqa: E402

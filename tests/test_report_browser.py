@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.api.report import report
 from vqadiag.report.plots import PLOTS as PLOT_DATA
+from vqadiag.workflows.report import report
 
 FIX = Path(__file__).parent / "fixtures"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.api.report import report
 from vqadiag.report.build import build_report
 from vqadiag.report.card import not_run_reason
 from vqadiag.report.results import ResultSet, load_result_dirs
+from vqadiag.workflows.report import report
 
 FIX = Path(__file__).parent / "fixtures"
 A, B, C = FIX / "results_a", FIX / "results_b", FIX / "results_c"

@@ -1,4 +1,4 @@
-"""``vqadiag score robustness`` end to end, and its bad-input errors (SPEC.md §4)."""
+"""``vqadiag score robustness`` end to end, and its bad-input errors (docs/protocols.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""R_score, Acc_diff and the monotonic-fall check on hand-worked cases (SPEC.md §4)."""
+"""R_score, Acc_diff and the monotonic-fall check on hand-worked cases (docs/protocols.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Official VQA v2 accuracy (SPEC.md §1 steps 1, 3, 4) on hand-worked cases."""
+"""Official VQA v2 accuracy (docs/protocols.md §1 steps 1, 3, 4) on hand-worked cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The official VQA v2 answer normalization, quirk by quirk (SPEC.md §1 step 2)."""
+"""The official VQA v2 answer normalization, quirk by quirk (docs/protocols.md §1 step 2)."""
 
 from __future__ import annotations
 

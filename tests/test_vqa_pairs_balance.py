@@ -1,4 +1,4 @@
-"""Complementary pairs and answer balance (SPEC.md §2) on hand-worked cases."""
+"""Complementary pairs and answer balance (docs/protocols.md §2) on hand-worked cases."""
 
 from __future__ import annotations
 

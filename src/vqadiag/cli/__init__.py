@@ -1,1 +1,1 @@
-"""The ``vqadiag`` command line: thin wrappers over :mod:`vqadiag.api`."""
+"""The ``vqadiag`` command line: thin Typer wrappers over the Python API."""

@@ -1,4 +1,4 @@
-"""Commands ``vqadiag bq build`` and ``vqadiag bq noise`` (SPEC.md §4, basic-question noise)."""
+"""Commands ``vqadiag bq build`` and ``vqadiag bq noise`` (protocols.md §4)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def build(
     as_json: JsonFlag = False,
 ) -> None:
     """Rank a pool of basic questions for every main question (General or Yes/No BQD)."""
-    from vqadiag.api.bq import build_bqd
+    from vqadiag.questions.bqd_build import build_bqd
 
     result = build_bqd(
         pool,
@@ -139,7 +139,7 @@ def noise(
     as_json: JsonFlag = False,
 ) -> None:
     """Write one noisy copy of the main questions per partition, in the input's format."""
-    from vqadiag.api.bq import make_noise
+    from vqadiag.questions.bqd_build import make_noise
 
     result = make_noise(
         bqd, questions, out, partitions=partitions, size=size, max_words=max_words or None

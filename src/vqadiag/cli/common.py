@@ -16,6 +16,14 @@ from vqadiag.errors import DataError
 F = TypeVar("F", bound=Callable[..., Any])
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+PluginOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plugin",
+        help="A module or .py file that registers suites or model adapters (repeatable; "
+        "also the VQADIAG_PLUGINS variable and installed vqadiag.plugins entry points).",
+    ),
+]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap intervals.")]
 ResamplesOption = Annotated[
@@ -60,6 +68,17 @@ def fmt_rate(ci: Mapping[str, Any] | None, value: float | None = None) -> tuple[
     if ci is None or ci.get("ci_low") is None or ci["ci_low"] != ci["ci_low"]:
         return f"{v:.2f}", ""
     return f"{v:.2f}", f"[{ci['ci_low']:.2f}, {ci['ci_high']:.2f}]"
+
+
+def fmt_estimate(est: Mapping[str, Any], decimals: int = 2) -> tuple[str, str]:
+    """``("63.20", "[61.90, 64.41]")`` for an estimate at ``decimals``; NaN shows as ``-``."""
+    v = est.get("value")
+    if v is None or v != v:
+        return "-", "-"
+    low, high = est.get("ci_low"), est.get("ci_high")
+    if low is None or low != low or high is None:
+        return f"{v:.{decimals}f}", ""
+    return f"{v:.{decimals}f}", f"[{low:.{decimals}f}, {high:.{decimals}f}]"
 
 
 def rate_table(title: str, rows: Sequence[tuple[str, Mapping[str, Any] | None, Any]]) -> None:

@@ -1,4 +1,4 @@
-"""SPEC.md §6 commands: score consistency, introspect-questions, classify-questions."""
+"""docs/protocols.md §6 commands: score consistency, introspect-questions, classify-questions."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def consistency(
     as_json: JsonFlag = False,
 ) -> None:
     """Do right answers to Reasoning questions come with right answers to their sub-questions?"""
-    from vqadiag.api.consistency import score_consistency
+    from vqadiag.scoring.consistency import score_consistency
 
     if threshold <= 0:
         raise typer.BadParameter("must be above 0", param_hint="--threshold")
@@ -148,7 +148,7 @@ def introspect_questions(
 
     Sub-question ids are <main_qid>_<k> (k from 0, duplicates removed, file order).
     """
-    from vqadiag.api.consistency import introspect_questions as run
+    from vqadiag.scoring.consistency import introspect_questions as run
 
     result = run(introspect, out, _types(sub_types))
     if as_json:
@@ -174,7 +174,7 @@ def classify_questions(
     as_json: JsonFlag = False,
 ) -> None:
     """Label questions Perception or Reasoning with the SQuINT paper's Table 2 rules."""
-    from vqadiag.api.consistency import classify_questions as run
+    from vqadiag.scoring.consistency import classify_questions as run
 
     result = run(questions, output_path(out), seed=seed, n_bootstrap=n_bootstrap)
     if as_json:

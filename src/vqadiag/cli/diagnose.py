@@ -10,7 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, ResamplesOption, SeedOption, cli_errors, emit
+from vqadiag.cli.common import (
+    JsonFlag,
+    PluginOption,
+    ResamplesOption,
+    SeedOption,
+    cli_errors,
+    emit,
+)
 
 
 class Replacement(str, Enum):
@@ -36,7 +43,7 @@ def diagnose_command(
         typer.Option(
             ...,
             help="A run folder (vqadiag train) or an adapter: files:PREDICTIONS.json "
-            "(plain-prediction suites only), hf:MODEL_DIR.",
+            "(plain-prediction suites only), hf:MODEL_DIR, or a plug-in's KIND:SPEC.",
         ),
     ],
     out: Annotated[Path, typer.Option(..., help="Result folder (results.json, store.sqlite).")],
@@ -44,7 +51,7 @@ def diagnose_command(
         str,
         typer.Option(
             help="all, or a comma list of accuracy,pairs,ood,fpvg,importance,robustness,"
-            "consistency."
+            "consistency (and plug-in suites; vqadiag suites lists them)."
         ),
     ] = "all",
     split: Annotated[str, typer.Option(help="Split to diagnose.")] = "val",
@@ -80,10 +87,11 @@ def diagnose_command(
     max_objects: Annotated[int, typer.Option(min=1, help="Objects per image at most.")] = 100,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
+    plugin: PluginOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a model under every diagnostic condition (cached, resumable) and score it all."""
-    from vqadiag.api.diagnose import diagnose
+    from vqadiag.diagnosis.diagnose import diagnose
 
     result = diagnose(
         data,
@@ -101,34 +109,17 @@ def diagnose_command(
         max_questions=max_questions,
         max_objects=max_objects,
         progress=True,
+        plugins=plugin or (),
     )
     emit(result, as_json, _render)
-
-
-SUMMARY_LABELS = {
-    "accuracy": "GQA accuracy",
-    "acc_head": "GQA-OOD acc head",
-    "acc_tail": "GQA-OOD acc tail",
-    "delta": "GQA-OOD Δ (head−tail)/tail",
-    "fpvg_plus": "FPVG+",
-    "fpvg_plus_correct": "FPVG+ correct",
-    "fpvg_plus_wrong": "FPVG+ wrong",
-    "fpvg_minus_correct": "FPVG− correct",
-    "fpvg_minus_wrong": "FPVG− wrong",
-    "acc_all": "acc all objects",
-    "acc_rel": "acc relevant only",
-    "acc_irrel": "acc irrelevant only",
-    "pair_both_correct": "pairs both correct",
-    "r_score": "R_score (partition 1)",
-    "reasoning_consistency": "reasoning consistency",
-}
 
 
 def _render(result: Mapping[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from vqadiag.cli.common import fmt_rate
+    from vqadiag.cli.common import fmt_estimate, fmt_rate
+    from vqadiag.suites.base import figures
 
     console = Console()
     model = result["model"]
@@ -143,15 +134,14 @@ def _render(result: Mapping[str, Any]) -> None:
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     summary = result["summary"]
-    for key, label in SUMMARY_LABELS.items():
-        est = summary.get(key)
+    for _suite, fig in figures():
+        est = summary.get(fig.key)
         if est is None:
             continue
-        value, interval = fmt_rate(est)
-        table.add_row(label, value, interval, str(est.get("n", "")))
-    for k, est in enumerate(summary.get("noise_accuracy") or [], start=1):
-        value, interval = fmt_rate(est)
-        table.add_row(f"accuracy, noise partition {k}", value, interval, str(est.get("n", "")))
+        for k, one in enumerate(est if fig.many else [est], start=1):
+            value, interval = fmt_estimate(one, fig.decimals)
+            label = f"{fig.label} {k}" if fig.many else fig.label
+            table.add_row(label, value, interval, str(one.get("n", "")))
     console.print(table)
     imp = result["suites"].get("importance")
     if imp:

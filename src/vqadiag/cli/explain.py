@@ -1,5 +1,5 @@
 """Commands: ``vqadiag explain train | eval | show`` (counter-example explanations,
-Goyal et al. 2017 §5; SPEC.md §2)."""
+Goyal et al. 2017 §5; docs/protocols.md §2)."""
 
 from __future__ import annotations
 
@@ -186,8 +186,8 @@ def train_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Train the two-headed counter-example model (answering + explaining head)."""
-    from vqadiag.api.explain import train
     from vqadiag.cli.models import parse_options
+    from vqadiag.workflows.explain import train
 
     result = train(
         data,
@@ -227,7 +227,7 @@ def eval_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Recall@1/5/10 of the explainer and the Random, Distance and VQA-model baselines."""
-    from vqadiag.api.explain import evaluate
+    from vqadiag.workflows.explain import evaluate
 
     result = evaluate(
         model,
@@ -258,7 +258,7 @@ def show_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Answer one question and list its top counter-example images."""
-    from vqadiag.api.explain import show
+    from vqadiag.workflows.explain import show
 
     result = show(model, data, question, split=split, candidates=candidates, top=top, gold=gold)
     emit(result, as_json, _render_show)

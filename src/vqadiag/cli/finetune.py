@@ -1,4 +1,4 @@
-"""Command: ``vqadiag finetune`` (sub-question fine-tuning and SQuINT, SPEC.md §6)."""
+"""Command: ``vqadiag finetune`` (sub-question fine-tuning and SQuINT, docs/protocols.md §6)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ def finetune_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Fine-tune an UpDn run on VQA-introspect sub-questions (subq) or with SQuINT."""
-    from vqadiag.api.finetune import finetune
     from vqadiag.cli.models import parse_options
+    from vqadiag.workflows.finetune import finetune
 
     result = finetune(
         model,

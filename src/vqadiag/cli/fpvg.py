@@ -1,4 +1,4 @@
-"""Commands: ``vqadiag relevance`` and ``vqadiag score fpvg`` (SPEC.md §5)."""
+"""Commands: ``vqadiag relevance`` and ``vqadiag score fpvg`` (docs/protocols.md §5)."""
 
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ def relevance_command(
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
-    """Find each question's relevant and irrelevant detected boxes (FPVG, SPEC.md §5)."""
-    from vqadiag.api.fpvg import relevance
+    """Find each question's relevant and irrelevant detected boxes (FPVG, docs/protocols.md §5)."""
+    from vqadiag.scoring.fpvg import relevance
 
     result = relevance(
         questions,
@@ -129,8 +129,8 @@ def score_fpvg_command(
     n_bootstrap: ResamplesOption = 1000,
     as_json: JsonFlag = False,
 ) -> None:
-    """Faithful & Plausible Visual Grounding of three prediction runs (SPEC.md §5)."""
-    from vqadiag.api.fpvg import score_fpvg
+    """Faithful & Plausible Visual Grounding of three prediction runs (docs/protocols.md §5)."""
+    from vqadiag.scoring.fpvg import score_fpvg
 
     result = score_fpvg(
         questions,

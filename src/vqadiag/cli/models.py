@@ -77,7 +77,7 @@ def train_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Train a reference model on GQA (or VQA v2) data and save its run folder."""
-    from vqadiag.api.models import train
+    from vqadiag.workflows.models import train
 
     options = parse_options(option or [])
     if mode is not None:
@@ -117,7 +117,7 @@ def predict_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Answer a split with a trained model and write a prediction file `vqadiag score` reads."""
-    from vqadiag.api.models import predict
+    from vqadiag.workflows.models import predict
 
     result = predict(
         model,

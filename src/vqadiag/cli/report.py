@@ -10,7 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, ResamplesOption, SeedOption, cli_errors, emit
+from vqadiag.cli.common import (
+    JsonFlag,
+    PluginOption,
+    ResamplesOption,
+    SeedOption,
+    cli_errors,
+    emit,
+)
 
 
 @app.command("report")
@@ -32,10 +39,14 @@ def report_command(
     ] = 8,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
+    plugin: PluginOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Compare diagnosed models: report card with paired tests, plots, example failures."""
-    from vqadiag.api.report import report
+    from vqadiag.plugins import load_plugins
+    from vqadiag.workflows.report import report
+
+    load_plugins(plugin or ())
 
     result = report(
         result_dirs,
@@ -106,10 +117,14 @@ def export_command(
             "(the report-card figures: model, figure, value, ci_low, ci_high, n)."
         ),
     ] = "per-question",
+    plugin: PluginOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Export diagnosis results as one table (pandas-ready CSV, JSON Lines or Parquet)."""
-    from vqadiag.api.report import export
+    from vqadiag.plugins import load_plugins
+    from vqadiag.workflows.report import export
+
+    load_plugins(plugin or ())
 
     emit(export(result_dirs, out, table=table), as_json, _render_export)
 
@@ -157,7 +172,7 @@ def demo_command(
 ) -> None:
     """From nothing to a report: synthetic world → train prior, question-only, UpDn and
     symbolic → diagnose each with every suite → report. Interrupted, it resumes."""
-    from vqadiag.api.demo import demo
+    from vqadiag.workflows.demo import demo
 
     result = demo(
         out,

@@ -1,4 +1,4 @@
-"""Command ``vqadiag score robustness`` (SPEC.md §4): accuracy under basic-question noise."""
+"""Command ``vqadiag score robustness`` (protocols.md §4): accuracy under basic-question noise."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def robustness(
     Give the noisy predictions of partitions 1..7 in order: --noisy P1 P2 ... P7.
     Overall acc_diff and r_score are partition 1's (as in the paper's Table 1).
     """
-    from vqadiag.api.robustness import MAX_PARTITIONS, score_robustness
+    from vqadiag.scoring.robustness import MAX_PARTITIONS, score_robustness
 
     partitions = [*noisy, *(more_noisy or [])]
     try:

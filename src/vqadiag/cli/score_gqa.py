@@ -1,5 +1,5 @@
 """Commands ``vqadiag score gqa`` (official GQA eval.py metrics) and ``vqadiag score ood``
-(GQA-OOD head / tail split and accuracies); SPEC.md §3, §7."""
+(GQA-OOD head / tail split and accuracies); docs/protocols.md §3, §7."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def score_gqa_command(
 ) -> None:
     """GQA's official metrics: accuracy (by type, length, steps), validity, plausibility,
     consistency and distribution, over the balanced questions."""
-    from vqadiag.api.gqa import score_gqa
+    from vqadiag.scoring.gqa import score_gqa
 
     result = score_gqa(
         questions,
@@ -174,7 +174,7 @@ def score_ood_command(
 ) -> None:
     """GQA-OOD: build the official head/tail split (entropy <= mean - std, tail p < (1+alpha)/K)
     and report acc-all, acc-head, acc-tail and delta."""
-    from vqadiag.api.gqa import score_ood
+    from vqadiag.scoring.gqa import score_ood
 
     if alpha <= -1:
         raise typer.BadParameter("alpha must be greater than -1", param_hint="--alpha")

@@ -1,4 +1,4 @@
-"""Commands: ``score vqa``, ``score pairs``, ``stats balance`` (SPEC.md §1, §2)."""
+"""Commands: ``score vqa``, ``score pairs``, ``stats balance`` (docs/protocols.md §1, §2)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def score_vqa_command(
     n_bootstrap: ResamplesOption = 1000,
 ) -> None:
     """Official VQA v2 accuracy: overall, per answer type, per question type."""
-    from vqadiag.api.vqa import score_vqa
+    from vqadiag.scoring.vqa import score_vqa
 
     result = score_vqa(
         questions,
@@ -106,7 +106,7 @@ def score_pairs_command(
     n_bootstrap: ResamplesOption = 1000,
 ) -> None:
     """Complementary pairs: % both correct, % identical, % different predictions."""
-    from vqadiag.api.vqa import score_pairs
+    from vqadiag.scoring.vqa import score_pairs
 
     result = score_pairs(
         annotations,
@@ -171,7 +171,7 @@ def balance_command(
     n_bootstrap: ResamplesOption = 1000,
 ) -> None:
     """Answer entropy per question type, top answers, prior baselines."""
-    from vqadiag.api.vqa import balance_stats
+    from vqadiag.scoring.vqa import balance_stats
 
     result = balance_stats(
         annotations,

@@ -120,6 +120,6 @@ def world(
     as_json: JsonFlag = False,
 ) -> None:
     """Describe a synthetic world: sizes, balance, detector quality, pairs (`vqadiag stats DIR`)."""
-    from vqadiag.synth import world_stats
+    from vqadiag.scoring.world_stats import world_stats
 
     emit(world_stats(directory, seed=seed, n_bootstrap=n_bootstrap), as_json, _render_stats)

@@ -1,4 +1,4 @@
-"""Basic-question datasets (BQD, SPEC.md §4) and the question files they are built from.
+"""Basic-question datasets (BQD, docs/protocols.md §4) and the question files they are built from.
 
 A BQD file is ``{"meta": {...}, "records": [...]}`` (a bare list of records is
 accepted too); each record is::

@@ -1,6 +1,6 @@
 """Detected object boxes (and features) per image, read lazily.
 
-Two layouts are accepted (SPEC.md §5, ARCHITECTURE.md "data/"):
+Two layouts are accepted (docs/protocols.md §5, ARCHITECTURE.md "data/"):
 
 * **GQA features layout**: an info JSON ``<prefix>_info.json`` mapping
   ``imageId → {width, height, objectsNum, file, idx}`` next to h5 files

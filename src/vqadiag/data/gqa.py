@@ -89,11 +89,6 @@ def read_gqa_questions(
     return data
 
 
-def is_balanced(record: Mapping[str, Any]) -> bool:
-    """A question is balanced unless it says ``isBalanced: false``."""
-    return record.get("isBalanced", True) is not False
-
-
 def read_scene_graphs(path: str | Path) -> SceneGraphs:
     """Read GQA scene graphs, checking every object's name and box.
 
@@ -119,7 +114,7 @@ def read_scene_graphs(path: str | Path) -> SceneGraphs:
 
 
 def object_box_corners(obj: Mapping[str, Any]) -> tuple[float, float, float, float]:
-    """Scene-graph ``x, y, w, h`` → corners ``(x, y, x + w, y + h)`` (SPEC.md §5)."""
+    """Scene-graph ``x, y, w, h`` → corners ``(x, y, x + w, y + h)`` (docs/protocols.md §5)."""
     x, y = float(obj["x"]), float(obj["y"])
     return x, y, x + float(obj["w"]), y + float(obj["h"])
 

@@ -1,4 +1,4 @@
-"""VQA-introspect files (SPEC.md §6; Selvaraju et al. §3.2) and their sub-question ids.
+"""VQA-introspect files (docs/protocols.md §6; Selvaraju et al. §3.2) and their sub-question ids.
 
 Shape of the official files (``VQAIntrospect_{train,val}v1.0.json``)::
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import read_json, require_field, write_json
+from vqadiag.data.jsonio import read_json, require_field
 from vqadiag.errors import DataError, record_label
 
 Q_TYPES = ("reasoning", "perception", "invalid")
@@ -186,74 +186,9 @@ def read_introspect(path: str | Path, include_types: Iterable[str] = DEFAULT_INC
     return parse_introspect(read_json(path), path, include_types)
 
 
-def normalized(answer: str) -> str:
-    """The official VQA normalization of an answer (SPEC.md §1 steps 1–2; raw text if empty)."""
-    from vqadiag.metrics.vqa_accuracy import normalize_answer
-
-    return normalize_answer(answer) or answer.strip()
-
-
 def answer_type(answer: str) -> str:
     """VQA v2 answer type of a single answer: ``yes/no``, ``number`` or ``other``."""
     text = answer.strip().lower()
     if text in {"yes", "no"}:
         return "yes/no"
     return "number" if text.replace(",", "").isdigit() else "other"
-
-
-def _vqa_files(
-    rows: list[tuple[str, Any, str, str]], subtype: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    info = {"description": "written by vqadiag introspect-questions from VQA-introspect"}
-    questions = [
-        {"question_id": qid, "image_id": image_id, "question": question}
-        for qid, image_id, question, _ in rows
-    ]
-    annotations = [
-        {
-            "question_id": qid,
-            "image_id": image_id,
-            "question_type": "introspect",
-            "answer_type": answer_type(answer),
-            "multiple_choice_answer": answer,
-            "answers": [
-                {"answer": answer, "answer_confidence": "yes", "answer_id": i} for i in range(1, 11)
-            ],
-        }
-        for qid, image_id, _, answer in rows
-    ]
-    head = {"info": info, "data_type": "mscoco", "data_subtype": subtype}
-    return {**head, "questions": questions}, {**head, "annotations": annotations}
-
-
-def write_vqa_style(intro: Introspect, out_dir: str | Path) -> dict[str, str]:
-    """Write the main and sub-questions as VQA v2-style files under ``out_dir``.
-
-    Files: ``main_questions.json``, ``main_annotations.json``,
-    ``sub_questions.json``, ``sub_annotations.json`` (``{"questions": [...]}`` /
-    ``{"annotations": [...]}`` with string ``question_id``; each annotation
-    repeats the single known answer, in its official VQA normalization
-    (SPEC.md §1), 10 times, so the VQA accuracy of a prediction is 1 when it
-    equals that answer and 0 otherwise) and
-    ``sub_index.json`` ``{sub_id: main_id}``. Returns ``{name: path}``.
-    """
-    out = Path(out_dir)
-    mains = [
-        (m.main_id, m.image_id, m.question, normalized(m.answer)) for m in intro.mains.values()
-    ]
-    subs = [
-        (s.sub_id, intro.mains[s.main_id].image_id, s.question, normalized(s.answer))
-        for s in intro.subs.values()
-    ]
-    written: dict[str, str] = {}
-    for prefix, rows in (("main", mains), ("sub", subs)):
-        questions, annotations = _vqa_files(rows, f"vqa-introspect-{prefix}")
-        written[f"{prefix}_questions"] = str(
-            write_json(out / f"{prefix}_questions.json", questions)
-        )
-        written[f"{prefix}_annotations"] = str(
-            write_json(out / f"{prefix}_annotations.json", annotations)
-        )
-    index = {s.sub_id: s.main_id for s in intro.subs.values()}
-    written["sub_index"] = str(write_json(out / "sub_index.json", index))
-    return written

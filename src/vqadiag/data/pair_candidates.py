@@ -1,4 +1,4 @@
-"""Reader of counter-example candidate files (Goyal et al. 2017 §5, SPEC.md §2).
+"""Reader of counter-example candidate files (Goyal et al. 2017 §5, docs/protocols.md §2).
 
 A candidates file gives, for each question (I, Q, A) that has a complementary
 image I', the K nearest-neighbour images of I among which I' was picked::

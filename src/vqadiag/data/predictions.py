@@ -13,8 +13,8 @@ Accepted shapes (detected from the file, not from flags):
   output in ``prediction``; ``prediction`` always wins.
 
 A record may carry ``probs``: a mapping answer → probability (the full softmax
-or its top-k), used for sufficiency / comprehensiveness (SPEC.md §5).
-Question ids are strings (SPEC.md preamble); integer ids become decimal strings.
+or its top-k), used for sufficiency / comprehensiveness (docs/protocols.md §5).
+Question ids are strings (docs/protocols.md, conventions); integer ids become decimal strings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Files of the FPVG protocol (SPEC.md §5): ``R.json`` box relevance and split id lists."""
+"""Files of the FPVG protocol (protocols.md §5): ``R.json`` box relevance and split id lists."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from vqadiag.data.jsonio import read_json
+from vqadiag.data.relevance import EXCLUSION_REASONS, NO_IRRELEVANT_BOXES, NO_RELEVANT_BOXES
 from vqadiag.errors import DataError, record_label
-from vqadiag.relevance import EXCLUSION_REASONS, NO_IRRELEVANT_BOXES, NO_RELEVANT_BOXES
 
 
 def _index_list(value: Any, path: Path, label: str, field: str) -> list[int]:

@@ -4,9 +4,9 @@
 * annotations ``{"annotations": [{"question_id", "image_id", "question_type",
   "answer_type", "answers": [{"answer", "answer_confidence", "answer_id"}] × 10,
   "multiple_choice_answer"}, ...], ...}``
-* complementary pairs: a JSON list of ``[qid_a, qid_b]`` (SPEC.md §2).
+* complementary pairs: a JSON list of ``[qid_a, qid_b]`` (docs/protocols.md §2).
 
-Question ids become decimal strings (SPEC.md preamble). Every problem raises
+Question ids become decimal strings (docs/protocols.md, conventions). Every problem raises
 :class:`~vqadiag.errors.DataError` naming the file and the record.
 """
 

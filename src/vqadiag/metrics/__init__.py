@@ -1,1 +1,1 @@
-"""Every formula of SPEC.md as a pure function: arrays in, numbers out; no I/O, no model."""
+"""Every formula of docs/protocols.md as a pure function: arrays in, numbers out, no I/O."""

@@ -1,4 +1,4 @@
-"""Answer balance and prior baselines (SPEC.md §2; Goyal et al. §3, "Dataset analysis").
+"""Answer balance and prior baselines (docs/protocols.md §2; Goyal et al. §3, "Dataset analysis").
 
 * Entropy of the answer distribution of one question type t, in bits:
   H_t = −Σ_a p(a | t) log2 p(a | t).
@@ -41,12 +41,12 @@ def answer_counts_by_type(
 
 
 def entropy_by_type(counts: Mapping[Hashable, Counter[str]]) -> dict[Hashable, float]:
-    """H_t in bits for every question type (SPEC.md §2)."""
+    """H_t in bits for every question type (docs/protocols.md §2)."""
     return {t: entropy_bits(list(c.values())) for t, c in counts.items()}
 
 
 def weighted_mean_entropy(counts: Mapping[Hashable, Counter[str]]) -> float:
-    """H̄ = Σ_t (n_t / n) H_t: type entropies weighted by type frequency (SPEC.md §2)."""
+    """H̄ = Σ_t (n_t / n) H_t: type entropies weighted by type frequency (docs/protocols.md §2)."""
     sizes = np.array([sum(c.values()) for c in counts.values()], dtype=np.float64)
     if sizes.sum() == 0:
         return float("nan")
@@ -60,14 +60,14 @@ def most_common(counter: Counter[str]) -> str:
 
 
 def prior_answer(answers: Sequence[str]) -> str:
-    """The Prior baseline's answer: the most common answer of ``answers`` (SPEC.md §2)."""
+    """The Prior baseline's answer: the most common answer of ``answers`` (docs/protocols.md §2)."""
     if not answers:
         raise ValueError("no answers to take a prior from")
     return most_common(Counter(answers))
 
 
 def per_type_prior(types: Sequence[Hashable], answers: Sequence[str]) -> dict[Hashable, str]:
-    """The per-question-type prior: the most common answer of each type (SPEC.md §2)."""
+    """The per-question-type prior: the most common answer of each type (docs/protocols.md §2)."""
     return {t: most_common(c) for t, c in answer_counts_by_type(types, answers).items()}
 
 

@@ -1,4 +1,4 @@
-"""Bootstrap confidence intervals and paired tests (SPEC.md §8).
+"""Bootstrap confidence intervals and paired tests (docs/protocols.md §8).
 
 Every rate of a report carries a 95% percentile-bootstrap interval over its
 units (questions, pairs or groups). Most statistics here are functions of

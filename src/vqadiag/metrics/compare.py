@@ -1,4 +1,4 @@
-"""Paired comparison of two models on the same units (SPEC.md §8).
+"""Paired comparison of two models on the same units (docs/protocols.md §8).
 
 A report says whether a difference between two models is real by testing it
 on the units both were scored on (questions, pairs, main/sub pairs). Inputs are
@@ -47,7 +47,7 @@ PAIRED_BOOTSTRAP = "paired_bootstrap"
 
 
 def bootstrap_p_value(differences: np.ndarray, value: float) -> float:
-    """Two-sided percentile-bootstrap p-value of a difference (SPEC.md §8).
+    """Two-sided percentile-bootstrap p-value of a difference (docs/protocols.md §8).
 
     ``p = min(1, 2 · min(P*(d ≤ 0), P*(d ≥ 0)))`` over the finite resampled
     differences ``d``; 1.0 when the observed difference is exactly 0 and no
@@ -167,7 +167,7 @@ def compare_rates(
 
 def ood_delta_statistic(sums: np.ndarray) -> np.ndarray:
     """Δ = (acc-head − acc-tail) / acc-tail × 100 from column sums
-    ``[head correct, head count, tail correct, tail count]`` (SPEC.md §3)."""
+    ``[head correct, head count, tail correct, tail count]`` (docs/protocols.md §3)."""
     head = sums[:, 0] / sums[:, 1]
     tail = sums[:, 2] / sums[:, 3]
     out = (head - tail) / tail * 100.0
@@ -184,7 +184,7 @@ def ood_delta_columns(acc_head: np.ndarray, acc_tail: np.ndarray) -> np.ndarray:
 
 
 def r_score_statistic(t: float = DEFAULT_T, m: float = DEFAULT_M) -> Statistic:
-    """R_score from column sums ``[clean correct, noisy correct, units]`` (SPEC.md §4):
+    """R_score from column sums ``[clean correct, noisy correct, units]`` (docs/protocols.md §4):
     Acc_diff = 100 · |Σ clean − Σ noisy| / n, R = clamp₀¹((√m − √Acc_diff) / (√m − √t))."""
     check_limits(t, m)
 

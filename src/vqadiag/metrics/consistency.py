@@ -1,4 +1,4 @@
-"""Reasoning / perception consistency on VQA-introspect (SPEC.md §6).
+"""Reasoning / perception consistency on VQA-introspect (docs/protocols.md §6).
 
 Selvaraju et al., "SQuINTing at VQA Models", §5 and §7 (Table 1). Each main
 (Reasoning) question j has sub (Perception) questions; every (main, sub) pair
@@ -53,7 +53,7 @@ N_COLUMNS = 12
 
 
 def quadrant_counts(main_correct_of_pair: np.ndarray, sub_correct: np.ndarray) -> np.ndarray:
-    """Pair counts ``[M✓S✓, M✓S✗, M✗S✓, M✗S✗]`` (SPEC.md §6, paper §5).
+    """Pair counts ``[M✓S✓, M✓S✗, M✗S✓, M✗S✗]`` (docs/protocols.md §6, paper §5).
 
     ``main_correct_of_pair[p]`` is the correctness of pair p's main question,
     ``sub_correct[p]`` that of its sub-question.
@@ -84,7 +84,7 @@ def consistency(
     sub_correct: np.ndarray,
     weights: np.ndarray | None = None,
 ) -> float:
-    """``100 × Σ w·[M✓S✓] / Σ w·[M✓]`` over pairs (SPEC.md §6, paper §7 "Consistency").
+    """``100 × Σ w·[M✓S✓] / Σ w·[M✓]`` over pairs (docs/protocols.md §6, paper §7 "Consistency").
 
     How often the sub-question is right given that the main is right. With
     ``weights`` (one per pair) this is the balanced consistency. NaN when no

@@ -1,4 +1,4 @@
-"""Counter-example explanation metrics and baselines (Goyal et al. 2017 §5, SPEC.md §2).
+"""Counter-example explanation metrics and baselines (Goyal et al. 2017 §5, docs/protocols.md §2).
 
 For a question (I, Q, A) with K candidate images I_1..I_K (the K nearest
 neighbours of I, nearest first) among which the complementary image I' = I_t
@@ -73,7 +73,7 @@ def recall_at_k(
     ranks: np.ndarray, k: int, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0
 ) -> Estimate:
     """Recall@k = 100 · mean [rank < k] over questions (percent) with its 95% bootstrap
-    interval (Goyal et al. 2017 §5, SPEC.md §2)."""
+    interval (Goyal et al. 2017 §5, docs/protocols.md §2)."""
     return mean_ci(recall_hits(ranks, k), n_resamples=n_resamples, seed=seed)
 
 

@@ -1,4 +1,4 @@
-"""Faithful & Plausible Visual Grounding (Reich et al. 2023; SPEC.md §5). Pure functions.
+"""Faithful & Plausible Visual Grounding (Reich et al. 2023; docs/protocols.md §5). Pure functions.
 
 Per question j, with answers â_all, â_rel, â_irrel of the three runs and gold a:
 
@@ -127,25 +127,20 @@ class _Batch:
         return out
 
 
-def fpvg_rates(
-    ans_all: Answers,
-    ans_rel: Answers,
-    ans_irrel: Answers,
-    gold: Sequence[str],
-    *,
-    n_resamples: int = 1000,
-    seed: int = 0,
-) -> dict[str, Estimate]:
-    """FPVG± and its four sub-categories, mod-FPVG± and Acc_{all,rel,irrel}, in % (§3.1, App. B/C).
+def fpvg_units(
+    ans_all: Answers, ans_rel: Answers, ans_irrel: Answers, gold: Sequence[str | None]
+) -> dict[str, np.ndarray]:
+    """Per-question indicators (bool arrays) whose means are the rates of :func:`fpvg_rates`.
 
-    Keys: ``fpvg_plus``, ``fpvg_minus``, ``fpvg_plus_correct`` (FPVG+⊤),
-    ``fpvg_plus_wrong`` (FPVG+⊥), ``fpvg_minus_correct``, ``fpvg_minus_wrong``,
-    ``mod_fpvg_plus``, ``mod_fpvg_minus``, ``acc_all``, ``acc_rel``, ``acc_irrel``.
+    Keys: ``fpvg_plus`` (FPVG_j, Eq. 4), ``fpvg_minus``, ``fpvg_plus_correct``
+    (FPVG_j·[â_all = a]), ``fpvg_plus_wrong``, ``fpvg_minus_correct``,
+    ``fpvg_minus_wrong`` (App. B), ``mod_fpvg_plus``, ``mod_fpvg_minus`` (App. C),
+    ``acc_all``, ``acc_rel``, ``acc_irrel`` (docs/protocols.md §5).
     """
     fpvg = fpvg_indicators(ans_all, ans_rel, ans_irrel)
     mod = mod_fpvg_indicators(ans_all, ans_rel)
     correct = answers_equal(ans_all, gold)
-    columns = {
+    return {
         "fpvg_plus": fpvg,
         "fpvg_minus": ~fpvg,
         "fpvg_plus_correct": fpvg & correct,
@@ -158,7 +153,21 @@ def fpvg_rates(
         "acc_rel": answers_equal(ans_rel, gold),
         "acc_irrel": answers_equal(ans_irrel, gold),
     }
-    batch = _Batch(len(fpvg))
+
+
+def fpvg_rates(
+    ans_all: Answers,
+    ans_rel: Answers,
+    ans_irrel: Answers,
+    gold: Sequence[str],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Estimate]:
+    """FPVG± and its four sub-categories, mod-FPVG± and Acc_{all,rel,irrel}, in % (§3.1, App. B/C):
+    the means of :func:`fpvg_units` with their bootstrap intervals."""
+    columns = fpvg_units(ans_all, ans_rel, ans_irrel, gold)
+    batch = _Batch(len(columns["fpvg_plus"]))
     for key, col in columns.items():
         batch.mean(key, col)
     return batch.estimates(n_resamples, seed)

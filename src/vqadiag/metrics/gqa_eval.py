@@ -1,4 +1,4 @@
-"""GQA's own metrics, as the official ``eval.py`` computes them (SPEC.md §7).
+"""GQA's own metrics, as the official ``eval.py`` computes them (docs/protocols.md §7).
 
 Pure functions over parsed GQA question records and answer strings; no file I/O.
 The numbers equal the official script's on the same input (same arithmetic,
@@ -45,12 +45,12 @@ COMMON_GROUP: tuple[str, ...] = ("color", "material", "shape")
 
 
 def words_count(question: str) -> int:
-    """Question length in words: ``len(question.split())`` (official ``getWordsNum``, SPEC §7)."""
+    """Question length in words: ``len(question.split())`` (``getWordsNum``, protocols.md §7)."""
     return len(question.split())
 
 
 def steps_count(semantic: Iterable[Mapping[str, Any]]) -> int:
-    """Reasoning steps of a question (official ``getStepsNum``, SPEC §7).
+    """Reasoning steps of a question (official ``getStepsNum``, docs/protocols.md §7).
 
     Counts the ``semantic`` operations c for which the text
     ``f"{c['operation']}: {c['argument']}"`` contains none of :data:`STEP_EXCLUDED`
@@ -66,7 +66,7 @@ def steps_count(semantic: Iterable[Mapping[str, Any]]) -> int:
 
 
 def belongs(answer: str | None, group: Sequence[str], detailed_type: str) -> bool:
-    """Whether ``answer`` is in ``group`` (official ``belongs``, SPEC §7).
+    """Whether ``answer`` is in ``group`` (official ``belongs``, docs/protocols.md §7).
 
     For questions whose ``types.detailed`` contains ``"Common"`` (e.g.
     ``twoCommon``: "What do the X and Y have in common?") the group is replaced
@@ -119,7 +119,7 @@ def consistency_scores(
     questions: Mapping[str, Mapping[str, Any]],
     predictions: Mapping[str, str | None],
 ) -> ConsistencyResult:
-    """GQA consistency over the correctly answered scored questions (SPEC §7).
+    """GQA consistency over the correctly answered scored questions (docs/protocols.md §7).
 
     For each q in ``scored_ids`` with ``correct`` true and non-empty
     E_q = [e in q.entailed if e != q]: s_q = mean_{e ∈ E_q} [pred_e == gold_e],
@@ -223,7 +223,7 @@ def chi_square_distribution(
     gold: Sequence[str],
     predicted: Sequence[str | None],
 ) -> float:
-    """GQA's distribution metric, official ``chiSquare(gold, predicted) / 100`` (SPEC §7).
+    """GQA's distribution metric, official ``chiSquare(gold, predicted) / 100`` (protocols.md §7).
 
     Groups and answers are visited in first-seen order and summed with Python
     floats exactly as the official script; questions whose global group is null
@@ -330,7 +330,7 @@ def evaluate_gqa(
     scored_ids: Sequence[str],
     choices: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> GQAEvaluation:
-    """Every GQA eval.py metric over ``scored_ids`` (SPEC §7).
+    """Every GQA eval.py metric over ``scored_ids`` (docs/protocols.md §7).
 
     ``questions`` holds every question (entailed ones included); ``predictions``
     maps ids to answers (``None`` or absent = no prediction, scored as wrong,

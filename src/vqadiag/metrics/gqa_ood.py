@@ -1,4 +1,4 @@
-"""GQA-OOD: the official head / tail construction and its metrics (SPEC.md §3).
+"""GQA-OOD: the official head / tail construction and its metrics (docs/protocols.md §3).
 
 Construction (Kervadec et al., official ``gqa_ood`` code), from a GQA question
 file (the official split starts from the *balanced* val / testdev files, so
@@ -27,7 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa import is_balanced
+
+def is_balanced(record: Mapping[str, Any]) -> bool:
+    """A GQA question is balanced unless its record says ``isBalanced: false``."""
+    return record.get("isBalanced", True) is not False
+
 
 #: The official α grid of the acc-tail curve (GQA-OOD ``evaluation.py``), ascending.
 OOD_ALPHA_GRID: tuple[float, ...] = (
@@ -41,7 +45,7 @@ NONE_GROUP = "none"
 
 
 def normalized_entropy(p: np.ndarray) -> float:
-    """H(p) = −Σ p ln(p + 1e-9) / ln K, and 1.0 for K = 1 (official ``n_entropy``, SPEC §3).
+    """H(p) = −Σ p ln(p + 1e-9) / ln K, and 1.0 for K = 1 (official ``n_entropy``, protocols.md §3).
 
     For K = 1 the official code divides the entropy by itself, which is 1.0.
     """
@@ -169,7 +173,7 @@ def local_group(record: Mapping[str, Any]) -> str:
 def ood_groups(
     questions: Mapping[str, Mapping[str, Any]], *, balanced_only: bool = True
 ) -> OODGroups:
-    """Steps 1–3 of the official construction (SPEC §3): groups, entropies, kept groups.
+    """Steps 1–3 of the official construction (protocols.md §3): groups, entropies, kept groups.
 
     Starts from the balanced questions (``isBalanced`` not false) unless
     ``balanced_only`` is false. Every record needs ``answer`` and
@@ -245,7 +249,7 @@ def build_ood_split(
     *,
     balanced_only: bool = True,
 ) -> OODSplit:
-    """The official GQA-OOD split of ``questions`` at ``alpha`` (SPEC §3).
+    """The official GQA-OOD split of ``questions`` at ``alpha`` (docs/protocols.md §3).
 
     Groups by ``groups.local``; keeps groups with normalized answer entropy
     H ≤ mean(H) − std(H); in them, answers with p_a < (1 + α)/K are tail, the
@@ -264,7 +268,7 @@ def accuracy_percent(correct: Sequence[float] | np.ndarray) -> float:
 
 
 def delta_percent(acc_head: float, acc_tail: float) -> float:
-    """Δ = (acc-head − acc-tail) / acc-tail × 100 (SPEC §3; the paper's Table 2 is ×100).
+    """Δ = (acc-head − acc-tail) / acc-tail × 100 (protocols.md §3; the paper's Table 2 is ×100).
 
     NaN when acc-tail is 0 or undefined.
     """

@@ -9,7 +9,7 @@ irrelM (M = |irrelM|):
 
 where topK are the K objects with the highest scores (ties: lower index
 first). Paper Table 1 averages each score over the FPVG+ and over the FPVG−
-questions, in percent (SPEC.md §5).
+questions, in percent (docs/protocols.md §5).
 """
 
 from __future__ import annotations

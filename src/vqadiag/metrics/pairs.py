@@ -1,4 +1,4 @@
-"""Complementary-pair analysis of Goyal et al. (SPEC.md §2; paper §4, "pairs").
+"""Complementary-pair analysis of Goyal et al. (docs/protocols.md §2; paper §4, "pairs").
 
 For each pair (q, q') of the same question on two complementary images:
 
@@ -21,14 +21,14 @@ DEFAULT_PAIR_THRESHOLD = 1.0
 def pair_both_correct(
     acc_a: np.ndarray, acc_b: np.ndarray, threshold: float = DEFAULT_PAIR_THRESHOLD
 ) -> np.ndarray:
-    """Per pair: 1.0 when both VQA accuracies reach ``threshold`` (SPEC.md §2), else 0.0."""
+    """Per pair: 1.0 when both VQA accuracies reach ``threshold`` (protocols.md §2), else 0.0."""
     a = np.asarray(acc_a, dtype=np.float64)
     b = np.asarray(acc_b, dtype=np.float64)
     return ((a >= threshold) & (b >= threshold)).astype(np.float64)
 
 
 def pair_identical(answers_a: Sequence[str | None], answers_b: Sequence[str | None]) -> np.ndarray:
-    """Per pair: 1.0 when both predictions are the same answer (SPEC.md §2).
+    """Per pair: 1.0 when both predictions are the same answer (docs/protocols.md §2).
 
     A missing prediction (``None``) is never identical to anything.
     """

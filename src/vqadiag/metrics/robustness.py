@@ -1,4 +1,4 @@
-"""Robustness to basic-question noise: Acc_diff, R_score, monotonic fall (SPEC.md §4).
+"""Robustness to basic-question noise: Acc_diff, R_score, monotonic fall (docs/protocols.md §4).
 
 Huang et al., "A Novel Framework for Robustness Analysis of Visual QA Models",
 §3 (eq. 2–3) and §4:
@@ -27,7 +27,7 @@ DEFAULT_M = 20.0
 
 
 def check_limits(t: float, m: float) -> None:
-    """Validate the R_score parameters: ``0 ≤ t < m ≤ 100`` (SPEC.md §4, paper eq. 2).
+    """Validate the R_score parameters: ``0 ≤ t < m ≤ 100`` (docs/protocols.md §4, paper eq. 2).
 
     Raises ``ValueError`` naming the violated bound.
     """
@@ -42,7 +42,7 @@ def check_limits(t: float, m: float) -> None:
 
 
 def accuracy_difference(acc_clean: float | np.ndarray, acc_noisy: float | np.ndarray):
-    """``Acc_diff = |Acc_clean − Acc_noisy|`` in percent points (SPEC.md §4, paper §3).
+    """``Acc_diff = |Acc_clean − Acc_noisy|`` in percent points (docs/protocols.md §4, paper §3).
 
     Both accuracies are in percent, measured with the dataset's own metric.
     """
@@ -52,7 +52,7 @@ def accuracy_difference(acc_clean: float | np.ndarray, acc_noisy: float | np.nda
 def r_score(
     acc_diff: float | np.ndarray, t: float = DEFAULT_T, m: float = DEFAULT_M
 ) -> float | np.ndarray:
-    """``R_score = clamp₀¹((√m − √Acc_diff) / (√m − √t))`` (SPEC.md §4, paper eq. 2–3).
+    """``R_score = clamp₀¹((√m − √Acc_diff) / (√m − √t))`` (docs/protocols.md §4, paper eq. 2–3).
 
     ``acc_diff`` is in percent points (non-negative; NaN stays NaN). Returns a
     float for a scalar input and an array otherwise.

@@ -1,4 +1,4 @@
-"""Official VQA v2 accuracy, vectorized (SPEC.md §1, steps 1–4).
+"""Official VQA v2 accuracy, vectorized (docs/protocols.md §1, steps 1–4).
 
 Per question with annotator answers ``gt_1 … gt_N`` (N = 10 in VQA v2) and a
 prediction ``pred``:
@@ -54,7 +54,7 @@ def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def annotator_scores(n_matching: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Score of one annotator given ``c`` matching annotators (SPEC.md §1 step 3).
+    """Score of one annotator given ``c`` matching annotators (docs/protocols.md §1 step 3).
 
     Returns ``(hit, miss)``: ``min(1, (c − 1)/3)`` for an annotator who gave the
     predicted answer (left out, the other c − 1 match) and ``min(1, c/3)`` for one
@@ -70,7 +70,7 @@ def vqa_accuracies(
     *,
     lenient: bool = False,
 ) -> np.ndarray:
-    """Per-question official VQA accuracy in [0, 1] (SPEC.md §1).
+    """Per-question official VQA accuracy in [0, 1] (docs/protocols.md §1).
 
     ``predictions[k]`` is the model answer of question k (``None`` = missing,
     scored 0); ``answers[k]`` its annotator answers (at least one). Normalization
@@ -129,7 +129,7 @@ def vqa_accuracies(
 def official_mean(values: np.ndarray) -> float:
     """``100 × Σ values / n`` with the sum taken left to right, as the official script.
 
-    (SPEC.md §1 step 4; ``numpy.mean`` sums pairwise and can differ in the last bit.)
+    (docs/protocols.md §1 step 4; ``numpy.mean`` sums pairwise and can differ in the last bit.)
     NaN for an empty array.
     """
     v = np.asarray(values, dtype=np.float64)
@@ -146,7 +146,7 @@ def discrete_mean_ci(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> Estimate:
-    """``scale × mean(values)`` with its percentile-bootstrap interval (SPEC.md §8).
+    """``scale × mean(values)`` with its percentile-bootstrap interval (docs/protocols.md §8).
 
     The interval is :func:`~vqadiag.metrics.bootstrap.mean_ci`'s (fast for the few
     distinct levels VQA accuracies take); the point value is summed left to right

@@ -1,4 +1,4 @@
-"""Answer normalization of the official VQA v2 evaluation (SPEC.md §1, steps 1–2).
+"""Answer normalization of the official VQA v2 evaluation (docs/protocols.md §1, steps 1–2).
 
 The tables (21 punctuation characters, number words, articles, 120
 contractions) live in ``vqadiag/resources/vqa_answer_normalization.json`` and
@@ -37,7 +37,7 @@ PERIOD_COUNT = int(re.UNICODE)
 def normalization_tables() -> dict[str, Any]:
     """The official tables: ``punctuation``, ``number_words``, ``articles``, ``contractions``.
 
-    Loaded once from ``vqadiag/resources/vqa_answer_normalization.json`` (SPEC.md §1).
+    Loaded once from ``vqadiag/resources/vqa_answer_normalization.json`` (docs/protocols.md §1).
     """
     text = (
         resources.files("vqadiag")
@@ -61,12 +61,12 @@ def _any_punctuation() -> re.Pattern[str]:
 
 
 def clean_whitespace(text: str) -> str:
-    """SPEC.md §1 step 1: replace ``\\n`` and ``\\t`` by a space, then strip."""
+    """docs/protocols.md §1 step 1: replace ``\\n`` and ``\\t`` by a space, then strip."""
     return text.replace("\n", " ").replace("\t", " ").strip()
 
 
 def process_punctuation(text: str) -> str:
-    """Official punctuation rule (SPEC.md §1 step 2).
+    """Official punctuation rule (docs/protocols.md §1 step 2).
 
     For each of the 21 characters ``p``: if the original ``text`` contains
     ``p + " "`` or ``" " + p``, or matches ``(\\d)(,)(\\d)``, delete every ``p``;
@@ -89,7 +89,7 @@ def process_punctuation(text: str) -> str:
 
 
 def process_digit_article(text: str) -> str:
-    """Official word rule (SPEC.md §1 step 2).
+    """Official word rule (docs/protocols.md §1 step 2).
 
     Lower-case, split on whitespace, map number words (``none``, ``zero`` …
     ``ten``) to digits, drop the articles ``a an the``, then map contractions
@@ -106,9 +106,16 @@ def process_digit_article(text: str) -> str:
 
 @lru_cache(maxsize=1 << 18)
 def normalize_answer(text: str) -> str:
-    """Full official normalization of one answer string (SPEC.md §1 steps 1–2).
+    """Full official normalization of one answer string (docs/protocols.md §1 steps 1–2).
 
     ``process_digit_article(process_punctuation(clean_whitespace(text)))``.
     Memoized: each distinct string is processed once.
     """
     return process_digit_article(process_punctuation(clean_whitespace(text)))
+
+
+def canonical_answer(text: str) -> str:
+    """The official normalization of one answer (docs/protocols.md §1), or the stripped raw
+    text when normalization leaves nothing: the key under which answers are compared,
+    counted and looked up outside the accuracy formula."""
+    return normalize_answer(text) or text.strip()

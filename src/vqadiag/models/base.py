@@ -25,62 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class QuestionBatch:
-    """Questions of one batch; ``records`` are the raw dataset records (may be empty dicts)."""
-
-    question_ids: Sequence[str]
-    questions: Sequence[str]
-    image_ids: Sequence[str]
-    records: Sequence[Mapping[str, Any]] = ()
-
-    def __post_init__(self) -> None:
-        n = len(self.question_ids)
-        if len(self.questions) != n or len(self.image_ids) != n:
-            raise ValueError("question_ids, questions and image_ids must have equal length")
-        if self.records and len(self.records) != n:
-            raise ValueError("records must be empty or one per question")
-
-    def __len__(self) -> int:
-        return len(self.question_ids)
-
-    def record(self, i: int) -> Mapping[str, Any]:
-        """The raw record of question ``i`` (an empty mapping when none was given)."""
-        return self.records[i] if self.records else {}
-
-
-@dataclass(frozen=True)
-class ObjectInput:
-    """Object-based visual input for a batch of B questions with up to N objects each.
-
-    ``features`` (B, N, D) float32; ``boxes`` (B, N, 4) float32 corners x1 y1 x2 y2 in
-    pixels; ``mask`` (B, N) bool, True where the object is visible to the model (padding
-    and removed objects are False); ``image_sizes`` (B, 2) float32 width, height.
-    """
-
-    features: np.ndarray
-    boxes: np.ndarray
-    mask: np.ndarray
-    image_sizes: np.ndarray
-
-    def __post_init__(self) -> None:
-        b, n = self.mask.shape
-        if self.features.shape[:2] != (b, n) or self.boxes.shape != (b, n, 4):
-            raise ValueError("features (B, N, D), boxes (B, N, 4) and mask (B, N) must agree")
-        if self.image_sizes.shape != (b, 2):
-            raise ValueError("image_sizes must have shape (B, 2)")
-
-    def with_mask(self, mask: np.ndarray) -> ObjectInput:
-        """The same objects seen through another mask (no feature copy)."""
-        return ObjectInput(self.features, self.boxes, np.asarray(mask, bool), self.image_sizes)
-
-
-@dataclass(frozen=True)
-class PixelInput:
-    """Image-based visual input: ``images`` (B, H, W, 3) uint8, for pixel models."""
-
-    images: np.ndarray
+from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch
 
 
 @dataclass(frozen=True)
@@ -103,14 +48,58 @@ class ModelOutput:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a model can do; diagnostics check these before asking for them."""
+    """What a model can do; suites check these flags (``Suite.requires``), never names.
 
-    visual: str = "objects"  # "objects", "pixels" or "none" (blind models)
-    object_masking: bool = True  # honours ObjectInput.mask
-    attention: bool = False  # returns ModelOutput.attention
-    gradients: bool = False  # supports object_gradients()
-    probabilities: bool = True  # returns ModelOutput.probs
+    ``visual``: the input it reads, "objects", "pixels" or "none" (blind);
+    ``object_masking``: honours ``ObjectInput.mask``; ``attention``: returns
+    ``ModelOutput.attention``; ``gradients``: supports ``object_gradients()``;
+    ``probabilities``: returns ``ModelOutput.probs``; ``generative_text``: answers
+    are generated text (post-processed to a short answer); ``reruns``: it can be
+    asked again under a changed input (False for prediction files, which hold the
+    answers of one plain run).
+    """
+
+    visual: str = "objects"
+    object_masking: bool = True
+    attention: bool = False
+    gradients: bool = False
+    probabilities: bool = True
+    generative_text: bool = False
+    reruns: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def object_input(self) -> bool:
+        """Reads detector objects (a condition can remove objects from its input)."""
+        return self.visual == "objects"
+
+    @property
+    def pixel_input(self) -> bool:
+        """Reads images."""
+        return self.visual == "pixels"
+
+    @property
+    def blind(self) -> bool:
+        """Reads no visual input."""
+        return self.visual == "none"
+
+    @property
+    def sees_features_or_nothing(self) -> bool:
+        """Its visual input can be fed from a data folder's detector objects (or none)."""
+        return self.visual in ("objects", "none")
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``model.capabilities`` object of ``results.json``."""
+        return {
+            "visual": self.visual,
+            "object_masking": self.object_masking,
+            "attention": self.attention,
+            "gradients": self.gradients,
+            "probabilities": self.probabilities,
+            "pixel_input": self.pixel_input,
+            "generative_text": self.generative_text,
+            "reruns": self.reruns,
+        }
 
 
 @runtime_checkable
@@ -137,5 +126,5 @@ class GradientModel(VQAModel, Protocol):
     def object_gradients(
         self, batch: QuestionBatch, visual: ObjectInput, answer_index: np.ndarray
     ) -> np.ndarray:
-        """∂ logit[answer_index[b]] / ∂ features[b] → (B, N, D) (GradCAM input, SPEC.md §5)."""
+        """∂ logit[answer_index[b]] / ∂ features[b] → (B, N, D) (GradCAM input, protocols.md §5)."""
         ...

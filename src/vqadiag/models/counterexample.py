@@ -1,4 +1,4 @@
-"""The counter-example explanation model of Goyal et al. 2017 §5 (SPEC.md §2).
+"""The counter-example explanation model of Goyal et al. 2017 §5 (docs/protocols.md §2).
 
 Two heads over a shared base, trained on complementary pairs with K = 24
 nearest-neighbour candidates:
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities
-from vqadiag.models.data import GQAData
 from vqadiag.models.question_only import make_question_encoder
 from vqadiag.models.training import (
     SPATIAL_DIM,

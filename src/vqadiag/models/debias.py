@@ -1,4 +1,4 @@
-"""Bias-reduction training losses for UpDn: RUBi, RUBi+QB, BP and LMH (SPEC.md §3).
+"""Bias-reduction training losses for UpDn: RUBi, RUBi+QB, BP and LMH (docs/protocols.md §3).
 
 GQA-OOD (Kervadec et al. 2021, §4 "bias-reduction methods") compares these with the
 same base model; here they are training options of UpDn (``-o debias=...``). With

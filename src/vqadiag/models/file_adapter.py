@@ -14,17 +14,17 @@ It never sees the image: ``Capabilities(visual="none", object_masking=False)``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.predictions import Prediction, read_predictions
 from vqadiag.errors import DataError, record_label
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import CONFIG, load_checkpoint, save_checkpoint
-from vqadiag.models.data import GQAData
 
 PLAIN = "plain"
 
@@ -69,9 +69,15 @@ class PredictionFileModel:
             attention=False,
             gradients=False,
             probabilities=has_probs,
+            reruns=False,
             extra={"conditions": sorted(self.files)},
         )
         self._fingerprint: str | None = None
+
+    def missing_answers(self, qids: Sequence[str]) -> list[str]:
+        """The ids among ``qids`` that the current condition's file does not answer."""
+        known = self.predictions[self.condition]
+        return [q for q in qids if q not in known]
 
     @property
     def conditions(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""Sub-question fine-tuning and SQuINT (Selvaraju et al. 2020, §6; SPEC.md §6).
+"""Sub-question fine-tuning and SQuINT (Selvaraju et al. 2020, §6; docs/protocols.md §6).
 
 Both start from an attention model trained on VQA v2 (UpDn, ``vqadiag train --model
 updn --dataset vqa2``) and fine-tune it on the VQA-introspect training pairs
@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.introspect import Introspect, normalized
+from vqadiag.data.introspect import Introspect
 from vqadiag.errors import DataError
+from vqadiag.metrics.vqa_normalize import canonical_answer
 from vqadiag.models.base import QuestionBatch
 from vqadiag.progress import progress_bar
 
@@ -71,7 +72,7 @@ def answer_index(vocab: Mapping[str, int], answer: str) -> int:
     the raw text is unknown; −100 (ignored by the loss) when neither is known."""
     hit = vocab.get(answer)
     if hit is None:
-        hit = vocab.get(normalized(answer))
+        hit = vocab.get(canonical_answer(answer))
     return -100 if hit is None else hit
 
 
@@ -137,7 +138,7 @@ def squint_loss(
     lambda2: float = 1.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """``MSE(α_main, α_sub) + λ1 · CE(o_main | α_sub, gt_main) + λ2 · CE(o_sub, gt_sub)``
-    (SPEC.md §6); ``α_sub`` is detached in the MSE. Returns ``(loss, {term: value})``."""
+    (docs/protocols.md §6); ``α_sub`` is detached in the MSE. Returns ``(loss, {term: value})``."""
     att = masked_mse(att_main, att_sub.detach(), mask)
     main = cross_entropy(logits_main_given_sub, target_main)
     sub = cross_entropy(logits_sub, target_sub)

@@ -30,11 +30,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.jsonio import read_json
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import CONFIG, load_checkpoint, save_checkpoint
-from vqadiag.models.data import GQAData
 
 NAME = "hf"
 KINDS = {"vilt": "ViltForQuestionAnswering", "blip": "BlipForQuestionAnswering"}

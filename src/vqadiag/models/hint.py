@@ -1,11 +1,11 @@
-"""HINT-style grounding loss for UpDn (Selvaraju et al. 2019, "Taking a HINT"; SPEC.md §5).
+"""HINT-style grounding loss for UpDn (Selvaraju et al. 2019, "Taking a HINT"; protocols.md §5).
 
 HINT aligns the model's gradient-based importance of each object with human
 importance. Here the human side is the question's annotated relevant objects
-(FPVG's relevance, :func:`vqadiag.relevance.compute_relevance`: detected boxes with
+(FPVG's relevance, :func:`vqadiag.data.relevance.compute_relevance`: detected boxes with
 IoU > 0.5 with an object named in ``annotations``; irrelevant = boxes no annotated
 object covers by more than 25 %), and the model side is GradCAM over objects as
-SPEC.md §5 defines it (and :meth:`UpDnModel.object_gradients` computes):
+docs/protocols.md §5 defines it (and :meth:`UpDnModel.object_gradients` computes):
 
     s_j = Σ_d ∂ z_y / ∂ f_jd          (z_y: logit of the gold answer, f_j: object j's features)
 
@@ -145,8 +145,8 @@ def training_relevance(
     data: Any, split: str, question_ids: Sequence[str]
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Relevant / irrelevant box indices of the training questions that have both
-    (SPEC.md §5, official settings), from the split's scene graphs and the detections."""
-    from vqadiag.relevance import compute_relevance
+    (docs/protocols.md §5, official settings), from the split's scene graphs and the detections."""
+    from vqadiag.data.relevance import compute_relevance
 
     try:
         scenes = data.scene_graphs(split)
@@ -178,7 +178,7 @@ def hint_objective(
 def model_fpvg_answers(
     model: Any, data: Any, split: str, *, batch_size: int = 256, max_objects: int = 100
 ) -> dict[str, list[Any]]:
-    """FPVG's three runs of ``model`` on ``split`` (SPEC.md §5): answers with all objects,
+    """FPVG's three runs of ``model`` on ``split`` (docs/protocols.md §5): answers with all objects,
     only the relevant ones and only the irrelevant ones (the others masked), over the
     questions with both kinds of box among the first ``max_objects``.
 

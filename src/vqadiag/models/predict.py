@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.models.base import ModelOutput, ObjectInput, PixelInput, QuestionBatch, VQAModel
-from vqadiag.models.data import GQAData
 from vqadiag.progress import progress_bar
 
 DEFAULT_BATCH = 256

@@ -3,7 +3,7 @@
 ``mode="global"``: every question gets ``argmax_a c(a)`` where ``c(a)`` counts the
 training questions with answer ``a``; ``probs`` = ``c(a) / Σ c`` (the training answer
 distribution). ``mode="group"``: the same within the question's GQA ``groups.global``
-(the "Question Prior" of GQA, Hudson & Manning 2019, SPEC.md: per-global-group prior;
+(the "Question Prior" of GQA, Hudson & Manning 2019, docs/protocols.md §2.3: per-global-group prior;
 questions without a global group, e.g. yes/no questions, form their own group);
 ``mode="type"``: within ``types.detailed``. A group not seen in training falls back to
 the global distribution. The answer vocabulary is ordered by global frequency (ties
@@ -20,10 +20,10 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import CONFIG, load_checkpoint, save_checkpoint
-from vqadiag.models.data import GQAData
 from vqadiag.models.vocab import AnswerVocab
 
 MODES = ("global", "group", "type")

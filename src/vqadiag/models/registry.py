@@ -1,13 +1,21 @@
-"""Model names → classes (imported lazily), and loading a run folder by its config.
+"""The one model registry: model names, adapters and parsing ``--model`` specs.
 
-``MODELS`` maps each name a run's ``config.json`` may carry under ``"model"`` to a
-dotted path ``module:Class``; nothing (in particular not torch) is imported until a
-model is asked for. ``TRAINABLE`` are the names ``vqadiag train`` offers.
+* ``MODELS`` maps each name a run's ``config.json`` carries under ``"model"`` to
+  a dotted path ``module:Class``; nothing (in particular not torch) is imported
+  until a model is asked for. ``TRAINABLE`` are the names ``vqadiag train`` offers.
+* Adapters turn ``--model KIND:SPEC`` into a model: ``files:PREDICTIONS.json``
+  (prediction files), ``hf:MODEL_DIR`` (Hugging Face ViLT / BLIP), and whatever a
+  plug-in adds with :func:`register_adapter`.
+
+:func:`load_model_spec` is the only place a model spec is parsed: a run folder
+(``vqadiag train``) wins over an adapter prefix when both could match.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +33,51 @@ MODELS: dict[str, str] = {
     "counterexample": "vqadiag.models.counterexample:CounterExampleModel",
 }
 TRAINABLE: tuple[str, ...] = ("prior", "question-only", "updn", "symbolic")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """``--model KIND:SPEC``: ``load(SPEC)`` → a model; ``description`` for help texts."""
+
+    kind: str
+    load: Callable[[str], Any] | str
+    description: str
+
+    def __call__(self, spec: str) -> Any:
+        target = self.load
+        if isinstance(target, str):
+            module, _, attr = target.partition(":")
+            target = getattr(importlib.import_module(module), attr)
+        return target(spec)
+
+
+ADAPTERS: dict[str, Adapter] = {
+    "files": Adapter(
+        "files",
+        "vqadiag.models.file_adapter:PredictionFileModel",
+        "prediction files (plain condition only)",
+    ),
+    "hf": Adapter("hf", "vqadiag.models.hf_adapter:HFModel", "Hugging Face ViLT / BLIP"),
+}
+
+
+def register_model(name: str, target: str | type[Any]) -> None:
+    """Register a model class under the name its run folders' ``config.json`` carries
+    (``target``: the class or ``"module:Class"``, imported when first asked for); its
+    ``load(run_dir)`` rebuilds it."""
+    MODELS[name] = target if isinstance(target, str) else f"{target.__module__}:{target.__name__}"
+
+
+def register_adapter(kind: str, load: Callable[[str], Any] | str, description: str = "") -> None:
+    """Make ``--model KIND:SPEC`` load ``load(SPEC)`` (a callable or ``"module:function"``)."""
+    if not kind.isidentifier():
+        raise ValueError(f"an adapter kind must be an identifier, got {kind!r}")
+    ADAPTERS[kind] = Adapter(kind, load, description or kind)
+
+
+def unregister_adapter(kind: str) -> None:
+    """Remove an adapter (tests, plug-ins that replace one)."""
+    ADAPTERS.pop(kind, None)
 
 
 def model_class(name: str, source: str | Path | None = "--model") -> type[Any]:
@@ -48,3 +101,21 @@ def load_model(run_dir: str | Path) -> Any:
     if not isinstance(config, dict) or not isinstance(config.get("model"), str):
         raise DataError(path, "expected a JSON object naming its model under 'model'")
     return model_class(config["model"], path).load(folder)
+
+
+def load_model_spec(spec: str) -> Any:
+    """The model of ``--model``: a run folder, or ``KIND:SPEC`` of a registered adapter."""
+    kind, sep, rest = spec.partition(":")
+    if sep and kind in ADAPTERS and not Path(spec).exists():
+        if not rest:
+            raise DataError("--model", f"adapter {kind!r} needs a path: {kind}:PATH")
+        return ADAPTERS[kind](rest)
+    if sep and kind.isidentifier() and not Path(spec).exists() and len(kind) > 1:
+        known = ", ".join(f"{k}:" for k in ADAPTERS)
+        raise DataError("--model", f"unknown model adapter {kind!r} (known: {known})")
+    return load_model(spec)
+
+
+def describe_adapters() -> str:
+    """``kind:SPEC (description)`` of every adapter, for help texts."""
+    return ", ".join(f"{a.kind}:… ({a.description})" for a in ADAPTERS.values())

@@ -9,7 +9,7 @@ Training (seconds on the demo world), all from a split's scene graphs, detector
 output and questions — nothing specific to the synthetic world:
 
 1. **Matching.** Every detected box is labelled with the scene-graph object of
-   largest IoU if that IoU is > 0.5 (SPEC.md §5 box geometry), else "no object".
+   largest IoU if that IoU is > 0.5 (docs/protocols.md §5 box geometry), else "no object".
 2. **Program vocabulary** (:func:`learn_vocabulary`): attribute families from the
    arguments of ``filter/verify/choose <family>`` and the answers of ``query <family>``;
    categories of a name from ``select`` / ``relate`` arguments that name the
@@ -31,7 +31,7 @@ exist for the model) are classified; boxes whose "no object" probability is
 ≥ 0.5 are dropped, duplicates of one name with IoU > ``nms_iou`` are merged
 (highest score kept); relations are the pairs whose sigmoid is > 0.5; the
 question's ``semantic`` program is executed leniently
-(:func:`vqadiag.gqa_program.run`). When execution fails the fallback answers.
+(:func:`vqadiag.data.gqa_program.run`). When execution fails the fallback answers.
 ``probs``: for a final ``query``, the classifier distribution of the queried
 objects (score-weighted) mixed 0.9 / 0.1 with uniform; otherwise a one-hot
 smoothed with ε = 0.1 (ε = 0.5 for a fallback). ``attention``: uniform over the
@@ -49,12 +49,13 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
+from vqadiag.data.geometry import iou_matrix
 from vqadiag.data.gqa import object_box_corners
+from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.gqa_program import ProgramError, ProgramVocabulary, parse_argument, run
 from vqadiag.errors import DataError
-from vqadiag.gqa_program import ProgramError, ProgramVocabulary, parse_argument, run
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import load_checkpoint, save_checkpoint
-from vqadiag.models.data import GQAData
 from vqadiag.progress import LOSS_ACC, progress_bar
 
 NAME = "symbolic"
@@ -65,23 +66,6 @@ _NOT_FAMILIES = frozenset({"rel", "larger", "smaller", "healthier", "older", "ta
 
 
 # --------------------------------------------------------------------------- geometry
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box of ``a`` (n, 4) with every box of ``b`` (m, 4), corners x1 y1 x2 y2.
-
-    ``IoU = |a ∩ b| / (|a| + |b| − |a ∩ b|)`` (SPEC.md §5); boxes of zero area give 0.
-    """
-    a = np.asarray(a, np.float64).reshape(-1, 4)
-    b = np.asarray(b, np.float64).reshape(-1, 4)
-    iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / union, 0.0)
-
-
 def match_boxes(boxes: np.ndarray, object_boxes: np.ndarray, threshold: float = MATCH_IOU):
     """For each detected box, the index of the object box of largest IoU if that IoU
     is > ``threshold``, else −1 (several boxes may match one object)."""

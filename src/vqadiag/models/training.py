@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 import orjson
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, QuestionBatch
 from vqadiag.models.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
-from vqadiag.models.data import GQAData
 from vqadiag.models.vocab import AnswerVocab, WordVocab, vocab_config, words_from_config
 from vqadiag.progress import LOSS_ACC, progress_bar
 
 if TYPE_CHECKING:
     import torch
 
-    from vqadiag.models.vqa2_data import VQA2Data
+    from vqadiag.data.vqa2_data import VQA2Data
 
 SPATIAL_DIM = 5
 

@@ -18,7 +18,7 @@ features (what runs saved before this option existed use; their configs lack the
 key and load as ``"none"``).
 
 ``ModelOutput.attention`` is ``α`` (B, N); :meth:`UpDnModel.object_gradients` gives
-``∂ logit_a / ∂ f`` for GradCAM-style importance (SPEC.md §5).
+``∂ logit_a / ∂ f`` for GradCAM-style importance (docs/protocols.md §5).
 
 Remedy options (docs/remedies.md): ``debias`` = ``rubi`` / ``rubi+qb`` / ``bp`` /
 ``lmh`` (:mod:`vqadiag.models.debias`) and ``hint`` > 0 (:mod:`vqadiag.models.hint`)

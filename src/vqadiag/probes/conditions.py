@@ -5,7 +5,7 @@ question text (the original or a noisy one), its image, and which of the
 image's detected objects stay (``keep``: only these; ``remove``: all but
 these; neither: all). :func:`object_visual` turns a batch of probes into the
 :class:`~vqadiag.models.base.ObjectInput` the model gets. Removed objects are
-handled by the replacement policy (SPEC.md §5; FPVG paper §3.2 and VisFIS):
+handled by the replacement policy (docs/protocols.md §5; FPVG paper §3.2 and VisFIS):
 
 * ``drop`` (default) — removed objects are masked out: the model never sees them;
 * ``zeros`` — removed objects stay visible with all-zero features;

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import ObjectInput, QuestionBatch, VQAModel
-from vqadiag.models.data import GQAData
 from vqadiag.probes.conditions import Condition, Probe, apply_replacement, visible_mask
 from vqadiag.probes.fingerprints import (
     condition_fingerprint,

@@ -1,4 +1,4 @@
-"""Sentence embedders for LASSO basic-question ranking (SPEC.md §4).
+"""Sentence embedders for LASSO basic-question ranking (docs/protocols.md §4).
 
 The paper embeds questions with Skip-thought vectors (4800-d); any sentence
 embedding works. Every embedder returns float64 rows of unit L2 norm (so the

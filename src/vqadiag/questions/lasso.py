@@ -1,4 +1,4 @@
-"""Exact LASSO ranking of a basic-question pool (SPEC.md §4, Huang et al. eq. 1).
+"""Exact LASSO ranking of a basic-question pool (docs/protocols.md §4, Huang et al. eq. 1).
 
 For a main question with embedding ``b`` (d,) and a pool whose embeddings are the
 columns of ``A`` (d × n; stored here as the rows of ``P = Aᵀ``, n × d)::

@@ -1,4 +1,4 @@
-"""Noisy questions from a basic-question dataset (SPEC.md §4, Huang et al. §3–4).
+"""Noisy questions from a basic-question dataset (docs/protocols.md §4, Huang et al. §3–4).
 
 Partition k (0-based) of a main question holds its basic questions
 ``basic[k·size : (k+1)·size]`` (7 partitions of 3 in the paper, from the least
@@ -56,7 +56,7 @@ def noise_partitions(
     """Per partition k (0-based), ``{question_id: noisy question text}``.
 
     The noisy text of partition k is :func:`noisy_question` of the main question
-    and ``basic[k·size:(k+1)·size]`` (SPEC.md §4). A record with fewer basic
+    and ``basic[k·size:(k+1)·size]`` (docs/protocols.md §4). A record with fewer basic
     questions uses what its slice holds (possibly none: the main question).
     """
     if partitions < 1 or size < 1:

@@ -1,4 +1,4 @@
-"""Basic-question rankers: LASSO over embeddings, or text similarity (SPEC.md §4).
+"""Basic-question rankers: LASSO over embeddings, or text similarity (docs/protocols.md §4).
 
 Each ranker is a pure chunk function ``fn(shared, chunk) -> [result per main]``
 that a backend (:mod:`vqadiag.questions.backends`) runs locally or on Ray.

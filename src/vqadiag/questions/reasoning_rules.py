@@ -1,4 +1,4 @@
-"""Regex-style rules that eliminate Perception questions (SPEC.md §6, Selvaraju et al. Table 2).
+"""Regex-style rules that eliminate Perception questions (protocols.md §6; Selvaraju Table 2).
 
 The SQuINT paper builds its Reasoning split of VQA by removing every question
 that one of its hand-written rules flags as Perception (§3.1, appendix B.2);

@@ -1,4 +1,4 @@
-"""Text-similarity rankers of basic questions: BLEU-1..4, ROUGE-L, CIDEr(-D), METEOR (SPEC.md §4).
+"""Text-similarity rankers of basic questions (protocols.md §4): BLEU-1..4, ROUGE-L, CIDEr, METEOR.
 
 The pool question is the *candidate*, the main question the (single)
 *reference*. Tokens: lower-case runs of letters/digits (apostrophe suffixes

@@ -1,5 +1,5 @@
 """The report card: one row per model, one cell per summary figure, and the paired
-tests that mark significant differences (SPEC.md §8).
+tests that mark significant differences (docs/protocols.md §8).
 
 Figures are copied from each ``results.json`` ``summary`` (the report computes no
 metric). Comparisons align the per-question rows of two results on their unit ids
@@ -8,8 +8,11 @@ and call :mod:`vqadiag.metrics.compare`:
 * rates (means over units): McNemar's exact test when both models carry a 0/1
   value on exactly the same units, else a paired bootstrap (consistency: main
   questions resampled with their sub-questions);
-* Δ (GQA-OOD) and R_score: paired bootstrap of the statistic from the rows'
-  indicators (``acc_head`` / ``acc_tail``; ``correct_clean`` / ``correct_noise_1``).
+* figures whose suite declares its own paired test (Δ of GQA-OOD, R_score): that
+  test, a paired bootstrap of the statistic from the rows' indicators.
+
+The columns, their labels, units and tests are the figures of the suite registry
+(:func:`vqadiag.suites.base.figures`, ``card=True``).
 
 Results on different data fingerprints share no units: they are not compared
 (``paired: false`` with the reason).
@@ -17,42 +20,23 @@ Results on different data fingerprints share no units: they are not compared
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from vqadiag.metrics.bootstrap import PairedComparison
-from vqadiag.metrics.compare import (
-    compare_rates,
-    compare_statistic,
-    ood_delta_columns,
-    ood_delta_statistic,
-    r_score_statistic,
-)
-from vqadiag.metrics.robustness import DEFAULT_M, DEFAULT_T
-from vqadiag.report.results import SUMMARY_SUITES, ResultSet
+from vqadiag.metrics.compare import compare_rates
+from vqadiag.report.results import ResultSet
+from vqadiag.suites.base import Figure, Suite, figure, figures
 
 ALPHA = 0.05
 
-#: Report-card columns: (summary key, label, unit).
-CARD_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("accuracy", "accuracy", "%"),
-    ("acc_head", "acc-head", "%"),
-    ("acc_tail", "acc-tail", "%"),
-    ("delta", "Δ", "%"),
-    ("fpvg_plus", "FPVG+", "%"),
-    ("fpvg_plus_correct", "FPVG+⊤", "%"),
-    ("fpvg_plus_wrong", "FPVG+⊥", "%"),
-    ("fpvg_minus_correct", "FPVG−⊤", "%"),
-    ("fpvg_minus_wrong", "FPVG−⊥", "%"),
-    ("attention_relevant_score", "relevant on top: attention", "%"),
-    ("loo_relevant_score", "relevant on top: LOO", "%"),
-    ("gradcam_relevant_score", "relevant on top: GradCAM", "%"),
-    ("pair_both_correct", "pairs both correct", "%"),
-    ("r_score", "R_score", "0–1"),
-    ("reasoning_consistency", "reasoning consistency", "%"),
-)
+
+def card_columns() -> list[tuple[Suite, Figure]]:
+    """The report card's columns: every registered figure shown on the card, in order."""
+    return [(s, f) for s, f in figures() if f.card and not f.many]
+
 
 NOT_PAIRED_DATA = "different data: results are not paired"
 
@@ -87,21 +71,6 @@ def _rate_units(
     return va, ha, vb, hb, ids
 
 
-def _delta_columns(rs: ResultSet, ids: Sequence[str]) -> np.ndarray:
-    rows = rs.rows.get("ood", {})
-    nan = float("nan")
-    head = np.array([_value(rows.get(i), "acc_head", nan) for i in ids])
-    tail = np.array([_value(rows.get(i), "acc_tail", nan) for i in ids])
-    return ood_delta_columns(head, tail)
-
-
-def _value(row: Any, key: str, default: float) -> float:
-    if row is None:
-        return default
-    v = row.values.get(key)
-    return default if v is None else float(v)
-
-
 def units_pairing(a: ResultSet, b: ResultSet, suite: str) -> tuple[str | None, str | None]:
     """Whether the units of ``suite`` in two results are the same units, and how we know.
 
@@ -132,8 +101,12 @@ def compare_pair(
     when either result lacks the figure. Different data: ``paired: false`` + reason."""
     if a.summary.get(key) is None or b.summary.get(key) is None:
         return None
+    found = figure(key)
+    if found is None:
+        return None
+    owner, fig = found
     base: dict[str, Any] = {"a": a.label, "b": b.label, "metric": key}
-    suite = SUMMARY_SUITES[key]
+    suite = owner.name
     pairing, why = units_pairing(a, b, suite)
     if pairing is None:
         return base | {
@@ -146,17 +119,21 @@ def compare_pair(
             "significant": False,
         }
     result: PairedComparison | None
-    if key == "delta":
-        result = _compare_delta(a, b, seed=seed, n_bootstrap=n_bootstrap)
-    elif key == "r_score":
-        result = _compare_r_score(a, b, seed=seed, n_bootstrap=n_bootstrap)
+    if callable(fig.test):
+        result = fig.test(
+            _units(a, suite),
+            _units(b, suite),
+            a.suites.get(suite),
+            seed=seed,
+            n_bootstrap=n_bootstrap,
+        )
     else:
-        units = _rate_units(a, b, suite, key)
+        units = _rate_units(a, b, suite, fig.values_column)
         if units is None:
             result = None
         else:
             va, ha, vb, hb, ids = units
-            clusters = [i.split("|", 1)[0] for i in ids] if suite == "consistency" else None
+            clusters = [i.split("|", 1)[0] for i in ids] if fig.clusters else None
             result = compare_rates(
                 va, vb, has_a=ha, has_b=hb, clusters=clusters, n_resamples=n_bootstrap, seed=seed
             )
@@ -182,47 +159,9 @@ def compare_pair(
     }
 
 
-def _compare_delta(a: ResultSet, b: ResultSet, *, seed: int, n_bootstrap: int):
-    ids = sorted(set(a.rows.get("ood", {})) & set(b.rows.get("ood", {})))
-    if not ids:
-        return None
-    return compare_statistic(
-        _delta_columns(a, ids),
-        _delta_columns(b, ids),
-        ood_delta_statistic,
-        n_resamples=n_bootstrap,
-        seed=seed,
-    )
-
-
-def _robustness_limits(rs: ResultSet) -> tuple[float, float]:
-    suite = rs.suites.get("robustness") or {}
-    return float(suite.get("t", DEFAULT_T)), float(suite.get("m", DEFAULT_M))
-
-
-def _compare_r_score(a: ResultSet, b: ResultSet, *, seed: int, n_bootstrap: int):
-    def carries(rs: ResultSet) -> set[str]:
-        return {
-            i
-            for i, r in rs.rows.get("robustness", {}).items()
-            if r.values.get("correct_clean") is not None
-            and r.values.get("correct_noise_1") is not None
-        }
-
-    ids = sorted(carries(a) & carries(b))
-    if not ids:
-        return None
-    t, m = _robustness_limits(a)
-
-    def cols(rs: ResultSet) -> np.ndarray:
-        rows = rs.rows["robustness"]
-        return np.array(
-            [[rows[i].values["correct_clean"], rows[i].values["correct_noise_1"], 1.0] for i in ids]
-        )
-
-    return compare_statistic(
-        cols(a), cols(b), r_score_statistic(t, m), n_resamples=n_bootstrap, seed=seed
-    )
+def _units(rs: ResultSet, suite: str) -> dict[str, dict[str, Any]]:
+    """``{unit id: values}`` of one result's rows of ``suite``."""
+    return {uid: row.values for uid, row in rs.rows.get(suite, {}).items()}
 
 
 def build_card(
@@ -235,11 +174,13 @@ def build_card(
     ``comparisons`` lists ``compare_pair`` objects for every model pair (i < j,
     in the given order) and figure.
     """
+    columns = card_columns()
     comparisons: list[dict[str, Any]] = []
     by_pair: dict[tuple[str, str, str], dict[str, Any]] = {}
     for i, a in enumerate(sets):
         for b in sets[i + 1 :]:
-            for key, _, _ in CARD_COLUMNS:
+            for _, fig in columns:
+                key = fig.key
                 cmp = compare_pair(a, b, key, seed=seed, n_bootstrap=n_bootstrap)
                 if cmp is not None:
                     comparisons.append(cmp)
@@ -247,7 +188,8 @@ def build_card(
     rows = []
     for rs in sets:
         cells: dict[str, Any] = {}
-        for key, _, _ in CARD_COLUMNS:
+        for _, fig in columns:
+            key = fig.key
             est = rs.summary.get(key)
             vs = None
             if rs is not reference and est is not None:
@@ -261,34 +203,30 @@ def build_card(
     card = {
         "reference": reference.label,
         "alpha": ALPHA,
-        "columns": [{"key": k, "label": lab, "unit": u} for k, lab, u in CARD_COLUMNS],
+        "columns": [
+            {
+                "key": f.key,
+                "label": f.label,
+                "unit": f.unit,
+                "direction": f.direction,
+                "decimals": f.decimals,
+                "suite": s.name,
+            }
+            for s, f in columns
+        ],
         "rows": rows,
     }
     return card, comparisons
 
 
 def not_run_reason(rs: ResultSet, key: str) -> str | None:
-    """Why ``rs`` has no figure ``key``: its suite was skipped, or (importance) the method was.
-
-    A skipped importance suite's reason lists every method's (``"attention: why;
-    loo: why; gradcam: why"``, as ``vqadiag diagnose`` writes it); the cell of a
-    method shows its own part.
-    """
-    suite = SUMMARY_SUITES[key]
-    if suite != "importance":
-        return rs.skipped.get(suite)
-    method = key.removesuffix("_relevant_score")
-    if suite in rs.skipped:
-        reason = rs.skipped[suite]
-        for part in (p.strip() for p in reason.split(";")):
-            if part.startswith(f"{method}: "):
-                return part.removeprefix(f"{method}: ")
-        return reason
-    result = rs.suites.get("importance")
-    skipped_methods = result.get("skipped_methods") if isinstance(result, Mapping) else None
-    if isinstance(skipped_methods, Mapping) and skipped_methods.get(method) is not None:
-        return str(skipped_methods[method])
-    return None
+    """Why ``rs`` has no figure ``key``: its suite was skipped, or the suite says why
+    (``Suite.not_run_reason``: the importance suite gives each method's own reason)."""
+    found = figure(key)
+    if found is None:
+        return None
+    suite = found[0]
+    return suite.not_run_reason(key, rs.skipped.get(suite.name), rs.suites.get(suite.name))
 
 
 def _versus(

@@ -1,16 +1,10 @@
 """Drill-down tables: example failures per suite, from ``per_question.jsonl``.
 
-A unit is a failure of a model when its per-unit value of the suite's key is 0
-(below 1 for soft values such as VQA accuracy):
-
-| suite | failure |
-|---|---|
-| accuracy | ``accuracy`` < 1 (wrong answer) |
-| ood | ``acc_tail`` < 1 (a wrong tail question) |
-| fpvg | ``fpvg_plus`` = 0 (FPVG−) |
-| pairs | ``pair_both_correct`` < 1 |
-| robustness | ``correct_clean`` = 1 and some ``correct_noise_k`` < 1 (a noise flip) |
-| consistency | ``reasoning_consistency`` = 0 (main right, sub-question wrong) |
+Each suite of the registry declares its failure rule (``Suite.drilldown``): the
+accuracy suite a wrong answer, ood a wrong tail question, fpvg an FPVG− question,
+pairs a pair not both right, robustness a noise flip (right on the clean
+question, wrong on a noisy one), consistency a main question right with its
+sub-question wrong.
 
 Selection: the units where at least one model fails, sorted by id, sampled
 without replacement with ``numpy.random.default_rng([seed, crc32(suite)])``,
@@ -21,62 +15,29 @@ and whether it failed. The same seed gives the same examples.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from vqadiag.report.results import ResultSet, Row
+from vqadiag.suites.base import registered_suites
 
 DEFAULT_EXAMPLES = 8
-
-
-def _below_one(key: str) -> Callable[[Row], bool | None]:
-    def failed(row: Row) -> bool | None:
-        v = row.values.get(key)
-        return None if v is None else v < 1.0
-
-    return failed
-
-
-def _noise_flip(row: Row) -> bool | None:
-    clean = row.values.get("correct_clean")
-    if clean is None:
-        return None
-    noisy = [v for k, v in row.values.items() if k.startswith("correct_noise_") and v is not None]
-    return clean >= 1.0 and any(v < 1.0 for v in noisy)
-
-
-def _is_zero(key: str) -> Callable[[Row], bool | None]:
-    def failed(row: Row) -> bool | None:
-        v = row.values.get(key)
-        return None if v is None else v == 0.0
-
-    return failed
-
-
-#: suite → (title, failure rule)
-SUITES: dict[str, tuple[str, Callable[[Row], bool | None]]] = {
-    "accuracy": ("Wrong answers", _below_one("accuracy")),
-    "ood": ("Wrong answers on GQA-OOD tail questions", _below_one("acc_tail")),
-    "fpvg": ("FPVG− questions (grounding not faithful and plausible)", _is_zero("fpvg_plus")),
-    "pairs": ("Complementary pairs not both answered right", _below_one("pair_both_correct")),
-    "robustness": (
-        "Noise flips: right on the clean question, wrong with basic questions added",
-        _noise_flip,
-    ),
-    "consistency": (
-        "Inconsistent: main question right, sub-question wrong",
-        _is_zero("reasoning_consistency"),
-    ),
-}
 
 
 def select_examples(
     sets: Sequence[ResultSet], suite: str, *, seed: int, k: int = DEFAULT_EXAMPLES
 ) -> dict[str, Any] | None:
     """Up to ``k`` example failures of ``suite`` across models (None when no model has rows)."""
-    title, failed = SUITES[suite]
+    declared = registered_suites()[suite].drilldown
+    if declared is None:
+        return None
+    title = declared.title
+
+    def failed(row: Row) -> bool | None:
+        return declared.failed(row.values)
+
     if not any(rs.rows.get(suite) for rs in sets):
         return None
     failing = sorted(
@@ -115,7 +76,8 @@ def select_examples(
 def drilldown(sets: Sequence[ResultSet], *, seed: int, k: int = DEFAULT_EXAMPLES) -> dict:
     """Example failures of every suite that some model ran (``report.json`` ``drilldown``)."""
     out = {}
-    for suite in SUITES:
+    registry = registered_suites()
+    for suite in sorted(registry, key=lambda name: registry[name].display_order):
         table = select_examples(sets, suite, seed=seed, k=k)
         if table is not None:
             out[suite] = table

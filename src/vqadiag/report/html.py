@@ -8,15 +8,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from vqadiag.report.template import TEMPLATE
-
-_DECIMALS = {"r_score": 3}
+from vqadiag.suites.base import Figure, figure
 
 
 def fmt(value: Any, key: str = "") -> str:
-    """A figure at 2 decimals (R_score: 3); ``-`` for missing or NaN."""
-    if value is None or not isinstance(value, (int, float)) or value != value:
-        return "-"
-    return f"{value:.{_DECIMALS.get(key, 2)}f}"
+    """A figure at its declared decimals (the suite registry's figure ``key``; 2 when
+    unknown); ``-`` for missing or NaN."""
+    found = figure(key) if key else None
+    return (found[1] if found else Figure(key or "value", "")).format(value)
 
 
 def pfmt(p: Any, resamples: int | None = None) -> str:

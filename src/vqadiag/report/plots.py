@@ -83,7 +83,7 @@ def _per_model(
 
 
 def ood_curve_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
-    """acc-tail against 1 + α per model (SPEC.md §3 grid) with each point's interval and n_tail."""
+    """acc-tail against 1 + α per model (protocols.md §3) with each point's interval and n_tail."""
 
     def extract(rs: ResultSet) -> dict[str, Any] | None:
         curve = _get(rs.suites, "ood", "curve")
@@ -117,7 +117,7 @@ def ood_curve_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
 
 
 def noise_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
-    """Accuracy on the clean questions and per noise partition 1..7 (SPEC.md §4)."""
+    """Accuracy on the clean questions and per noise partition 1..7 (docs/protocols.md §4)."""
 
     def extract(rs: ResultSet) -> dict[str, Any] | None:
         parts = rs.summary.get("noise_accuracy")
@@ -150,7 +150,7 @@ def _suite_group(suite: str, path: Sequence[str], keys: Sequence[tuple[str, str]
 
 
 def fpvg_categories_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
-    """The four FPVG categories (sum 100) per model (SPEC.md §5)."""
+    """The four FPVG categories (sum 100) per model (docs/protocols.md §5)."""
     return {
         "title": "FPVG categories",
         "labels": dict(FPVG_CATEGORIES),
@@ -159,7 +159,7 @@ def fpvg_categories_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
 
 
 def c2i_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
-    """Correct-to-incorrect ratios of FPVG+ and FPVG− questions (SPEC.md §5)."""
+    """Correct-to-incorrect ratios of FPVG+ and FPVG− questions (docs/protocols.md §5)."""
     keys = (("fpvg_plus", "FPVG+"), ("fpvg_minus", "FPVG−"))
     return {
         "title": "Correct-to-incorrect ratio (c2i) by FPVG",
@@ -169,7 +169,7 @@ def c2i_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
 
 
 def consistency_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
-    """The (main, sub) quadrants of reasoning consistency (SPEC.md §6)."""
+    """The (main, sub) quadrants of reasoning consistency (docs/protocols.md §6)."""
     return {
         "title": "Reasoning consistency quadrants",
         "labels": dict(QUADRANTS),
@@ -178,7 +178,7 @@ def consistency_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
 
 
 def suff_comp_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
-    """Mean sufficiency / comprehensiveness and the answer-flip rate per category (SPEC.md §5)."""
+    """Mean sufficiency / comprehensiveness and answer-flip rate per category (protocols.md §5)."""
 
     def extract(rs: ResultSet) -> dict[str, Any] | None:
         base = _get(rs.suites, "fpvg", "ci", "suff_comp")
@@ -200,7 +200,7 @@ def suff_comp_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
 
 def importance_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
     """Relevant score (% of the N relevant objects among the N top-scored) per importance
-    method on FPVG+ and FPVG− questions (SPEC.md §5; Reich et al. Table 1). Methods no
+    method on FPVG+ and FPVG− questions (docs/protocols.md §5; Reich et al. Table 1). Methods no
     model ran are left out."""
 
     def extract(rs: ResultSet) -> dict[str, Any] | None:

@@ -20,28 +20,12 @@ from vqadiag.errors import DataError, record_label
 RESULTS_KIND = "vqadiag.results"
 RESULTS_SCHEMA_VERSION = 1
 
-#: Summary keys of the report card, in order, with the suite whose rows carry
-#: their per-unit values (docs/results-schema.md, ``summary``).
-SUMMARY_SUITES: dict[str, str] = {
-    "accuracy": "accuracy",
-    "acc_head": "ood",
-    "acc_tail": "ood",
-    "delta": "ood",
-    "fpvg_plus": "fpvg",
-    "fpvg_plus_correct": "fpvg",
-    "fpvg_plus_wrong": "fpvg",
-    "fpvg_minus_correct": "fpvg",
-    "fpvg_minus_wrong": "fpvg",
-    "acc_all": "fpvg",
-    "acc_rel": "fpvg",
-    "acc_irrel": "fpvg",
-    "attention_relevant_score": "importance",
-    "loo_relevant_score": "importance",
-    "gradcam_relevant_score": "importance",
-    "pair_both_correct": "pairs",
-    "r_score": "robustness",
-    "reasoning_consistency": "consistency",
-}
+def summary_suites() -> dict[str, str]:
+    """Summary keys with one estimate each, in display order, and the suite whose rows
+    carry their per-unit values (the figures of the suite registry, docs/results-schema.md)."""
+    from vqadiag.suites.base import figures
+
+    return {f.key: suite.name for suite, f in figures() if not f.many}
 
 
 @dataclass(frozen=True)

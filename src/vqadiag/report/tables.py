@@ -14,7 +14,7 @@ the record):
   re-derived or sliced by any column with pandas.
 * :func:`summary_table` — the report-card figures, tidy: ``model``,
   ``figure``, ``value``, ``ci_low``, ``ci_high``, ``n`` (``noise_accuracy`` as
-  ``noise_accuracy_1`` … ``noise_accuracy_7``), figures in report-card order.
+  ``noise_accuracy_1`` … ``noise_accuracy_7``), figures in display order (the suite registry).
 
 Texts are those of the report: a complementary pair's two questions (ids,
 images, answers) are joined by ``" | "``; a consistency unit's question reads
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vqadiag.errors import DataError
-from vqadiag.report.results import SUMMARY_SUITES, ResultSet, load_result_dirs
+from vqadiag.report.results import ResultSet, load_result_dirs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 UNIT_COLUMNS = ("model", "suite", "id", "qid", "image_id", "question", "truth")
 SUMMARY_COLUMNS = ("model", "figure", "value", "ci_low", "ci_high", "n")
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
-#: Summary figures in report-card order; others (``noise_accuracy``) after them, as stored.
-FIGURE_ORDER = {key: i for i, key in enumerate(SUMMARY_SUITES)}
 
 
 def _sets(results: Sequence[str | Path] | Sequence[ResultSet]) -> list[ResultSet]:
@@ -95,14 +93,18 @@ def summary_table(results: Sequence[str | Path] | Sequence[ResultSet]) -> pd.Dat
     """Every summary figure of every result folder (Estimates; absent figures left out)."""
     import pandas as pd
 
+    from vqadiag.suites.base import figures
+
+    order = {f.key: i for i, (_, f) in enumerate(figures())}
+    many = {f.key for _, f in figures() if f.many}
     records = []
     for rs in _sets(results):
-        keys = sorted(rs.summary, key=lambda k: FIGURE_ORDER.get(k, len(FIGURE_ORDER)))
+        keys = sorted(rs.summary, key=lambda k: order.get(k, len(order)))
         for key in keys:
             est = rs.summary[key]
             items = (
                 [(f"{key}_{k}", e) for k, e in enumerate(est or [], start=1)]
-                if key == "noise_accuracy"
+                if key in many
                 else [(key, est)]
             )
             for figure, e in items:

@@ -123,7 +123,7 @@ multiple comparisons.</p>
 <h2>About</h2>
 <p>Written by <code>vqadiag report</code> from the result folders of <code>vqadiag diagnose</code>
 (docs/results-schema.md). The same inputs and seed give the same report apart from
-the creation time ({{ report.created }}). Formulas: SPEC.md; the report schema: docs/report.md.</p>
+the creation time ({{ report.created }}). Formulas: docs/protocols.md; the report schema: docs/report.md.</p>
 </section>
 </body>
 </html>

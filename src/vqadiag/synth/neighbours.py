@@ -4,7 +4,7 @@ The scene embedding of an image is its class-count histogram followed by a
 one-hot of its place times ``PLACE_WEIGHT`` — all integers, so squared L2
 distances are exact in float64 and the blocked matrix-product search returns
 exactly what a naive per-image search returns. Ties are broken by the lower
-image index. Goyal et al. (VQA v2, SPEC.md §2) use K = 24.
+image index. Goyal et al. (VQA v2, docs/protocols.md §2) use K = 24.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ support values ``v_0, v_1, … v_{K-1}`` (taxonomy order = real-world tendency),
 so ``bias = 0`` gives uniform attributes and ``bias → 1`` makes the first value
 dominant ("bananas are mostly yellow"). The per-class factor ``u_c`` makes some
 question groups much more imbalanced than others, which is what GQA-OOD's
-entropy threshold selects (SPEC.md §3).
+entropy threshold selects (docs/protocols.md §3).
 """
 
 from __future__ import annotations

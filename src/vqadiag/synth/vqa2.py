@@ -3,7 +3,7 @@
 Questions come from templates that are functions of an image's facts; a
 template applied to another image returns its answer there, or ``None`` when
 the question's premise fails there ("What color is the banana?" needs exactly
-one banana). Complementary pairs follow Goyal et al. (SPEC.md §2): for a
+one banana). Complementary pairs follow Goyal et al. (docs/protocols.md §2): for a
 question (I, Q, A), among the 24 nearest neighbours of I in the scene
 embedding, keep the images where Q's premise holds and the answer differs; the
 "annotator" picks one with probability ∝ 0.85^rank (closer images are

@@ -1,4 +1,4 @@
-"""GQA scoring: official eval.py metrics and GQA-OOD (SPEC.md §3, §7).
+"""GQA scoring: official eval.py metrics and GQA-OOD (docs/protocols.md §3, §7).
 
 ``score_gqa`` and ``score_ood`` mirror ``vqadiag score gqa`` / ``vqadiag score
 ood``: they read the files, call the pure metrics of
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa import is_balanced, read_choices, read_gqa_questions
+from vqadiag.data.gqa import read_choices, read_gqa_questions
 from vqadiag.data.jsonio import paused_gc, write_json
 from vqadiag.data.predictions import align_predictions, read_predictions
 from vqadiag.errors import DataError, record_label
@@ -33,6 +33,7 @@ from vqadiag.metrics.gqa_ood import (
     OODSplit,
     accuracy_percent,
     delta_percent,
+    is_balanced,
     ood_groups,
 )
 
@@ -157,7 +158,7 @@ def score_gqa(
     seed: int = 0,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """GQA's official eval.py metrics with 95% bootstrap intervals (SPEC §7).
+    """GQA's official eval.py metrics with 95% bootstrap intervals (docs/protocols.md §7).
 
     Scores the ``isBalanced`` questions (all with ``all_questions``): accuracy,
     binary / open, per structural and semantic type, per word count and steps,
@@ -277,7 +278,7 @@ def score_ood(
     seed: int = 0,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """GQA-OOD: build the official head / tail split and score it (SPEC §3).
+    """GQA-OOD: build the official head / tail split and score it (docs/protocols.md §3).
 
     The split is built from the balanced questions of ``questions`` (all with
     ``all_questions``). With ``predictions``: acc_all, acc_head, acc_tail,
@@ -356,7 +357,7 @@ def score_ood(
         result["curve"] = points
         ci["curve"] = ci_points
     if plot is not None:
-        from vqadiag.report.ood_curve import plot_ood_curve
+        from vqadiag.scoring.ood_curve import plot_ood_curve
 
         result["plot"] = str(plot_ood_curve(result["curve"], plot, reference=result["acc_all"]))
     if write_split is not None:

@@ -1,5 +1,5 @@
 """Glue of ``vqadiag explain train | eval | show``: counter-example explanations
-(Goyal et al. 2017 §5, SPEC.md §2) on VQA v2-format data.
+(Goyal et al. 2017 §5, docs/protocols.md §2) on VQA v2-format data.
 
 Data: the VQA v2 questions and annotations of a data folder (:class:`VQA2Data`;
 a synthetic world has them under ``vqa2/``) and a candidates file
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.pair_candidates import PairCandidates, candidates_path, read_pair_candidates
+from vqadiag.data.vqa2_data import VQA2Data
 from vqadiag.errors import DataError, option_errors, record_label
 from vqadiag.metrics.bootstrap import mcnemar_exact, mean_ci, paired_bootstrap
 from vqadiag.metrics.counterexample import (
@@ -39,7 +40,6 @@ from vqadiag.metrics.counterexample import (
 )
 from vqadiag.models.checkpoint import CONFIG, run_fingerprint
 from vqadiag.models.training import has_split
-from vqadiag.models.vqa2_data import VQA2Data
 
 RECALL_KS = (1, 5, 10)
 BASELINES = ("random", "distance", "distance_features", "vqa_model")

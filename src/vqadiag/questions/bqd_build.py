@@ -1,6 +1,6 @@
 """``vqadiag bq build`` and ``vqadiag bq noise``: basic-question datasets and noisy questions.
 
-SPEC.md §4 (Huang et al.): every main question gets the ``top`` (21) most
+docs/protocols.md §4 (Huang et al.): every main question gets the ``top`` (21) most
 similar questions of a pool of basic questions, ranked by LASSO over sentence
 embeddings or by a text-similarity metric; the ranked list is cut into 7
 partitions of 3 that are appended to the main question as noise.
@@ -228,7 +228,7 @@ def make_noise(
     size: int = 3,
     max_words: int | None = 26,
 ) -> dict[str, Any]:
-    """Write one noisy copy of ``questions`` per partition (SPEC.md §4).
+    """Write one noisy copy of ``questions`` per partition (docs/protocols.md §4).
 
     ``OUT/partition_<k>/<questions file name>`` for k = 1..partitions, in the
     input's own format (GQA dict with ``question`` replaced; VQA v2 questions

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.checkpoint import run_fingerprint
-from vqadiag.models.data import GQAData
 from vqadiag.models.predict import accuracy_values, predict_split, write_prediction_file
-from vqadiag.models.registry import MODELS, TRAINABLE, load_model, model_class
+from vqadiag.models.registry import MODELS, TRAINABLE, load_model_spec, model_class
 from vqadiag.models.training import has_split
 
 DATASETS = ("gqa", "vqa2")
@@ -26,12 +26,12 @@ DATASETS = ("gqa", "vqa2")
 
 def open_data(data_dir: str | Path, dataset: str = "gqa") -> GQAData:
     """The data folder as model data: ``gqa`` → :class:`GQAData`, ``vqa2`` →
-    :class:`~vqadiag.models.vqa2_data.VQA2Data` (VQA v2 questions and annotations,
+    :class:`~vqadiag.data.vqa2_data.VQA2Data` (VQA v2 questions and annotations,
     ``answer`` = ``multiple_choice_answer``)."""
     if dataset == "gqa":
         return GQAData(data_dir)
     if dataset == "vqa2":
-        from vqadiag.models.vqa2_data import VQA2Data
+        from vqadiag.data.vqa2_data import VQA2Data
 
         return VQA2Data(data_dir)
     raise DataError("--dataset", f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
@@ -140,7 +140,7 @@ def predict(
     questions_per_second, accuracy | None, ci: {accuracy}}`` (accuracy in percent,
     exact match, when the questions carry answers).
     """
-    model = load_model(run)
+    model = load_model_spec(str(run))
     data = open_data(data_dir, dataset)
     questions = data.questions(split)
     start = time.perf_counter()

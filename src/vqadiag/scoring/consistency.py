@@ -1,4 +1,4 @@
-"""Reasoning / perception consistency, introspect question files, Reasoning split (SPEC.md §6).
+"""Reasoning / perception consistency, introspect question files, Reasoning split (protocols.md §6).
 
 * :func:`score_consistency` — ``vqadiag score consistency``: quadrants,
   consistency (plain and balanced), all-subs-wrong, reasoning and sub accuracy,
@@ -13,9 +13,9 @@ Correctness (documented choice, following the paper's use of VQA accuracy):
 
 * main question — with ``annotations`` (VQA v2 annotations holding the main
   question ids) its official VQA accuracy, *correct* when it reaches
-  ``threshold`` (default 1.0: at least 3 of 10 annotators gave the answer);
+  ``threshold`` (default 1.0: at least 4 of 10 annotators gave the answer; 3 give 0.9);
   without, a normalized match (official VQA normalization of both sides,
-  SPEC.md §1) with ``reasoning_answer_most_common``;
+  docs/protocols.md §1) with ``reasoning_answer_most_common``;
 * sub-question — a normalized match with its ``sub_answer`` (VQA-introspect
   has one answer per sub-question, so VQA accuracy does not apply).
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.introspect import DEFAULT_INCLUDE, Introspect, read_introspect, write_vqa_style
+from vqadiag.data.introspect import DEFAULT_INCLUDE, Introspect, answer_type, read_introspect
 from vqadiag.data.jsonio import write_json
 from vqadiag.data.predictions import Prediction, align_predictions, answers_of, read_predictions
 from vqadiag.data.sniff import truth_format
@@ -40,14 +40,13 @@ from vqadiag.metrics.consistency import (
     consistency_columns,
     consistency_statistics,
 )
+from vqadiag.metrics.vqa_normalize import canonical_answer, normalize_answer
 from vqadiag.questions.reasoning_rules import PERCEPTION, REASONING, RULES, matching_rules
 
 _TOLERANCE = 1e-9
 
 
 def _normalized(text: str | None) -> str | None:
-    from vqadiag.metrics.vqa_accuracy import normalize_answer
-
     return None if text is None else normalize_answer(text)
 
 
@@ -125,7 +124,7 @@ def score_consistency(
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
 ) -> dict[str, Any]:
-    """Consistency of main (Reasoning) and sub (Perception) answers (SPEC.md §6, paper §5, §7).
+    """Consistency of main (Reasoning) and sub (Perception) answers (protocols.md §6, paper §5, §7).
 
     Returns the JSON object of ``vqadiag score consistency --json``: the four
     quadrants (% of pairs), ``consistency`` = M✓S✓ / (M✓S✓ + M✓S✗),
@@ -264,7 +263,7 @@ def classify_questions(
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
 ) -> dict[str, Any]:
-    """Label each question Perception or Reasoning with paper Table 2's rules (SPEC.md §6).
+    """Label each question Perception or Reasoning with paper Table 2's rules (protocols.md §6).
 
     Input: VQA v2 questions, GQA questions or VQA-introspect (main and
     sub-questions). ``out`` receives ``{qid: {"label", "rules"}}``. Returns
@@ -301,3 +300,62 @@ def classify_questions(
         write_json(out, labels)
         result["out"] = str(out)
     return result
+
+
+def _vqa_files(
+    rows: list[tuple[str, Any, str, str]], subtype: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    info = {"description": "written by vqadiag introspect-questions from VQA-introspect"}
+    questions = [
+        {"question_id": qid, "image_id": image_id, "question": question}
+        for qid, image_id, question, _ in rows
+    ]
+    annotations = [
+        {
+            "question_id": qid,
+            "image_id": image_id,
+            "question_type": "introspect",
+            "answer_type": answer_type(answer),
+            "multiple_choice_answer": answer,
+            "answers": [
+                {"answer": answer, "answer_confidence": "yes", "answer_id": i} for i in range(1, 11)
+            ],
+        }
+        for qid, image_id, _, answer in rows
+    ]
+    head = {"info": info, "data_type": "mscoco", "data_subtype": subtype}
+    return {**head, "questions": questions}, {**head, "annotations": annotations}
+
+
+def write_vqa_style(intro: Introspect, out_dir: str | Path) -> dict[str, str]:
+    """Write the main and sub-questions as VQA v2-style files under ``out_dir``.
+
+    Files: ``main_questions.json``, ``main_annotations.json``,
+    ``sub_questions.json``, ``sub_annotations.json`` (``{"questions": [...]}`` /
+    ``{"annotations": [...]}`` with string ``question_id``; each annotation
+    repeats the single known answer, in its official VQA normalization
+    (docs/protocols.md §1), 10 times, so the VQA accuracy of a prediction is 1 when it
+    equals that answer and 0 otherwise) and
+    ``sub_index.json`` ``{sub_id: main_id}``. Returns ``{name: path}``.
+    """
+    out = Path(out_dir)
+    mains = [
+        (m.main_id, m.image_id, m.question, canonical_answer(m.answer))
+        for m in intro.mains.values()
+    ]
+    subs = [
+        (s.sub_id, intro.mains[s.main_id].image_id, s.question, canonical_answer(s.answer))
+        for s in intro.subs.values()
+    ]
+    written: dict[str, str] = {}
+    for prefix, rows in (("main", mains), ("sub", subs)):
+        questions, annotations = _vqa_files(rows, f"vqa-introspect-{prefix}")
+        written[f"{prefix}_questions"] = str(
+            write_json(out / f"{prefix}_questions.json", questions)
+        )
+        written[f"{prefix}_annotations"] = str(
+            write_json(out / f"{prefix}_annotations.json", annotations)
+        )
+    index = {s.sub_id: s.main_id for s in intro.subs.values()}
+    written["sub_index"] = str(write_json(out / "sub_index.json", index))
+    return written

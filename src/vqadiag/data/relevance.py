@@ -1,4 +1,4 @@
-"""Which detected boxes are relevant / irrelevant to a question (SPEC.md §5, FPVG App. A).
+"""Which detected boxes are relevant / irrelevant to a question (docs/protocols.md §5, FPVG App. A).
 
 Box geometry only; nothing here knows about models.
 
@@ -37,10 +37,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from vqadiag.data.geometry import (
+    OverlapDenominator,
+    as_boxes,
+    corner_areas,
+    overlap_denominator_areas,
+    strictly_ordered,
+)
 from vqadiag.data.jsonio import paused_gc
 from vqadiag.errors import DataError, record_label
 
@@ -52,107 +59,6 @@ NO_ANNOTATED_OBJECTS = "no_annotated_objects"
 NO_RELEVANT_BOXES = "no_relevant_boxes"
 NO_IRRELEVANT_BOXES = "no_irrelevant_boxes"
 EXCLUSION_REASONS = (NO_ANNOTATED_OBJECTS, NO_RELEVANT_BOXES, NO_IRRELEVANT_BOXES)
-
-OverlapDenominator = Literal["detected", "annotated"]
-
-
-def _ordered(boxes: np.ndarray) -> np.ndarray:
-    return (boxes[..., 0] < boxes[..., 2]) & (boxes[..., 1] < boxes[..., 3])
-
-
-def _areas(boxes: np.ndarray, integer: bool) -> np.ndarray:
-    w = boxes[..., 2] - boxes[..., 0]
-    h = boxes[..., 3] - boxes[..., 1]
-    if integer:
-        w, h = np.trunc(w), np.trunc(h)
-    return np.where(_ordered(boxes), w * h, 0.0)
-
-
-def _geometry(
-    a: np.ndarray, b: np.ndarray, integer: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Intersection and both areas of broadcastable box arrays ``a`` (..., 4) and ``b`` (..., 4).
-
-    Official rule: the intersection is 0 when either box is not strictly
-    ordered or the boxes do not meet, else ``int(x_right − x_left) ·
-    int(y_bottom − y_top)``; areas ``int(x2 − x1) · int(y2 − y1)``.
-    """
-    w = np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0])
-    h = np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1])
-    valid = (w >= 0) & (h >= 0) & _ordered(a) & _ordered(b)
-    if integer:
-        w, h = np.trunc(w), np.trunc(h)
-    return np.where(valid, w * h, 0.0), _areas(a, integer), _areas(b, integer)
-
-
-def _safe_divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    num, den = np.broadcast_arrays(num, den)
-    out = np.zeros(num.shape, dtype=np.float64)
-    np.divide(num, den, out=out, where=den > 0)
-    return out
-
-
-def _as_boxes(boxes: np.ndarray) -> np.ndarray:
-    return np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-
-
-def box_areas(boxes: np.ndarray, *, integer: bool = True) -> np.ndarray:
-    """Areas of corner boxes ``(x1, y1, x2, y2)``: ``int(x2 − x1) · int(y2 − y1)``.
-
-    With ``integer=False`` the exact product ``(x2 − x1)(y2 − y1)``. Boxes that
-    are not strictly ordered get area 0.
-    """
-    return _areas(_as_boxes(boxes), integer)
-
-
-def pairwise_intersection(a: np.ndarray, b: np.ndarray, *, integer: bool = True) -> np.ndarray:
-    """Intersection areas of every box of ``a`` (m × 4) with every box of ``b`` (n × 4) → m × n.
-
-    Official rule: 0 when either box is not strictly ordered or the boxes do not
-    meet; otherwise ``int(x_right − x_left) · int(y_bottom − y_top)``
-    (exact product with ``integer=False``).
-    """
-    return _geometry(_as_boxes(a)[:, None, :], _as_boxes(b)[None, :, :], integer)[0]
-
-
-def pairwise_iou(a: np.ndarray, b: np.ndarray, *, integer: bool = True) -> np.ndarray:
-    """IoU of every box of ``a`` with every box of ``b`` → m × n.
-
-    IoU = I / (area_a + area_b − I) with the official integer areas
-    (SPEC.md §5); 0 where the union is empty.
-    """
-    inter, area_a, area_b = _geometry(_as_boxes(a)[:, None, :], _as_boxes(b)[None, :, :], integer)
-    return _safe_divide(inter, area_a + area_b - inter)
-
-
-def pairwise_coverage(
-    annotated: np.ndarray,
-    detected: np.ndarray,
-    *,
-    denominator: OverlapDenominator = "detected",
-    integer: bool = True,
-) -> np.ndarray:
-    """Overlap of annotated (m × 4) with detected (n × 4) boxes → m × n.
-
-    ``"detected"`` (official): area(det ∩ ann) / area(det) — how much of the
-    detected box shows the annotated object; ``"annotated"`` (paper, App. A):
-    area(det ∩ ann) / area(ann). 0 where the denominator is 0.
-    """
-    inter, area_ann, area_det = _geometry(
-        _as_boxes(annotated)[:, None, :], _as_boxes(detected)[None, :, :], integer
-    )
-    return _safe_divide(inter, _denominator(area_ann, area_det, denominator))
-
-
-def _denominator(
-    area_ann: np.ndarray, area_det: np.ndarray, denominator: OverlapDenominator
-) -> np.ndarray:
-    if denominator == "detected":
-        return area_det
-    if denominator == "annotated":
-        return area_ann
-    raise ValueError(f"overlap denominator must be 'detected' or 'annotated', not {denominator!r}")
-
 
 def prepare_detected(raw: np.ndarray, *, official: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Detected boxes as matched, and the mask of boxes skipped when matching.
@@ -169,7 +75,7 @@ def prepare_detected(raw: np.ndarray, *, official: bool = True) -> tuple[np.ndar
 
 @dataclass(frozen=True)
 class MatchSettings:
-    """Thresholds and rules of the matching (defaults: the official ones, SPEC.md §5)."""
+    """Thresholds and rules of the matching (defaults: the official ones, docs/protocols.md §5)."""
 
     overlap_denominator: OverlapDenominator = "detected"
     official: bool = True
@@ -213,8 +119,8 @@ def _block_masks(
         dw, dh = np.trunc(dw), np.trunc(dh)
     det_area = np.where(ordered, dw * dh, dtype.type(0))
     ann = annotated.astype(dtype)
-    ann_area = _areas(ann, integer)[:, None]
-    ann_ok = _ordered(ann)[:, None]
+    ann_area = corner_areas(ann, integer)[:, None]
+    ann_ok = strictly_ordered(ann)[:, None]
 
     def take(plane: np.ndarray) -> np.ndarray:  # per (annotated object, slot of its image)
         return np.take(plane, annotated_image, axis=0)
@@ -236,7 +142,7 @@ def _block_masks(
     union = area_det + ann_area
     union -= inter
     iou_hit = _greater_ratio(inter, union, settings.iou_threshold, integer)
-    den = _denominator(ann_area, area_det, settings.overlap_denominator)
+    den = overlap_denominator_areas(ann_area, area_det, settings.overlap_denominator)
     cov_hit = _greater_ratio(inter, den, settings.overlap_threshold, integer)
     iou_hit &= can_match
     cov_hit &= can_match
@@ -305,8 +211,8 @@ def image_relevance(
     iou_threshold; irrelevant[q, j] = ¬∃ k ∈ objects(q): coverage_kj >
     overlap_threshold.
     """
-    det = _as_boxes(detected)
-    ann = _as_boxes(annotated)
+    det = as_boxes(detected)
+    ann = as_boxes(annotated)
     if any(len(rows) == 0 for rows in question_objects):
         raise ValueError("every question needs at least one annotated object")
     if not question_objects:
@@ -419,7 +325,7 @@ def compute_relevance(
     scenes_path: Any = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> RelevanceResult:
-    """Relevant / irrelevant detected boxes for every question (SPEC.md §5).
+    """Relevant / irrelevant detected boxes for every question (docs/protocols.md §5).
 
     Questions are grouped by ``imageId``; each image's boxes are read once and
     matched against the union of its questions' annotated objects, many

@@ -23,7 +23,7 @@ def report(
     """Compare the models of ``result_dirs`` and write ``OUT/report.json`` and ``OUT/report.html``.
 
     The report card copies each result's summary Estimates; every pair of models
-    is compared on each figure with a paired test on the same units (SPEC.md §8;
+    is compared on each figure with a paired test on the same units (docs/protocols.md §8;
     McNemar exact for 0/1 outcomes, paired bootstrap otherwise), cells are marked
     against ``reference`` (default: the first folder). Returns the ``report.json``
     object plus ``files: {json, html}``.

@@ -23,8 +23,8 @@ import numpy as np
 
 from vqadiag.data.detections import Detections, read_detections
 from vqadiag.data.gqa import GQAQuestions, SceneGraphs, read_gqa_questions, read_scene_graphs
+from vqadiag.data.inputs import ObjectInput, QuestionBatch
 from vqadiag.errors import DataError
-from vqadiag.models.base import ObjectInput, QuestionBatch
 
 DEFAULT_CACHE_BYTES = 1 << 30
 

@@ -1,4 +1,4 @@
-"""The GQA-OOD acc-tail curve as a PNG (SPEC.md §3; paper Figure 2).
+"""The GQA-OOD acc-tail curve as a PNG (docs/protocols.md §3; paper Figure 2).
 
 acc-tail (%) against the tail size parameter, plotted at x = 1 + α on a log
 axis as the official ``plot_tail``; the overall accuracy (acc-all at the

@@ -1,8 +1,9 @@
-"""``vqadiag diagnose``: one model, one dataset, every diagnostic of SPEC.md.
+"""``vqadiag diagnose``: one model, one dataset, every registered suite (docs/diagnose.md).
 
-:func:`diagnose` loads the model (a run folder or an adapter spec, see
-:func:`load_diagnosed_model`), runs every requested suite
-(``accuracy, pairs, ood, fpvg, importance, robustness, consistency``) through
+:func:`diagnose` loads the model (a run folder or an adapter spec,
+:func:`vqadiag.models.registry.load_model_spec`), runs every requested suite of
+the registry (:mod:`vqadiag.suites`: ``accuracy, pairs, ood, fpvg, importance,
+robustness, consistency`` and any plug-in's) through
 the SQLite prediction store in ``RESULT_DIR/store.sqlite`` (resumable: a
 restarted run computes only what is not stored), scores each suite with the
 same functions as ``vqadiag score ...`` and writes ``RESULT_DIR/results.json``
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -25,66 +26,33 @@ from typing import Any
 
 import orjson
 
-from vqadiag.api.diagnose_common import (
-    FPVG_KEYS,
-    IMPORTANCE_KEYS,
-    REPLACEMENTS,
-    SUITES,
-    DiagnoseState,
-    Options,
-    SuiteOutput,
-    SuiteSkipped,
-)
 from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
+from vqadiag.models.registry import load_model_spec
 from vqadiag.probes.fingerprints import combined_fingerprint, dataset_fingerprint
 from vqadiag.probes.store import PredictionStore
+from vqadiag.suites.base import SuiteSkipped, figures, registered_suites
+from vqadiag.suites.state import REPLACEMENTS, DiagnoseState, Options
 
 SCHEMA_VERSION = 1
-SUMMARY_KEYS = (
-    "accuracy",
-    "acc_head",
-    "acc_tail",
-    "delta",
-    *FPVG_KEYS,
-    *IMPORTANCE_KEYS,
-    "pair_both_correct",
-    "r_score",
-    "reasoning_consistency",
-    "noise_accuracy",
-)
-ADAPTERS = {"files": "prediction files (plain condition only)", "hf": "Hugging Face ViLT / BLIP"}
+
+
+def summary_keys() -> list[str]:
+    """The keys of ``results.json`` ``summary``: every registered figure, in display order."""
+    return [f.key for _, f in figures()]
 
 
 def parse_suites(text: str | Iterable[str]) -> tuple[str, ...]:
-    """``"all"`` or a comma-separated list of suite names → suites in canonical order."""
+    """``"all"`` or a comma-separated list of suite names → suites in registry order."""
+    known = tuple(registered_suites())
     items = text.split(",") if isinstance(text, str) else list(text)
     names = {s.strip() for s in items if s.strip()}
     if not names or "all" in names:
-        return SUITES
-    unknown = sorted(names - set(SUITES))
+        return known
+    unknown = sorted(names - set(known))
     if unknown:
-        raise DataError("--suite", f"unknown suite(s) {unknown} (known: all, {', '.join(SUITES)})")
-    return tuple(s for s in SUITES if s in names)
-
-
-def load_diagnosed_model(spec: str) -> Any:
-    """The model of ``--model``: a run folder (``vqadiag train``), ``files:PREDICTIONS``
-    (a prediction file; only plain-prediction suites apply) or ``hf:MODEL_DIR``."""
-    kind, sep, rest = spec.partition(":")
-    if sep and kind in ADAPTERS and not Path(spec).exists():
-        if not rest:
-            raise DataError("--model", f"adapter {kind!r} needs a path: {kind}:PATH")
-        if kind == "files":
-            from vqadiag.models.file_adapter import PredictionFileModel
-
-            return PredictionFileModel(rest)
-        from vqadiag.models.hf_adapter import HFModel
-
-        return HFModel(rest)
-    from vqadiag.models.registry import load_model
-
-    return load_model(spec)
+        raise DataError("--suite", f"unknown suite(s) {unknown} (known: all, {', '.join(known)})")
+    return tuple(s for s in known if s in names)
 
 
 def _versions() -> dict[str, str | None]:
@@ -95,32 +63,6 @@ def _versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def _suite_functions() -> dict[str, Callable[[DiagnoseState], SuiteOutput]]:
-    from vqadiag.api import diagnose_gqa as g
-    from vqadiag.api import diagnose_vqa as v
-
-    return {
-        "accuracy": g.accuracy_suite,
-        "pairs": v.pairs_suite,
-        "ood": g.ood_suite,
-        "fpvg": g.fpvg_suite,
-        "importance": g.importance_suite,
-        "robustness": g.robustness_suite,
-        "consistency": v.consistency_suite,
-    }
-
-
-def _capabilities(model: Any) -> dict[str, Any]:
-    c = model.capabilities
-    return {
-        "visual": c.visual,
-        "object_masking": c.object_masking,
-        "attention": c.attention,
-        "gradients": c.gradients,
-        "probabilities": c.probabilities,
-    }
 
 
 def _datasets(state: DiagnoseState) -> dict[str, Any]:
@@ -157,11 +99,17 @@ def diagnose(
     max_questions: int | None = None,
     max_objects: int = 100,
     progress: bool = False,
+    plugins: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
 
-    Returns the ``results.json`` object (also written to ``out``).
+    ``plugins``: modules or ``.py`` files that register more suites or model
+    adapters (:func:`vqadiag.plugins.load_plugins`). Returns the ``results.json``
+    object (also written to ``out``).
     """
+    from vqadiag.plugins import load_plugins
+
+    load_plugins(plugins)
     if replacement not in REPLACEMENTS:
         raise DataError("--replacement", f"must be one of {', '.join(REPLACEMENTS)}")
     if max_questions is not None and max_questions < 1:
@@ -183,7 +131,7 @@ def diagnose(
         max_objects=int(max_objects),
         progress=progress,
     )
-    the_model = load_diagnosed_model(model)
+    the_model = load_model_spec(model)
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise DataError(out_dir, "is a file, expected a result folder")
@@ -194,12 +142,17 @@ def diagnose(
     results_by_suite: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
-    summary: dict[str, Any] = dict.fromkeys(SUMMARY_KEYS)
-    functions = _suite_functions()
+    summary: dict[str, Any] = dict.fromkeys(summary_keys())
+    registry = registered_suites()
     try:
         for name in options.suites:
+            suite = registry[name]
+            missing = suite.missing_capability(the_model)
+            if missing is not None:
+                skipped[name] = missing
+                continue
             try:
-                output = functions[name](state)
+                output = suite.run(state)
             except SuiteSkipped as why:
                 skipped[name] = str(why)
                 continue
@@ -220,7 +173,7 @@ def diagnose(
             "name": the_model.name,
             "run": model,
             "fingerprint": model_fp,
-            "capabilities": _capabilities(the_model),
+            "capabilities": the_model.capabilities.to_json(),
         },
         "data": {
             "root": str(root),

@@ -1,6 +1,6 @@
 """FPVG from files: box relevance (``vqadiag relevance``) and scoring (``vqadiag score fpvg``).
 
-SPEC.md §5. Each function returns exactly the dict the command prints with ``--json``.
+docs/protocols.md §5. Each function returns exactly the dict the command prints with ``--json``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,11 @@ import numpy as np
 from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
 from vqadiag.data.jsonio import write_json
 from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
+from vqadiag.data.relevance import (
+    EXCLUSION_REASONS,
+    OverlapDenominator,
+    compute_relevance,
+)
 from vqadiag.data.relevance_files import read_relevance, read_split_ids
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.fpvg import (
@@ -23,11 +28,6 @@ from vqadiag.metrics.fpvg import (
     fpvg_rates,
     mod_fpvg_indicators,
     suff_comp_report,
-)
-from vqadiag.relevance import (
-    EXCLUSION_REASONS,
-    OverlapDenominator,
-    compute_relevance,
 )
 
 NOT_IN_RELEVANCE = "not_in_relevance"
@@ -43,7 +43,7 @@ def relevance(
     official: bool = True,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Write ``{qid: {"relevant": [...], "irrelevant": [...]}}`` to ``out`` (SPEC.md §5).
+    """Write ``{qid: {"relevant": [...], "irrelevant": [...]}}`` to ``out`` (docs/protocols.md §5).
 
     Relevant: IoU > 0.5 with an annotated object; irrelevant: no annotated
     object covers > 25% of the box (÷ detected area by default, ÷ annotated
@@ -148,7 +148,7 @@ def score_fpvg(
     seed: int = 0,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """FPVG of three prediction runs (all / relevant-only / irrelevant-only boxes), SPEC.md §5.
+    """FPVG of three prediction runs (all / relevant-only / irrelevant-only boxes), protocols.md §5.
 
     Scored questions: those of ``relevance`` with relevant and irrelevant boxes
     (paper App. A); correctness is exact match with the GQA ``answer``.

@@ -1,4 +1,4 @@
-"""``vqadiag score robustness``: accuracy under basic-question noise and R_score (SPEC.md §4).
+"""``vqadiag score robustness``: accuracy under basic-question noise and R_score (protocols.md §4).
 
 The model answered every main question once clean (``clean``) and once per
 noise partition k = 1..K (``noisy[k-1]``: the main question followed by the 3
@@ -91,7 +91,8 @@ class _Truth:
             self.records = read_vqa_annotations(self.path)
             self.ids = list(self.records)
         elif self.kind == "gqa":
-            from vqadiag.data.gqa import is_balanced, read_gqa_questions
+            from vqadiag.data.gqa import read_gqa_questions
+            from vqadiag.metrics.gqa_ood import is_balanced
 
             self.records = read_gqa_questions(self.path, require=("question", "answer"))
             self.ids = [q for q, r in self.records.items() if all_questions or is_balanced(r)]
@@ -160,7 +161,7 @@ def score_robustness(
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
 ) -> dict[str, Any]:
-    """Score clean and noisy predictions: accuracy, Acc_diff, R_score per partition (SPEC.md §4).
+    """Score clean and noisy predictions: accuracy, Acc_diff, R_score (protocols.md §4).
 
     Returns the JSON object of ``vqadiag score robustness --json`` (keys in
     ``docs/robustness-consistency.md``). Accuracies and Acc_diff are in percent;

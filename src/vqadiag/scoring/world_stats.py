@@ -13,7 +13,7 @@ Rates (percent, with 95% bootstrap intervals under ``ci``):
 * ``introspect.<split>.perception_rate``: introspect entries of type ``perception``.
 
 Plus counts: images, objects per image, questions by structural / semantic type,
-GQA-OOD head / tail sizes on the balanced questions (SPEC.md §3).
+GQA-OOD head / tail sizes on the balanced questions (docs/protocols.md §3).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.data.geometry import iou_matrix
 from vqadiag.data.jsonio import read_json
 from vqadiag.errors import DataError
 from vqadiag.metrics.bootstrap import mean_ci
@@ -33,20 +34,6 @@ def _rate(flags: list[bool] | np.ndarray, seed: int, n_bootstrap: int) -> dict[s
     return mean_ci(
         np.asarray(flags, dtype=np.float64), n_resamples=n_bootstrap, seed=seed
     ).to_dict()
-
-
-def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU matrix of corner boxes ``a`` (n × 4) and ``b`` (m × 4)."""
-    ix = np.clip(
-        np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None
-    )
-    iy = np.clip(
-        np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None
-    )
-    inter = ix * iy
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    return inter / (area_a[:, None] + area_b[None, :] - inter)
 
 
 def world_stats(world_dir: str | Path, seed: int = 0, n_bootstrap: int = 1000) -> dict[str, Any]:
@@ -124,7 +111,7 @@ def world_stats(world_dir: str | Path, seed: int = 0, n_bootstrap: int = 1000) -
                 if found.shape[0] == 0:
                     recall.extend([False] * truth.shape[0])
                     continue
-                iou = _iou(truth, found)
+                iou = iou_matrix(truth, found)
                 recall.extend((iou.max(axis=1) > 0.5).tolist())
                 unmatched.extend((iou.max(axis=0) <= 0.5).tolist())
     finally:

@@ -4,10 +4,10 @@ Stages (each prints a header on stderr, then its own progress bars):
 
 1. ``OUT/world``: a synthetic world (:func:`vqadiag.synth.generate_world`);
 2. ``OUT/runs/<model>``: train prior, question-only, UpDn and symbolic
-   (:func:`vqadiag.api.models.train`);
+   (:func:`vqadiag.workflows.models.train`);
 3. ``OUT/results/<model>``: diagnose each with every suite
-   (:func:`vqadiag.api.diagnose.diagnose`, resumable from its prediction store);
-4. ``OUT/report``: ``report.json`` + ``report.html`` (:func:`vqadiag.api.report.report`).
+   (:func:`vqadiag.diagnosis.diagnose.diagnose`, resumable from its prediction store);
+4. ``OUT/report``: ``report.json`` + ``report.html`` (:func:`vqadiag.workflows.report.report`).
 
 Resume: each finished stage writes ``OUT/stages/<stage>.json`` with its
 configuration and the fingerprint of what it produced (world: ``world.json``'s
@@ -204,7 +204,7 @@ def demo(
             stages.skip(stage, title)
             val = _recorded(stages, stage)
         else:
-            from vqadiag.api.models import train
+            from vqadiag.workflows.models import train
 
             stages.header(title)
             t0 = time.perf_counter()
@@ -245,7 +245,7 @@ def demo(
         if stages.done(stage, config, _results_hash(res / "results.json")):
             stages.skip(stage, title)
         else:
-            from vqadiag.api.diagnose import diagnose
+            from vqadiag.diagnosis.diagnose import diagnose
 
             stages.header(title)
             t0 = time.perf_counter()
@@ -280,7 +280,7 @@ def demo(
     ):
         stages.skip("report", title)
     else:
-        from vqadiag.api.report import report
+        from vqadiag.workflows.report import report
 
         stages.header(title)
         t0 = time.perf_counter()

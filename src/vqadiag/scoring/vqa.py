@@ -1,4 +1,4 @@
-"""VQA v2 scoring, complementary pairs and answer balance (SPEC.md §1, §2).
+"""VQA v2 scoring, complementary pairs and answer balance (docs/protocols.md §1, §2).
 
 Each function mirrors a command and returns exactly the dict that the command
 prints with ``--json``:
@@ -90,7 +90,7 @@ def accuracy_report(
     seed: int = 0,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """``overall``, ``perAnswerType``, ``perQuestionType`` (100 × mean, SPEC.md §1 step 4),
+    """``overall``, ``perAnswerType``, ``perQuestionType`` (100 × mean, protocols.md §1 step 4),
     ``n`` and the mirrored ``ci`` objects, from per-question accuracies in [0, 1]."""
     overall, overall_ci = _rate(acc, seed, n_bootstrap)
     per_answer, per_answer_ci = _grouped_rates(acc, answer_types, seed, n_bootstrap)
@@ -119,7 +119,7 @@ def score_vqa(
     seed: int = 0,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """Official VQA v2 accuracy of a prediction file (SPEC.md §1).
+    """Official VQA v2 accuracy of a prediction file (docs/protocols.md §1).
 
     Scores every annotated question: acc = mean_i min(1, #{j ≠ i: gt_j = pred}/3),
     reported as 100 × mean overall, per answer type and per question type.
@@ -166,7 +166,7 @@ def score_pairs(
     seed: int = 0,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """Complementary-pair figures of Goyal et al. (SPEC.md §2).
+    """Complementary-pair figures of Goyal et al. (docs/protocols.md §2).
 
     ``both_correct`` = % pairs whose two VQA accuracies are ≥ ``pair_threshold``;
     ``identical`` = % pairs whose two predictions are the same answer after the
@@ -227,7 +227,7 @@ def balance_stats(
     seed: int = 0,
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
-    """Answer balance of a VQA v2 split and its prior baselines (SPEC.md §2).
+    """Answer balance of a VQA v2 split and its prior baselines (docs/protocols.md §2).
 
     The answer of a question is its ``multiple_choice_answer`` (the most common
     of the 10). Per question type t: H_t = −Σ p log2 p (bits), the number of

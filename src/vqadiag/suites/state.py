@@ -1,12 +1,10 @@
-"""Shared plumbing of ``vqadiag diagnose``: options, run state, skips, prediction files.
+"""What a suite works with: the options of the run and :class:`DiagnoseState`.
 
-The suites (:mod:`vqadiag.api.diagnose_gqa`, :mod:`vqadiag.api.diagnose_vqa`) get
-one :class:`DiagnoseState`: the model, the store, the options and every
+Every suite's :meth:`~vqadiag.suites.base.Suite.run` gets one
+:class:`DiagnoseState`: the model, the prediction store, the options and every
 condition already run (so ``accuracy``, ``ood``, ``fpvg`` and ``robustness``
-share the one plain run of the GQA split). Each suite returns a
-:class:`SuiteOutput` — the dict of the scoring command it calls, its
-per-question rows and its summary figures — or raises :class:`SuiteSkipped`
-with the reason.
+share the one plain run of the GQA split), plus helpers to subsample ids and
+write a condition's predictions where ``vqadiag score`` can read them.
 """
 
 from __future__ import annotations
@@ -21,35 +19,16 @@ from vqadiag.data.jsonio import write_json
 from vqadiag.probes.conditions import Condition, Probe
 from vqadiag.probes.runner import ConditionRun, ProbeContext
 from vqadiag.probes.store import Answer, PredictionStore
+from vqadiag.suites.base import SuiteSkipped
 
-SUITES = ("accuracy", "pairs", "ood", "fpvg", "importance", "robustness", "consistency")
 REPLACEMENTS = ("drop", "zeros", "minus-one", "other-images")
-#: the FPVG figures of the report card (docs/results-schema.md ``summary``)
-FPVG_KEYS = (
-    "fpvg_plus",
-    "fpvg_plus_correct",
-    "fpvg_plus_wrong",
-    "fpvg_minus_correct",
-    "fpvg_minus_wrong",
-    "acc_all",
-    "acc_rel",
-    "acc_irrel",
-)
-#: the feature-importance methods of the importance suite (SPEC.md §5), in display order
-IMPORTANCE_METHODS = ("attention", "loo", "gradcam")
-#: their report-card figures: % of relevant objects among the top-N scored (all questions)
-IMPORTANCE_KEYS = tuple(f"{m}_relevant_score" for m in IMPORTANCE_METHODS)
-
-
-class SuiteSkipped(Exception):
-    """A suite cannot run (missing data or model capability); the message is the reason."""
 
 
 @dataclass(frozen=True)
 class Options:
     """Every option of a diagnose run (all of them go to ``results.json`` ``config``)."""
 
-    suites: tuple[str, ...] = SUITES
+    suites: tuple[str, ...] = ()
     split: str = "val"
     batch_size: int = 256
     workers: int = 1
@@ -77,15 +56,6 @@ class Options:
             "max_questions": self.max_questions,
             "max_objects": self.max_objects,
         }
-
-
-@dataclass
-class SuiteOutput:
-    """What a suite hands back: scoring dict, per-question rows, summary figures."""
-
-    result: dict[str, Any]
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,16 +97,16 @@ class DiagnoseState:
     def run(self, ctx: ProbeContext, condition: Condition, probes: Sequence[Probe]) -> ConditionRun:
         """Run (or reuse) ``condition``; a condition name is run once per diagnose run."""
         hit = self.runs.get(condition.name)
-        if hit is None and getattr(self.model, "name", "") == "files":
+        if hit is None and not self.model.capabilities.reruns:
             self.check_covered(probes)
         if hit is None:
             hit = self.runs[condition.name] = ctx.run(condition, probes)
         return hit
 
     def check_covered(self, probes: Sequence[Probe]) -> None:
-        """A prediction-file model must answer every probe, else the suite is skipped."""
-        known = self.model.predictions[self.model.condition]
-        missing = [p.qid for p in probes if p.qid not in known]
+        """A model that cannot be rerun (prediction files) must already hold an answer to
+        every probe (``model.answers_known(qids)``), else the suite is skipped."""
+        missing = self.model.missing_answers([p.qid for p in probes])
         if missing:
             raise SuiteSkipped(
                 f"the prediction file has no answer for {len(missing)} of {len(probes)} "

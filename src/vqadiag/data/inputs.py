@@ -1,0 +1,70 @@
+"""What a model reads: a batch of questions and its visual input (objects or pixels).
+
+The data layer builds these (:class:`~vqadiag.data.gqa_data.GQAData`); the models
+(:mod:`vqadiag.models.base`) consume them. Kept here so that data never imports models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class QuestionBatch:
+    """Questions of one batch; ``records`` are the raw dataset records (may be empty dicts)."""
+
+    question_ids: Sequence[str]
+    questions: Sequence[str]
+    image_ids: Sequence[str]
+    records: Sequence[Mapping[str, Any]] = ()
+
+    def __post_init__(self) -> None:
+        n = len(self.question_ids)
+        if len(self.questions) != n or len(self.image_ids) != n:
+            raise ValueError("question_ids, questions and image_ids must have equal length")
+        if self.records and len(self.records) != n:
+            raise ValueError("records must be empty or one per question")
+
+    def __len__(self) -> int:
+        return len(self.question_ids)
+
+    def record(self, i: int) -> Mapping[str, Any]:
+        """The raw record of question ``i`` (an empty mapping when none was given)."""
+        return self.records[i] if self.records else {}
+
+
+@dataclass(frozen=True)
+class ObjectInput:
+    """Object-based visual input for a batch of B questions with up to N objects each.
+
+    ``features`` (B, N, D) float32; ``boxes`` (B, N, 4) float32 corners x1 y1 x2 y2 in
+    pixels; ``mask`` (B, N) bool, True where the object is visible to the model (padding
+    and removed objects are False); ``image_sizes`` (B, 2) float32 width, height.
+    """
+
+    features: np.ndarray
+    boxes: np.ndarray
+    mask: np.ndarray
+    image_sizes: np.ndarray
+
+    def __post_init__(self) -> None:
+        b, n = self.mask.shape
+        if self.features.shape[:2] != (b, n) or self.boxes.shape != (b, n, 4):
+            raise ValueError("features (B, N, D), boxes (B, N, 4) and mask (B, N) must agree")
+        if self.image_sizes.shape != (b, 2):
+            raise ValueError("image_sizes must have shape (B, 2)")
+
+    def with_mask(self, mask: np.ndarray) -> ObjectInput:
+        """The same objects seen through another mask (no feature copy)."""
+        return ObjectInput(self.features, self.boxes, np.asarray(mask, bool), self.image_sizes)
+
+
+@dataclass(frozen=True)
+class PixelInput:
+    """Image-based visual input: ``images`` (B, H, W, 3) uint8, for pixel models."""
+
+    images: np.ndarray

@@ -1,0 +1,1 @@
+"""Diagnosis orchestration: ``vqadiag diagnose`` runs every registered suite on one model."""

@@ -1,0 +1,51 @@
+"""Suite ``accuracy``: GQA's official metrics of the plain run (docs/protocols.md §7)."""
+
+from __future__ import annotations
+
+from vqadiag.suites.base import Drilldown, Figure, Suite, SuiteOutput, below_one, register_suite
+from vqadiag.suites.sources import correct, plain_run, unit_row
+from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
+
+
+@register_suite
+class AccuracySuite(Suite):
+    """GQA accuracy, validity, plausibility, consistency, distribution (``vqadiag score gqa``)."""
+
+    name = "accuracy"
+    title = "GQA accuracy (official eval.py)"
+    datasets = ("gqa",)
+    conditions = ("gqa.all",)
+    display_order = 10
+    figures = (Figure("accuracy", "GQA accuracy"),)
+    drilldown = Drilldown("Wrong answers", below_one("accuracy"))
+
+    def run(self, state: DiagnoseState) -> SuiteOutput:
+        return accuracy_suite(state)
+
+
+def accuracy_suite(state: DiagnoseState) -> SuiteOutput:
+    """GQA's official metrics (``vqadiag score gqa``) of the plain run (docs/protocols.md §7)."""
+    from vqadiag.scoring.gqa import score_gqa
+
+    src, run = plain_run(state)
+    preds = write_predictions(state, "accuracy", "all", src.qids, run.answers)
+    choices = src.data.gqa_dir / f"{state.options.split}_choices.json"
+    o = state.options
+    result = score_gqa(
+        src.questions_file,
+        preds,
+        choices=choices if choices.is_file() else None,
+        seed=o.seed,
+        n_bootstrap=o.n_bootstrap,
+    )
+    rows = [
+        unit_row(
+            "accuracy",
+            q,
+            src.records[q],
+            answers={"all": a.answer},
+            values={"accuracy": correct(a.answer, src.records[q])},
+        )
+        for q, a in zip(src.qids, run.answers, strict=True)
+    ]
+    return SuiteOutput(result, rows, {"accuracy": estimate_of(result["ci"], "accuracy")})

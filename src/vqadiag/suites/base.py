@@ -1,0 +1,226 @@
+"""The plug-in contract of a diagnostic suite (docs/contributing.md, "Add a suite").
+
+A suite is one protocol of ``vqadiag diagnose``. It is a subclass of
+:class:`Suite`, registered with :func:`register_suite`, and declares
+
+* ``name`` and ``title``; ``datasets`` it reads (documentation and
+  ``vqadiag suites``); ``conditions`` it plans (the condition names it runs);
+* ``requires``: model capabilities (:class:`vqadiag.models.base.Capabilities`
+  flags) it cannot run without, each with the reason given when missing;
+* ``figures``: every summary figure it reports (:class:`Figure`: key, label,
+  unit, direction, decimals, the per-unit column it aggregates, the paired test);
+* ``drilldown``: which units are failures, for the report's example tables;
+
+and implements :meth:`Suite.run`, which runs the model through the state's
+prediction store and scores once: the result dict, one row per unit (with the
+per-unit ``values`` the figures aggregate) and the summary estimates.
+
+Everything that lists suites or figures — ``diagnose``, the CLI summary,
+``results.json``, ``export``, the report card, drill-downs and plots — iterates
+:func:`suites` / :func:`figures`, so a new suite is one module (plus its test).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from vqadiag.metrics.compare import PairedComparison
+    from vqadiag.suites.state import DiagnoseState
+
+#: per-unit values of one model's suite rows: ``{unit id: {column: value}}``
+Units = Mapping[str, Mapping[str, Any]]
+#: a paired test of one figure between two models: units of A and B, A's suite result →
+#: the comparison of A − B (None when the units carry no values)
+PairedTest = Callable[..., "PairedComparison | None"]
+#: a drill-down failure rule: a row's ``values`` → failed (True / False) or None (no value)
+FailureRule = Callable[[Mapping[str, Any]], "bool | None"]
+
+
+class SuiteSkipped(Exception):
+    """A suite cannot run (missing data or model capability); the message is the reason."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One summary figure of a suite.
+
+    ``key``: its name in ``results.json`` ``summary``; ``label`` everywhere it is
+    shown; ``unit`` ("%", "0–1" …); ``direction``: "higher" or "lower" is better,
+    or "neither"; ``decimals`` shown; ``column``: the per-unit value in the suite's
+    rows whose mean it is (default: ``key``); ``test``: the paired test, "rate"
+    (McNemar on binary units, else paired bootstrap of the mean difference) or a
+    callable (:data:`PairedTest`); ``clusters``: units ``"a|b"`` are resampled by
+    ``a`` (several rows per main question); ``card``: a column of the report card;
+    ``many``: the value is a list of estimates (one per partition …).
+    """
+
+    key: str
+    label: str
+    unit: str = "%"
+    direction: str = "higher"
+    decimals: int = 2
+    column: str | None = None
+    test: str | PairedTest = "rate"
+    clusters: bool = False
+    card: bool = True
+    many: bool = False
+
+    @property
+    def values_column(self) -> str:
+        """The per-unit column the figure aggregates."""
+        return self.column or self.key
+
+    def format(self, value: Any) -> str:
+        """``value`` at the figure's decimals; ``-`` when missing or NaN."""
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "-"
+        if math.isnan(value):
+            return "-"
+        return f"{value:.{self.decimals}f}"
+
+
+def below_one(column: str) -> FailureRule:
+    """Failure when ``column`` < 1 (a wrong answer; soft scores below full credit)."""
+
+    def failed(values: Mapping[str, Any]) -> bool | None:
+        v = values.get(column)
+        return None if v is None else v < 1.0
+
+    return failed
+
+
+def is_zero(column: str) -> FailureRule:
+    """Failure when ``column`` = 0."""
+
+    def failed(values: Mapping[str, Any]) -> bool | None:
+        v = values.get(column)
+        return None if v is None else v == 0.0
+
+    return failed
+
+
+@dataclass(frozen=True)
+class Drilldown:
+    """The report's example failures of a suite: a title and the failure rule."""
+
+    title: str
+    failed: FailureRule
+
+
+@dataclass
+class SuiteOutput:
+    """What a suite hands back: scoring dict, per-unit rows, summary estimates."""
+
+    result: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class Suite:
+    """Base class of a diagnostic suite (module docstring). Subclass, declare, register."""
+
+    name: ClassVar[str]
+    title: ClassVar[str] = ""
+    datasets: ClassVar[tuple[str, ...]] = ()
+    conditions: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[Mapping[str, str]] = {}
+    figures: ClassVar[tuple[Figure, ...]] = ()
+    drilldown: ClassVar[Drilldown | None] = None
+    #: position of the suite's figures in summaries and on the card (lower first)
+    display_order: ClassVar[float] = 100.0
+
+    def missing_capability(self, model: Any) -> str | None:
+        """The reason the model cannot be diagnosed by this suite, from ``requires``."""
+        caps = model.capabilities
+        for flag, reason in self.requires.items():
+            if not getattr(caps, flag, False):
+                return reason
+        return None
+
+    def run(self, state: DiagnoseState) -> SuiteOutput:
+        """Run the model under the suite's conditions and score them."""
+        raise NotImplementedError
+
+    def not_run_reason(self, key: str, skipped: str | None, result: Any) -> str | None:
+        """Why figure ``key`` is missing from a result: by default the suite's skip reason
+        (``skipped``); ``result`` is the suite's result dict when it ran."""
+        return skipped
+
+
+_REGISTRY: dict[str, Suite] = {}
+_BUILTINS_LOADED = False
+_LOADED_PLUGINS: set[str] = set()
+
+#: the built-in suites, in the order ``diagnose`` runs them
+BUILTIN_MODULES = (
+    "vqadiag.suites.accuracy",
+    "vqadiag.suites.pairs",
+    "vqadiag.suites.ood",
+    "vqadiag.suites.fpvg",
+    "vqadiag.suites.importance",
+    "vqadiag.suites.robustness",
+    "vqadiag.suites.consistency",
+)
+
+
+def register_suite(cls: type[Suite]) -> type[Suite]:
+    """Class decorator: add a suite to the registry (a later one of the same name replaces it)."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"a suite needs a name that is an identifier, got {name!r}")
+    keys = [f.key for f in cls.figures]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"suite {name!r} declares a figure key twice")
+    for other in _REGISTRY.values():
+        if other.name != name and set(keys) & {f.key for f in other.figures}:
+            raise ValueError(f"suite {name!r} reuses a figure key of suite {other.name!r}")
+    _REGISTRY[name] = cls()
+    return cls
+
+
+def unregister_suite(name: str) -> None:
+    """Remove a suite from the registry (tests, plug-ins that replace one)."""
+    _REGISTRY.pop(name, None)
+
+
+def _load_builtins() -> None:
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    from vqadiag.plugins import load_plugins
+
+    load_plugins(())
+
+
+def registered_suites() -> dict[str, Suite]:
+    """Every registered suite by name: the built-ins in run order, then plug-ins."""
+    _load_builtins()
+    return dict(_REGISTRY)
+
+
+def get_suite(name: str) -> Suite:
+    """The suite registered as ``name`` (KeyError if none)."""
+    return registered_suites()[name]
+
+
+def figures() -> list[tuple[Suite, Figure]]:
+    """Every figure of every suite, in display order (suite ``display_order``, then
+    declaration order)."""
+    ordered = sorted(registered_suites().values(), key=lambda s: s.display_order)
+    return [(s, f) for s in ordered for f in s.figures]
+
+
+def figure(key: str) -> tuple[Suite, Figure] | None:
+    """The suite and figure of summary key ``key`` (None when no suite declares it)."""
+    for suite, fig in figures():
+        if fig.key == key:
+            return suite, fig
+    return None

@@ -1,0 +1,131 @@
+"""The data sources the built-in suites share: the GQA questions and the VQA v2 data of
+the split, their probe contexts, the plain run, and the per-unit row layout.
+
+The GQA questions are the balanced questions of the split (``--max-questions``:
+a fixed pseudo-random subset), written to ``RESULT_DIR/inputs/gqa_questions.json``
+for the scorers; VQA v2 questions become GQA-like records through
+:class:`~vqadiag.data.vqa2_data.VQA2Data` (feature image ids via the world's image map).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vqadiag.data.jsonio import write_json
+from vqadiag.errors import DataError, record_label
+from vqadiag.metrics.gqa_ood import is_balanced
+from vqadiag.probes.conditions import Condition, Probe, donor_map
+from vqadiag.probes.runner import ConditionRun, ProbeContext
+from vqadiag.suites.base import SuiteSkipped
+from vqadiag.suites.state import DiagnoseState, subsample
+
+
+@dataclass
+class GQASource:
+    """The diagnosed GQA questions: data, ids, records and the subset file."""
+
+    data: Any
+    qids: list[str]
+    records: dict[str, Mapping[str, Any]]
+    questions_file: Path
+    ctx: ProbeContext
+
+
+def gqa_source(state: DiagnoseState) -> GQASource:
+    """The GQA questions of the split (balanced, subsampled), made once per run."""
+    if "gqa" in state.memo:
+        return state.memo["gqa"]
+    from vqadiag.data.gqa_data import GQAData
+
+    data = GQAData(state.data_root)
+    split = state.options.split
+    try:
+        data.questions_path(split)
+    except DataError as err:
+        raise SuiteSkipped(f"no GQA questions for split {split!r} ({err.path})") from None
+    records = data.questions(split)
+    balanced = [q for q, r in records.items() if is_balanced(r)]
+    if not balanced:
+        raise SuiteSkipped(f"no balanced GQA questions in split {split!r}")
+    qids = subsample(balanced, state.options.max_questions)
+    path = data.questions_path(split)
+    for q in qids:
+        for name in ("question", "imageId"):
+            if not isinstance(records[q].get(name), (str, int)) or isinstance(
+                records[q].get(name), bool
+            ):
+                raise DataError(path, f"missing or invalid field {name!r}", record_label(q))
+    subset = {q: records[q] for q in qids}
+    path = write_json(state.inputs / "gqa_questions.json", subset)
+    donors = donor_map([str(records[q]["imageId"]) for q in qids])
+    ctx = state.context("gqa", data, donors)
+    source = GQASource(data, qids, subset, path, ctx)
+    state.memo["gqa"] = source
+    return source
+
+
+def probe_of(record: Mapping[str, Any], qid: str, **kw: Any) -> Probe:
+    """The plain probe of a GQA-like record (``kw``: keep / remove / ref / question)."""
+    question = kw.pop("question", record["question"])
+    return Probe(qid, question, str(record["imageId"]), record, **kw)
+
+
+def plain_run(state: DiagnoseState) -> tuple[GQASource, ConditionRun]:
+    """The model on every diagnosed GQA question with all objects (condition ``gqa.all``)."""
+    src = gqa_source(state)
+    needs_visual(state)
+    probes = [probe_of(src.records[q], q) for q in src.qids]
+    run = state.run(src.ctx, Condition("gqa.all", "plain"), probes)
+    return src, run
+
+
+def needs_visual(state: DiagnoseState) -> None:
+    """Skip when the model needs an input this data cannot give (pixels)."""
+    caps = state.model.capabilities
+    if not caps.sees_features_or_nothing:
+        raise SuiteSkipped(f"model needs {caps.visual} input; diagnose feeds detector objects")
+
+
+def correct(answer: str, record: Mapping[str, Any]) -> int:
+    return int(answer == record.get("answer"))
+
+
+def unit_row(suite: str, qid: str, record: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "suite": suite,
+        "id": qid,
+        "qid": qid,
+        "image_id": str(record.get("imageId")),
+        "question": record.get("question"),
+        "truth": record.get("answer"),
+        **extra,
+    }
+
+
+def vqa_data(state: DiagnoseState) -> Any:
+    """The VQA v2 data of the split with annotations, made once (skips when absent)."""
+    if "vqa2" in state.memo:
+        return state.memo["vqa2"]
+    from vqadiag.data.vqa2_data import VQA2Data
+
+    data = VQA2Data(state.data_root)
+    split = state.options.split
+    try:
+        data.questions_path(split)
+    except DataError:
+        raise SuiteSkipped(f"no VQA v2 questions for split {split!r}") from None
+    if data.annotations_path(split) is None:
+        raise SuiteSkipped(f"no VQA v2 annotations for split {split!r}")
+    state.memo["vqa2"] = data
+    return data
+
+
+def vqa_context(state: DiagnoseState, data: Any) -> ProbeContext:
+    return state.context("vqa2", data)
+
+
+def vqa_probe(qid: str, record: Mapping[str, Any], question: str | None = None) -> Probe:
+    return Probe(qid, question or record["question"], str(record["imageId"]), record)
