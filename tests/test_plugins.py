@@ -13,7 +13,7 @@ Hand-worked: the upper-case answer is always "nope", so case_invariance_j =
 [len(question_j) is odd], and GQA accuracy = mean [len even] = 100 − case_invariance.
 ``vqadiag diagnose`` runs both (in-process, and in a subprocess that loads this file
 with ``--plugin``); the figure appears in ``results.json``, the CLI summary, the
-export tables and ``report.html`` (a card column and a drill-down) with no change
+export tables and ``report.html`` (a card column, a drill-down and a bar chart) with no change
 to the package.
 """
 
@@ -81,6 +81,7 @@ class CaseSuite(Suite):
     display_order = 95
     figures = (Figure("case_invariance", "case invariance"),)
     drilldown = Drilldown("Answer changed by upper case", is_zero("case_invariance"))
+    plot_figures = ("case_invariance",)
 
     def run(self, state: Any) -> SuiteOutput:
         src, plain = plain_run(state)
@@ -176,6 +177,10 @@ def test_toy_suite_and_adapter_end_to_end(world, tmp_path, run_cli, registered):
     assert np.mean([r["values"]["case_invariance"] for r in case_rows]) * 100 == pytest.approx(
         invariance
     )
+    # vqadiag suites lists it with its declarations
+    listing = json.loads(run_cli("suites", "--json").stdout)["suites"]
+    assert listing["case"]["figures"][0]["key"] == "case_invariance"
+    assert listing["case"]["requires"] == {"reruns": CaseSuite.requires["reruns"]}
     # a rerun computes nothing: every condition comes from the store
     again = run_cli(*args, "--json")
     assert again.exit_code == 0
@@ -205,8 +210,11 @@ def test_toy_suite_and_adapter_end_to_end(world, tmp_path, run_cli, registered):
     drill = report["drilldown"]["case"]
     assert drill["title"] == "Answer changed by upper case"
     assert drill["n_failing"] == round(len(case_rows) * (1 - invariance / 100))
+    plot = report["plots"]["suite_case"]
+    assert plot["models"][0]["values"]["case_invariance"]["value"] == pytest.approx(invariance)
     html = (report_dir / "report.html").read_text()
     assert "case invariance" in html and "Answer changed by upper case" in html
+    assert 'id="plot-suite_case"' in html and 'alt="Case invariance" src="data:image/png' in html
 
 
 def test_missing_capability_skips_with_the_declared_reason(world, tmp_path, run_cli, registered):

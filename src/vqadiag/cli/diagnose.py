@@ -170,3 +170,42 @@ def _render(result: Mapping[str, Any]) -> None:
     console.print(cond)
     for suite, reason in result["skipped"].items():
         console.print(f"[yellow]skipped {suite}[/yellow]: {reason}")
+
+
+@app.command("suites")
+@cli_errors
+def suites_command(plugin: PluginOption = None, as_json: JsonFlag = False) -> None:
+    """List the registered diagnostic suites: data, model needs, conditions and figures."""
+    from vqadiag.plugins import load_plugins
+    from vqadiag.suites.base import registered_suites
+
+    load_plugins(plugin or ())
+    listing = {
+        name: {
+            "title": s.title,
+            "datasets": list(s.datasets),
+            "requires": dict(s.requires),
+            "conditions": list(s.conditions),
+            "figures": [
+                {"key": f.key, "label": f.label, "unit": f.unit, "direction": f.direction}
+                for f in s.figures
+            ],
+            "module": type(s).__module__,
+        }
+        for name, s in registered_suites().items()
+    }
+    emit({"suites": listing}, as_json, _render_suites)
+
+
+def _render_suites(result: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="vqadiag suites", title_justify="left")
+    for col in ("suite", "title", "datasets", "needs", "figures"):
+        table.add_column(col)
+    for name, s in result["suites"].items():
+        needs = ", ".join(s["requires"]) or "-"
+        figs = ", ".join(f["key"] for f in s["figures"])
+        table.add_row(name, s["title"], ", ".join(s["datasets"]), needs, figs)
+    Console().print(table)

@@ -10,7 +10,15 @@ import orjson
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, QuietFlag, ResamplesOption, cli_errors, emit, rate_table
+from vqadiag.cli.common import (
+    JsonFlag,
+    PluginOption,
+    QuietFlag,
+    ResamplesOption,
+    cli_errors,
+    emit,
+    rate_table,
+)
 from vqadiag.errors import DataError
 
 DataOption = Annotated[Path, typer.Option("--data", help="Data folder (GQA or VQA v2 layout).")]
@@ -102,7 +110,12 @@ def train_command(
 @app.command("predict")
 @cli_errors
 def predict_command(
-    model: Annotated[Path, typer.Option("--model", help="Run folder written by train.")],
+    model: Annotated[
+        Path,
+        typer.Option(
+            "--model", help="Run folder written by train, or an adapter: hf:MODEL_DIR, KIND:SPEC."
+        ),
+    ],
     data: DataOption,
     out: Annotated[Path, typer.Option("--out", help="Prediction file to write (JSON).")],
     split: Annotated[str, typer.Option("--split", help="Split to answer.")] = "val",
@@ -114,10 +127,14 @@ def predict_command(
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
     quiet: QuietFlag = False,
+    plugin: PluginOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Answer a split with a trained model and write a prediction file `vqadiag score` reads."""
+    from vqadiag.plugins import load_plugins
     from vqadiag.workflows.models import predict
+
+    load_plugins(plugin or ())
 
     result = predict(
         model,

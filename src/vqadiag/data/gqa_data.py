@@ -78,6 +78,11 @@ class GQAData:
         return self._scenes[split]
 
     @property
+    def detections_path(self) -> Path:
+        """The detector output this data reads (``gqa/objects`` unless given)."""
+        return self._detections_path
+
+    @property
     def detections(self) -> Detections:
         """The detector boxes and features (opened on first use)."""
         if self._detections is None:

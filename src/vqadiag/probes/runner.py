@@ -101,7 +101,7 @@ class ProbeContext:
         self.progress = progress
         self.donors = dict(donors or {})
         self.model_fp = model.fingerprint()
-        self.blind = model.capabilities.visual == "none"
+        self.blind = model.capabilities.blind
         self.vocab = list(model.answer_vocab)
         self.index = {a: i for i, a in enumerate(self.vocab)}
         self._digests: dict[str, str] = {}

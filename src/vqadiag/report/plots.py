@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vqadiag.report.results import ResultSet
+from vqadiag.suites.base import Suite, registered_suites
 
 FPVG_CATEGORIES = (
     ("fpvg_plus_correct", "FPVG+⊤"),
@@ -230,6 +231,16 @@ def importance_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
     }
 
 
+#: The suite each built-in plot belongs to.
+PLOT_SUITES = {
+    "ood_curve": "ood",
+    "noise": "robustness",
+    "fpvg_categories": "fpvg",
+    "c2i": "fpvg",
+    "consistency_quadrants": "consistency",
+    "suff_comp": "fpvg",
+    "importance": "importance",
+}
 #: Plot ids (also the HTML anchors) in display order, with their data functions.
 PLOTS: dict[str, Callable[[Sequence[ResultSet]], dict[str, Any]]] = {
     "ood_curve": ood_curve_data,
@@ -455,6 +466,11 @@ def draw_importance(data: Mapping[str, Any]) -> str:
     )
 
 
+def draw_suite_figures(data: Mapping[str, Any]) -> str:
+    """Grouped bars of a suite's declared figures per model, 95% error bars."""
+    return _grouped_bars(data, "values", str(data.get("unit") or ""), str(data["title"]))
+
+
 DRAW: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "ood_curve": draw_ood_curve,
     "noise": draw_noise,
@@ -466,9 +482,27 @@ DRAW: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+def suite_figures_data(sets: Sequence[ResultSet], suite: Suite) -> dict[str, Any]:
+    """The figures a suite names in ``plot_figures``, per model (a grouped bar chart)."""
+    labels = {f.key: f.label for f in suite.figures if f.key in suite.plot_figures}
+    return {
+        "title": suite.title or suite.name,
+        "labels": labels,
+        "unit": suite.figures[0].unit if suite.figures else "",
+        **_per_model(sets, suite.name, _summary_group(tuple(labels.items()))),
+    }
+
+
 def plot_data(sets: Sequence[ResultSet]) -> dict[str, dict[str, Any]]:
-    """Every figure's data (``report.json`` ``plots``)."""
-    return {name: fn(sets) for name, fn in PLOTS.items()}
+    """Every figure's data (``report.json`` ``plots``): the built-in suites' plots, then
+    one bar chart per registered suite that declares ``plot_figures`` (id ``suite_<name>``).
+    A built-in plot is drawn only while its suite is registered."""
+    registry = registered_suites()
+    out = {name: fn(sets) for name, fn in PLOTS.items() if PLOT_SUITES[name] in registry}
+    for suite in sorted(registry.values(), key=lambda s: s.display_order):
+        if suite.plot_figures:
+            out[f"suite_{suite.name}"] = suite_figures_data(sets, suite)
+    return out
 
 
 def draw_all(plots: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
@@ -477,4 +511,7 @@ def draw_all(plots: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
 
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "vqadiag"
-    return {name: (DRAW[name](data) if data["models"] else None) for name, data in plots.items()}
+    return {
+        name: (DRAW.get(name, draw_suite_figures)(data) if data["models"] else None)
+        for name, data in plots.items()
+    }

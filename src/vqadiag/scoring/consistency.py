@@ -123,6 +123,7 @@ def score_consistency(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
+    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Consistency of main (Reasoning) and sub (Perception) answers (protocols.md §6, paper §5, §7).
 
@@ -132,7 +133,9 @@ def score_consistency(
     are all wrong), ``reasoning_accuracy`` (% mains correct, each once),
     ``sub_accuracy`` (% pairs whose sub is correct), counts and intervals.
     ``overall`` (predictions on every question of ``annotations``) adds the
-    paper's Overall VQA accuracy.
+    paper's Overall VQA accuracy. ``units``, when given, receives the per-unit values of
+    the same computation: ``{"main_correct": {main_id: bool}, "pairs": [(main_id, sub_id)],
+    "sub_correct": bool per pair}``.
     """
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
@@ -161,6 +164,12 @@ def score_consistency(
     position = {qid: i for i, qid in enumerate(main_ids)}
     pair_main = np.array([position[s.main_id] for s in sub_list], dtype=np.int64)
     sub_correct = normalized_match(sub_answers, [s.answer for s in sub_list])
+    if units is not None:
+        units.update(
+            main_correct=dict(zip(main_ids, main_correct.tolist(), strict=True)),
+            pairs=[(s.main_id, s.sub_id) for s in sub_list],
+            sub_correct=sub_correct,
+        )
     weights = balanced_pair_weights([_normalized(s.answer) for s in sub_list])
     columns = consistency_columns(
         pair_main, main_correct, sub_correct, pair_weights=weights, main_scores=main_scores

@@ -157,8 +157,12 @@ def score_gqa(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = 1000,
+    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """GQA's official eval.py metrics with 95% bootstrap intervals (docs/protocols.md §7).
+
+    ``units``, when given, receives the per-unit values of the same computation:
+    ``{"ids": scored question ids, "accuracy": 0/1 per question}``.
 
     Scores the ``isBalanced`` questions (all with ``all_questions``): accuracy,
     binary / open, per structural and semantic type, per word count and steps,
@@ -184,6 +188,8 @@ def score_gqa(
         _check_scored_record(records[qid], q_path, qid, need_detailed=choice_data is not None)
     answers = _read_answers(predictions, records, scored, allow_missing)
     ev = evaluate_gqa(records, answers, scored, choice_data)
+    if units is not None:
+        units.update(ids=list(scored), accuracy=np.asarray(ev.correct, np.float64))
 
     result: dict[str, Any] = {}
     ci: dict[str, Any] = {}
@@ -277,6 +283,7 @@ def score_ood(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = 1000,
+    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """GQA-OOD: build the official head / tail split and score it (docs/protocols.md §3).
 
@@ -285,6 +292,8 @@ def score_ood(
     delta (×100) and, with ``curve`` (or ``plot``), acc_tail over
     :data:`OOD_ALPHA_GRID`; ``plot`` writes the curve PNG. Without predictions
     only the split is built (counts, ``curve`` of tail sizes, ``write_split``).
+    ``units``, when given with predictions, receives the per-unit values of the same
+    computation: ``{"acc_head": {qid: 0/1}, "acc_tail": {qid: 0/1}}`` (head / tail questions).
     """
     q_path = Path(questions)
     records = read_gqa_questions(q_path, require=("answer", "groups"))
@@ -321,6 +330,8 @@ def score_ood(
             result[key], ci[key] = None, None
             continue
         values = outcomes(ids)
+        if units is not None and key != "acc_all":
+            units[key] = dict(zip(ids, values.tolist(), strict=True))
         result[key], ci[key] = _rate(values, accuracy_percent(values), seed, n_bootstrap)
     if answers is None:
         result["delta"], ci["delta"] = None, None

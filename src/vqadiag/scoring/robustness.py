@@ -160,12 +160,15 @@ def score_robustness(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
+    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score clean and noisy predictions: accuracy, Acc_diff, R_score (protocols.md §4).
 
     Returns the JSON object of ``vqadiag score robustness --json`` (keys in
     ``docs/robustness-consistency.md``). Accuracies and Acc_diff are in percent;
-    R_score is in [0, 1].
+    R_score is in [0, 1]. ``units``, when given, receives the per-unit values of the same
+    computation: ``{"ids": question ids, "accuracy": n × (1 + K) array}`` (column 0 clean,
+    column k partition k).
     """
     check_limits(t, m)
     if not noisy:
@@ -179,6 +182,8 @@ def score_robustness(
     acc = np.column_stack(
         [_scores(gt, clean, allow_missing)] + [_scores(gt, p, allow_missing) for p in noisy]
     )  # n × (1 + K): column 0 clean, column k partition k
+    if units is not None:
+        units.update(ids=list(gt.ids), accuracy=acc)
     n_parts = len(noisy)
     types = gt.answer_types()
     type_names = list(dict.fromkeys(types)) if types is not None else []

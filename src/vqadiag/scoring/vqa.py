@@ -165,6 +165,7 @@ def score_pairs(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = 1000,
+    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Complementary-pair figures of Goyal et al. (docs/protocols.md §2).
 
@@ -175,6 +176,8 @@ def score_pairs(
     Predictions must cover every paired question (unless ``allow_missing``:
     then wrong and never identical); prediction ids outside the annotations are
     an error; annotated questions outside the pairs need no prediction.
+    ``units``, when given, receives the per-unit values of the same computation:
+    ``{"pairs": [(qa, qb)], "both_correct", "identical": 0/1 per pair, "accuracy": {qid: acc}}``.
     """
     annotation_records = read_vqa_annotations(annotations)
     pair_list = read_pairs(pairs, annotation_records)
@@ -198,6 +201,8 @@ def score_pairs(
         np.array([acc_of[q] for q in side_a]), np.array([acc_of[q] for q in side_b]), pair_threshold
     )
     same = pair_identical([answer_of[q] for q in side_a], [answer_of[q] for q in side_b])
+    if units is not None:
+        units.update(pairs=list(pair_list), both_correct=both, identical=same, accuracy=acc_of)
     both_value, both_ci = _rate(both, seed, n_bootstrap)
     same_value, same_ci = _rate(same, seed, n_bootstrap)
     diff_value, diff_ci = _rate(1.0 - same, seed, n_bootstrap)

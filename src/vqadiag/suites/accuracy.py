@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vqadiag.suites.base import Drilldown, Figure, Suite, SuiteOutput, below_one, register_suite
-from vqadiag.suites.sources import correct, plain_run, unit_row
+from vqadiag.suites.sources import plain_run, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 
@@ -31,20 +31,23 @@ def accuracy_suite(state: DiagnoseState) -> SuiteOutput:
     preds = write_predictions(state, "accuracy", "all", src.qids, run.answers)
     choices = src.data.gqa_dir / f"{state.options.split}_choices.json"
     o = state.options
+    units: dict = {}
     result = score_gqa(
         src.questions_file,
         preds,
         choices=choices if choices.is_file() else None,
         seed=o.seed,
         n_bootstrap=o.n_bootstrap,
+        units=units,
     )
+    accuracy_of = dict(zip(units["ids"], units["accuracy"].tolist(), strict=True))
     rows = [
         unit_row(
             "accuracy",
             q,
             src.records[q],
             answers={"all": a.answer},
-            values={"accuracy": correct(a.answer, src.records[q])},
+            values={"accuracy": int(accuracy_of[q])},
         )
         for q, a in zip(src.qids, run.answers, strict=True)
     ]

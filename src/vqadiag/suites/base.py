@@ -10,6 +10,7 @@ A suite is one protocol of ``vqadiag diagnose``. It is a subclass of
 * ``figures``: every summary figure it reports (:class:`Figure`: key, label,
   unit, direction, decimals, the per-unit column it aggregates, the paired test);
 * ``drilldown``: which units are failures, for the report's example tables;
+* ``plot_figures``: figures the report draws as a bar chart per model;
 
 and implements :meth:`Suite.run`, which runs the model through the state's
 prediction store and scores once: the result dict, one row per unit (with the
@@ -131,6 +132,9 @@ class Suite:
     requires: ClassVar[Mapping[str, str]] = {}
     figures: ClassVar[tuple[Figure, ...]] = ()
     drilldown: ClassVar[Drilldown | None] = None
+    #: figure keys the report draws as one grouped bar chart per model (empty: no chart;
+    #: the built-in suites have hand-made plots in :mod:`vqadiag.report.plots` instead)
+    plot_figures: ClassVar[tuple[str, ...]] = ()
     #: position of the suite's figures in summaries and on the card (lower first)
     display_order: ClassVar[float] = 100.0
 

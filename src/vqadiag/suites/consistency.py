@@ -61,8 +61,7 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     """
     from vqadiag.data.introspect import read_introspect
     from vqadiag.metrics.consistency import attention_correlation
-    from vqadiag.metrics.vqa_accuracy import vqa_accuracies
-    from vqadiag.scoring.consistency import normalized_match, score_consistency
+    from vqadiag.scoring.consistency import score_consistency
 
     needs_visual(state)
     split = state.options.split
@@ -110,6 +109,7 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     )
     annotated = all(q in vqa and "answers" in vqa[q] for q in main_ids)
     o = state.options
+    units: dict = {}
     result = score_consistency(
         path,
         main_file,
@@ -117,17 +117,12 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
         annotations=data.annotations_path(split) if annotated else None,
         seed=o.seed,
         n_bootstrap=o.n_bootstrap,
+        units=units,
     )
     main_answer = {q: a for q, a in zip(main_ids, main_run.answers, strict=True)}
-    if annotated:
-        scores = vqa_accuracies(
-            [main_answer[q].answer for q in main_ids], [vqa[q]["answers"] for q in main_ids]
-        )
-        main_ok = dict(zip(main_ids, (scores >= 1.0 - 1e-9).tolist(), strict=True))
-    else:
-        ok = normalized_match([main_answer[q].answer for q in main_ids], [m.answer for m in mains])
-        main_ok = dict(zip(main_ids, ok.tolist(), strict=True))
-    sub_ok = normalized_match([a.answer for a in sub_run.answers], [s.answer for s in subs])
+    main_ok = units["main_correct"]
+    sub_ok_of = dict(zip(units["pairs"], units["sub_correct"].tolist(), strict=True))
+    sub_ok = [sub_ok_of[(s.main_id, s.sub_id)] for s in subs]
     corr = None
     if state.model.capabilities.attention:
         corr = np.array(

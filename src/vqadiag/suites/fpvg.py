@@ -89,7 +89,7 @@ def _check_objects(state: DiagnoseState, what: str) -> None:
     if not caps.reruns:
         raise SuiteSkipped(f"prediction files answer only the plain condition ({what})")
     needs_visual(state)
-    if caps.visual == "objects" and state.options.replacement == "drop" and not caps.object_masking:
+    if caps.object_input and state.options.replacement == "drop" and not caps.object_masking:
         raise SuiteSkipped(
             "model does not honour object masks (use --replacement zeros|minus-one|other-images)"
         )
@@ -108,7 +108,7 @@ def fpvg_state(state: DiagnoseState) -> FPVGState:
     if not scenes.is_file():
         raise SuiteSkipped(f"no scene graphs for split {state.options.split!r} ({scenes.name})")
     rel_path = state.inputs / "relevance.json"
-    summary = relevance(src.questions_file, scenes, src.data._detections_path, rel_path)
+    summary = relevance(src.questions_file, scenes, src.data.detections_path, rel_path)
     summary.pop("out", None)  # RESULT_DIR/inputs/relevance.json
     sets = read_relevance(rel_path)
     qids = [q for q in src.qids if q in sets and sets[q][2] is None]

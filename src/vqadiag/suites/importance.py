@@ -72,7 +72,7 @@ def _scores_by_method(
             skipped["attention"] = "model returned no attention"
         else:
             out["attention"] = [np.asarray(v, np.float64) for v in vectors]
-    if caps.visual != "objects":
+    if not caps.object_input:
         skipped["loo"] = "model does not see objects"
     elif not caps.probabilities:
         skipped["loo"] = "model has no probabilities"

@@ -12,7 +12,7 @@ from vqadiag.suites.base import (
     below_one,
     register_suite,
 )
-from vqadiag.suites.sources import correct, plain_run, unit_row
+from vqadiag.suites.sources import plain_run, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 
@@ -63,20 +63,19 @@ class OODSuite(Suite):
 
 def ood_suite(state: DiagnoseState) -> SuiteOutput:
     """GQA-OOD head / tail, Δ and the acc-tail curve (``score ood --curve``, protocols.md §3)."""
-    from vqadiag.metrics.gqa_ood import DEFAULT_ALPHA, ood_groups
     from vqadiag.scoring.gqa import score_ood
 
     src, run = plain_run(state)
     preds = write_predictions(state, "ood", "all", src.qids, run.answers)
     o = state.options
+    units: dict = {}
     result = score_ood(
-        src.questions_file, preds, curve=True, seed=o.seed, n_bootstrap=o.n_bootstrap
+        src.questions_file, preds, curve=True, seed=o.seed, n_bootstrap=o.n_bootstrap, units=units
     )
-    split = ood_groups(src.records, balanced_only=True).split(DEFAULT_ALPHA)
     answer_of = {q: a.answer for q, a in zip(src.qids, run.answers, strict=True)}
     rows = []
-    for key, ids in (("acc_head", split.head_ids), ("acc_tail", split.tail_ids)):
-        for q in ids:
+    for key in ("acc_head", "acc_tail"):
+        for q, value in units[key].items():
             rec = src.records[q]
             rows.append(
                 unit_row(
@@ -84,7 +83,7 @@ def ood_suite(state: DiagnoseState) -> SuiteOutput:
                     q,
                     rec,
                     answers={"all": answer_of[q]},
-                    values={key: correct(answer_of[q], rec)},
+                    values={key: int(value)},
                 )
             )
     ci = result["ci"]

@@ -45,9 +45,6 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     ``pair_both_exact`` (both answers equal the canonical ``multiple_choice_answer``).
     """
     from vqadiag.data.vqa2 import read_pairs
-    from vqadiag.metrics.pairs import DEFAULT_PAIR_THRESHOLD
-    from vqadiag.metrics.vqa_accuracy import vqa_accuracies
-    from vqadiag.metrics.vqa_normalize import normalize_answer
     from vqadiag.scoring.vqa import score_pairs
 
     needs_visual(state)
@@ -72,16 +69,21 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     run = state.run(vqa_context(state, data), Condition("vqa2.all", "plain"), probes)
     preds = write_predictions(state, "pairs", "all", qids, run.answers)
     o = state.options
+    units: dict = {}
     result = score_pairs(
-        data.annotations_path(split), pairs_file, preds, seed=o.seed, n_bootstrap=o.n_bootstrap
+        data.annotations_path(split),
+        pairs_file,
+        preds,
+        seed=o.seed,
+        n_bootstrap=o.n_bootstrap,
+        units=units,
     )
     answer_of = {q: a.answer for q, a in zip(qids, run.answers, strict=True)}
-    acc = vqa_accuracies([answer_of[q] for q in qids], [records[q]["answers"] for q in qids])
-    acc_of = dict(zip(qids, acc.tolist(), strict=True))
+    acc_of = units["accuracy"]
     rows = []
-    for a, b in pairs:
-        both = acc_of[a] >= DEFAULT_PAIR_THRESHOLD and acc_of[b] >= DEFAULT_PAIR_THRESHOLD
-        same = normalize_answer(answer_of[a]) == normalize_answer(answer_of[b])
+    for (a, b), both, same in zip(
+        units["pairs"], units["both_correct"], units["identical"], strict=True
+    ):
         rows.append(
             {
                 "suite": "pairs",

@@ -22,7 +22,7 @@ from vqadiag.suites.base import (
     Units,
     register_suite,
 )
-from vqadiag.suites.sources import GQASource, correct, plain_run, probe_of, unit_row
+from vqadiag.suites.sources import GQASource, plain_run, probe_of, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 N_PARTITIONS = 7
@@ -160,6 +160,7 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     files = {k: write_predictions(state, "robustness", k, qids, v) for k, v in answers.items()}
     ids_file = write_json(state.inputs / "robustness_questions.json", qids)
     o = state.options
+    units: dict = {}
     result = score_robustness(
         src.questions_file,
         files["clean"],
@@ -167,13 +168,15 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
         questions=ids_file,
         seed=o.seed,
         n_bootstrap=o.n_bootstrap,
+        units=units,
     )
     result["bqd"] = bqd_info
+    accuracy_of = dict(zip(units["ids"], units["accuracy"].tolist(), strict=True))
     rows = []
     for i, q in enumerate(qids):
         rec = src.records[q]
         ans = {k: v[i].answer for k, v in answers.items()}
-        values = {f"correct_{k}": correct(a, rec) for k, a in ans.items()}
+        values = {f"correct_{k}": int(v) for k, v in zip(ans, accuracy_of[q], strict=True)}
         rows.append(unit_row("robustness", q, rec, answers=ans, values=values))
     ci = result["ci"]
     summary = {

@@ -89,10 +89,6 @@ def needs_visual(state: DiagnoseState) -> None:
         raise SuiteSkipped(f"model needs {caps.visual} input; diagnose feeds detector objects")
 
 
-def correct(answer: str, record: Mapping[str, Any]) -> int:
-    return int(answer == record.get("answer"))
-
-
 def unit_row(suite: str, qid: str, record: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "suite": suite,
