@@ -6,7 +6,11 @@ Prints, in one run:
 2. the 24-nearest-neighbour search of complementary pairs: blocked matrix-product
    search vs a naive per-image scan (time per query image, ratio, identical result);
 3. relations from geometry: vectorized tensor rules vs a per-pair Python loop
-   (time per image, ratio, identical relation sets).
+   (time per image, ratio, identical relation sets);
+4. renders per second: drawing + the PNG encoder of ``vqadiag.synth.render`` vs the same
+   pixels saved with Pillow's default PNG writer (ratio, identical decoded pixels), and
+   the share of ``generate_world`` time the images take (the same world with
+   ``render=False``).
 
 Usage: ``python benchmarks/bench_synth.py --images 50000`` (full size) or
 ``--images 2000`` (demo size).
@@ -15,13 +19,16 @@ Usage: ``python benchmarks/bench_synth.py --images 50000`` (full size) or
 from __future__ import annotations
 
 import argparse
+import io
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from vqadiag.synth import generate_world
+from vqadiag.synth import render as rnd
 from vqadiag.synth.neighbours import knn, knn_naive, scene_embedding
 from vqadiag.synth.priors import build_priors
 from vqadiag.synth.scenes import sample_scenes, scene_relations
@@ -97,19 +104,31 @@ def main() -> None:
     parser.add_argument(
         "--naive-images", type=int, default=300, help="images for the naive relation loop"
     )
+    parser.add_argument(
+        "--render-images", type=int, default=300, help="images for the renders-per-second line"
+    )
+    parser.add_argument(
+        "--render-workers", type=int, default=None, help="render worker processes (default: auto)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="keep the world here")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp) / "world"
         summary = generate_world(
-            out, images=args.images, seed=args.seed, feature_dim=args.feature_dim, progress=True
-        )
+            out, images=args.images, seed=args.seed, feature_dim=args.feature_dim,
+            progress=True, render_workers=args.render_workers,
+        )  # fmt: skip
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        png = sum(p.stat().st_size for p in (out / "gqa" / "images").glob("*.png"))
+        plain = generate_world(
+            Path(tmp) / "plain", images=args.images, seed=args.seed,
+            feature_dim=args.feature_dim, render=False,
+        )  # fmt: skip
     print(
         f"generate_world: {args.images} images, {summary['questions']} questions "
         f"in {summary['seconds']:.1f} s = {summary['questions_per_second']:.0f} questions/s, "
-        f"{size / 1e6:.1f} MB"
+        f"{size / 1e6:.1f} MB ({png / 1e6:.1f} MB of PNG)"
     )
 
     rng = np.random.default_rng(args.seed)
@@ -151,7 +170,40 @@ def main() -> None:
         f"relations over {m} images: vectorized {t_vec * 1e3:.2f} ms/image, Python loop "
         f"{t_loop * 1e3:.2f} ms/image, ratio {t_loop / t_vec:.1f}x, identical: {identical}"
     )
-    if not (same and identical):
+
+    m = min(args.render_images, args.images)
+    t0 = time.perf_counter()
+    images = [rnd.render_image(scenes, i) for i in range(m)]
+    t_draw = (time.perf_counter() - t0) / m
+    t0 = time.perf_counter()
+    ours = [rnd.encode_png(img) for img in images]
+    t_png = (time.perf_counter() - t0) / m
+    t0 = time.perf_counter()
+    pillow = []
+    for img in images:
+        buf = io.BytesIO()
+        img.save(buf, format="PNG")
+        pillow.append(buf.getvalue())
+    t_pil = (time.perf_counter() - t0) / m
+    pixels_same = all(
+        np.array_equal(np.asarray(Image.open(io.BytesIO(a))), np.asarray(Image.open(io.BytesIO(b))))
+        for a, b in zip(ours, pillow, strict=True)
+    )
+    extra = summary["seconds"] - plain["seconds"]
+    print(
+        f"renders per second: {1 / (t_draw + t_png):.0f} images/s in one process "
+        f"(draw {t_draw * 1e3:.2f} ms + PNG {t_png * 1e3:.2f} ms per image, "
+        f"{np.mean([len(b) for b in ours]) / 1e3:.1f} kB); Pillow's PNG writer "
+        f"{t_pil * 1e3:.2f} ms/image, ratio {t_pil / t_png:.1f}x "
+        f"({np.mean([len(b) for b in pillow]) / 1e3:.1f} kB), identical pixels: {pixels_same}"
+    )
+    print(
+        f"images in generate_world: {summary['seconds']:.1f} s with, {plain['seconds']:.1f} s "
+        f"without (render=False): +{extra:.1f} s = {100 * extra / summary['seconds']:.0f}% of "
+        f"synth time, {args.images / max(extra, 1e-9):.0f} added renders per second "
+        f"({summary['render_workers']} render workers)"
+    )
+    if not (same and identical and pixels_same):
         raise SystemExit("fast and naive results differ")
 
 

@@ -42,6 +42,9 @@ def _render_summary(result: Mapping[str, Any]) -> None:
         )
     d = splits["detections"]
     table.add_row("detections", "all", str(d["images"]), "", f"{d['boxes']} boxes")
+    if "images" in splits:
+        im = splits["images"]
+        table.add_row("images", "all", str(im["images"]), "", f"PNG in {im['folder']}/")
     console = Console()
     console.print(table)
     console.print(
@@ -66,13 +69,24 @@ def synth(
     feature_dim: Annotated[
         int, typer.Option("--feature-dim", min=1, help="Detector feature dimension.")
     ] = 64,
+    no_images: Annotated[
+        bool,
+        typer.Option("--no-images", help="Skip rendering gqa/images/*.png (files only)."),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Generate a synthetic world in the GQA, VQA v2 and VQA-introspect file formats."""
+    """Generate a synthetic world in the GQA, VQA v2 and VQA-introspect file formats,
+    with one rendered PNG per image (docs/synth.md)."""
     from vqadiag.synth import generate_world
 
     result = generate_world(
-        out, images=images, seed=seed, bias=bias, feature_dim=feature_dim, progress=not as_json
+        out,
+        images=images,
+        seed=seed,
+        bias=bias,
+        feature_dim=feature_dim,
+        progress=not as_json,
+        render=not no_images,
     )
     emit(result, as_json, _render_summary)
 

@@ -7,6 +7,7 @@ Layout under ``out_dir``::
     gqa/{train,val,testdev}_sceneGraphs.json
     gqa/{train,val,testdev}_choices.json
     gqa/objects/gqa_objects_info.json + gqa_objects_<k>.h5   (bboxes, features)
+    gqa/images/{imageId}.png                     the rendered images (unless render=False)
     vqa2/v2_OpenEnded_mscoco_{train,val}2014_questions.json
     vqa2/v2_mscoco_{train,val}2014_annotations.json
     vqa2/v2_mscoco_{train,val}2014_complementary_pairs.json
@@ -18,6 +19,8 @@ uses the GQA train images and VQA v2 val the val and testdev images. Image ids:
 GQA ``str(2300000 + i)``, VQA ``i + 1`` for image index ``i`` (the map is in
 ``world.json``); VQA question ids are ``image_id · 1000 + k``. All randomness
 derives from ``seed``: the same seed and options give byte-identical files.
+Images are drawn by :mod:`vqadiag.synth.render` (encodings: docs/synth.md, "Images"),
+in worker processes that run while the questions are generated.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from vqadiag.synth import neighbours as nn
 from vqadiag.synth import vqa2
 from vqadiag.synth.introspect import introspect_record
 from vqadiag.synth.priors import Priors, build_priors
+from vqadiag.synth.render import ZLIB_LEVEL, ImageWriter
 from vqadiag.synth.scenes import Scenes, sample_scenes, scene_relations
 from vqadiag.synth.taxonomy import (
     CLASSES,
@@ -374,9 +378,17 @@ def _write_detections(
     return {"boxes": boxes, "files": len(writer.files)}
 
 
+_RENDERING = {
+    "folder": "gqa/images",
+    "file": "{imageId}.png",
+    "format": f"PNG, 8-bit palette, Up filter, zlib level {ZLIB_LEVEL} (Z_RLE)",
+    "encoding": "vqadiag.synth.render; docs/synth.md, section Images",
+}
+
+
 def _world_json(
     seed: int, images: int, bias: float, feature_dim: int, priors: Priors,
-    splits: dict[str, Any], image_ids: dict[str, str],
+    splits: dict[str, Any], image_ids: dict[str, str], rendered: bool,
 ) -> dict[str, Any]:  # fmt: skip
     return {
         "generator": "vqadiag.synth",
@@ -436,6 +448,7 @@ def _world_json(
             "question_id": "image_id * 1000 + k",
         },
         "image_ids": image_ids,
+        "rendering": _RENDERING if rendered else None,
     }
 
 
@@ -446,16 +459,30 @@ def generate_world(
     bias: float = 0.8,
     feature_dim: int = 64,
     progress: bool = False,
+    render: bool = True,
+    render_workers: int | None = None,
 ) -> dict[str, Any]:
     """Generate a world under ``out_dir`` (layout in the module docstring) and summarise it.
 
+    ``render=False`` skips the images (``gqa/images``) for callers that need only the
+    files and features. ``render_workers`` is the number of worker processes that draw
+    the images while the questions are made (0: all in this process at the end; None:
+    0 under :data:`vqadiag.synth.render.POOL_MIN_IMAGES` images, else the idle CPUs
+    less one, see :func:`vqadiag.synth.render.idle_cpus`); the bytes written do not
+    depend on it.
+
     Returns ``{"out", "seed", "images", "bias", "feature_dim", "splits", "files",
-    "questions_per_second", "seconds"}`` (``splits`` as in ``world.json``).
+    "render_workers", "questions_per_second", "seconds"}`` (``splits`` as in
+    ``world.json``; with ``render``, ``splits["images"]`` counts the PNGs and ``files``
+    lists them; ``render_workers`` is the number of worker processes used, None
+    without ``render``).
     """
     if images < 3:
         raise ValueError(f"images must be at least 3, got {images}")
     if feature_dim < 1:
         raise ValueError(f"feature_dim must be positive, got {feature_dim}")
+    if render_workers is not None and render_workers < 0:
+        raise ValueError(f"render_workers must be at least 0, got {render_workers}")
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -483,7 +510,15 @@ def generate_world(
     files: list[str] = []
     n_questions = 0
     bar = _Progress(progress)
-    with bar.running():
+    writer = None
+    if render:
+        image_names = [gqa_image_id(i) for i in range(images)]
+        writer = ImageWriter(scenes, out / "gqa" / "images", image_names, render_workers)
+        writer.start()  # workers draw the images while the questions are made
+    with writer or nullcontext(), bar.running():
+        if writer is not None:
+            task = bar.task("images", images)
+            writer.follow(lambda n: bar.advance(task, n))
         for split, rng_images in ranges.items():
             questions, graphs, choices = _gqa_split(
                 split, rng_images, scenes, names, maker, facts, balance_rng, bar
@@ -548,6 +583,9 @@ def generate_world(
                     len(e["sub_qa"]) for r in v["introspect"].values() for e in r["introspect"]
                 ),
             }
+        if writer is not None:
+            splits["images"] = {"images": writer.finish(), "folder": "gqa/images"}
+            files += [f"gqa/images/{name}.png" for name in image_names]
     splits["detections"] = {"images": images, **detections}
     image_ids = {
         "gqa": f"str({GQA_IMAGE_BASE} + index)",
@@ -556,7 +594,7 @@ def generate_world(
     }
     write_json(
         out / "world.json",
-        _world_json(seed, images, bias, feature_dim, priors, splits, image_ids),
+        _world_json(seed, images, bias, feature_dim, priors, splits, image_ids, render),
         indent=True,
     )
     files.insert(0, "world.json")
@@ -569,6 +607,7 @@ def generate_world(
         "feature_dim": feature_dim,
         "splits": splits,
         "files": files,
+        "render_workers": None if writer is None else writer.workers,
         "questions": n_questions,
         "seconds": seconds,
         "questions_per_second": n_questions / seconds if seconds > 0 else float("nan"),
