@@ -182,3 +182,74 @@ def test_bad_inputs(vilt_dir, tmp_path):
         model.predict(batch, PixelInput(pixels.images.astype(np.float32)))
     with pytest.raises(ValueError, match="2 images for 3 questions"):
         model.predict(batch, PixelInput(pixels.images[:2]))
+
+
+@pytest.fixture(scope="module")
+def rendered_world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    root = tmp_path_factory.mktemp("hfworld") / "world"
+    generate_world(root, images=40, seed=2)
+    return root
+
+
+@pytest.mark.parametrize("kind", ["vilt", "blip"])
+def test_hf_models_are_predicted_and_diagnosed_over_a_data_folder(
+    kind, vilt_dir, blip_dir, rendered_world, tmp_path, run_cli
+):
+    """The pixel path feeds the HF adapter the folder's images; FPVG runs on pixels."""
+    model_dir = vilt_dir if kind == "vilt" else blip_dir
+    preds = tmp_path / "p.json"
+    cli = run_cli(
+        "predict", "--model", f"hf:{model_dir}", "--data", rendered_world, "--out", preds,
+        "--json",
+    )  # fmt: skip
+    assert cli.exit_code == 0, cli.stderr
+    answers = json.loads(preds.read_text())
+    val = json.loads((rendered_world / "gqa" / "val_balanced_questions.json").read_text())
+    assert set(answers) == set(val)
+    if kind == "vilt":
+        assert set(answers.values()) <= set(LABELS)
+    out = tmp_path / "diag"
+    cli = run_cli(
+        "diagnose", "--data", rendered_world, "--model", f"hf:{model_dir}", "--out", out,
+        "--suite", "accuracy,fpvg,importance", "--max-questions", "30", "--n-bootstrap", "20",
+        "--json",
+    )  # fmt: skip
+    assert cli.exit_code == 0, cli.stderr
+    result = json.loads(cli.stdout)
+    assert result["model"]["capabilities"]["pixel_input"] is True
+    assert "fpvg" not in result["skipped"] and result["summary"]["fpvg_plus"] is not None
+    assert result["conditions"]["gqa.rel"]["computed"] > 0
+    rows = [json.loads(line) for line in (out / "per_question.jsonl").open()]
+    acc = [r for r in rows if r["suite"] == "accuracy"]
+    assert len(acc) == 30 and all(isinstance(r["answers"]["all"], str) for r in acc)
+    if kind == "vilt":  # a classifier: the plain answers are the ones predict wrote
+        # (the random tiny BLIP's generated text can move with the batch's padding)
+        assert all(r["answers"]["all"] == answers[r["id"]] for r in acc)
+    if kind == "vilt":  # probabilities: leave-one-out importance runs on pixels
+        assert result["summary"]["loo_relevant_score"] is not None
+    else:
+        assert "loo: model has no probabilities" in result["skipped"]["importance"]
+
+
+def test_missing_images_name_the_file_and_question(vilt_dir, tmp_path, run_cli):
+    from vqadiag.synth import generate_world
+
+    world = tmp_path / "world"
+    generate_world(world, images=30, seed=4)
+    val = json.loads((world / "gqa" / "val_balanced_questions.json").read_text())
+    image_id = next(iter(val.values()))["imageId"]
+    victim = world / "gqa" / "images" / f"{image_id}.png"
+    victim.unlink()
+    args = ["diagnose", "--data", world, "--model", f"hf:{vilt_dir}", "--suite", "accuracy"]
+    cli = run_cli(*args, "--out", tmp_path / "a")
+    assert cli.exit_code == 2
+    assert victim.stem in cli.stderr and "question" in cli.stderr
+    assert len(cli.stderr.strip().splitlines()) == 1
+    cli = run_cli(*args, "--out", tmp_path / "b", "--allow-missing", "--json")
+    assert cli.exit_code == 0, cli.stderr
+    result = json.loads(cli.stdout)
+    assert result["data"]["missing_images"] == 1
+    n_questions = sum(r["imageId"] != image_id for r in val.values() if r.get("isBalanced", True))
+    assert result["summary"]["accuracy"]["n"] == n_questions

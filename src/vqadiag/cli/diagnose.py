@@ -29,6 +29,14 @@ class Replacement(str, Enum):
     other_images = "other-images"
 
 
+class PixelFill(str, Enum):
+    """How a pixel model's replaced pixels are filled."""
+
+    mean = "mean"
+    blur = "blur"
+    noise = "noise"
+
+
 @app.command("diagnose")
 @cli_errors
 def diagnose_command(
@@ -85,6 +93,24 @@ def diagnose_command(
         typer.Option(min=1, help="Diagnose a fixed pseudo-random subset of this many questions."),
     ] = None,
     max_objects: Annotated[int, typer.Option(min=1, help="Objects per image at most.")] = 100,
+    images: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of the image files (default: images/ of the data folder, or COCO "
+            "{split}2014/ folders); pixel models read them.",
+            file_okay=False,
+        ),
+    ] = None,
+    pixel_fill: Annotated[
+        PixelFill,
+        typer.Option(help="Replaced pixels (pixel models): the image mean, a blur, or noise."),
+    ] = PixelFill.mean,
+    allow_missing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing", help="Leave out (and count) questions whose image is missing."
+        ),
+    ] = False,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     plugin: PluginOption = None,
@@ -110,6 +136,9 @@ def diagnose_command(
         max_objects=max_objects,
         progress=True,
         plugins=plugin or (),
+        images=images,
+        pixel_fill=pixel_fill.value,
+        allow_missing_images=allow_missing,
     )
     emit(result, as_json, _render)
 

@@ -23,7 +23,8 @@ import numpy as np
 
 from vqadiag.data.detections import Detections, read_detections
 from vqadiag.data.gqa import GQAQuestions, SceneGraphs, read_gqa_questions, read_scene_graphs
-from vqadiag.data.inputs import ObjectInput, QuestionBatch
+from vqadiag.data.images import ImageFiles
+from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch
 from vqadiag.errors import DataError
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -43,11 +44,13 @@ class GQAData:
         *,
         detections: str | Path | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        images: str | Path | None = None,
     ) -> None:
         self.root = Path(data_dir)
         if not self.root.is_dir():
             raise DataError(self.root, "data folder not found")
         self.gqa_dir = _gqa_dir(self.root)
+        self.images = ImageFiles(self.image_roots(), images_dir=images)
         self._detections_path = Path(detections) if detections else self.gqa_dir / "objects"
         self._detections: Detections | None = None
         self._questions: dict[str, GQAQuestions] = {}
@@ -115,6 +118,58 @@ class GQAData:
             _, (f, b) = self._cache.popitem(last=False)
             self._cached -= f.nbytes + b.nbytes
         return feats, boxes
+
+    def image_roots(self) -> list[Path]:
+        """Folders whose ``images/`` (or COCO split folders) hold this data's images."""
+        return [self.gqa_dir, self.root]
+
+    def image_boxes(self, image_id: str) -> np.ndarray:
+        """The image's detected boxes ``(n, 4)`` float32 (no features read)."""
+        hit = self._cache.get(image_id)
+        if hit is not None:
+            return hit[1]
+        return np.asarray(self.detections[image_id], dtype=np.float32)
+
+    def pixel_input(
+        self,
+        image_ids: Sequence[str],
+        size: tuple[int, int] | None = None,
+        max_objects: int = 100,
+        questions: Sequence[str] | None = None,
+    ) -> PixelInput:
+        """The images of ``image_ids`` (resized to ``size`` = (width, height) when given)
+        with their detected boxes in the same pixel coordinates (docs/diagnose.md, "Images").
+
+        Arrays come from a cache: callers that change pixels copy first. ``questions``
+        (one id per image) name the question in the error of a missing image.
+        """
+        images: list[np.ndarray] = []
+        per_boxes: list[np.ndarray] = []
+        sizes = np.zeros((len(image_ids), 2), dtype=np.float32)
+        for row, image_id in enumerate(image_ids):
+            image_id = str(image_id)
+            question = questions[row] if questions is not None else None
+            if size is None:
+                array = self.images.pixels(image_id, question)
+                width, height = array.shape[1], array.shape[0]
+                scale = (1.0, 1.0)
+            else:
+                array, (width, height) = self.images.resized(image_id, size, question)
+                scale = (size[0] / width, size[1] / height)
+            images.append(array)
+            sizes[row] = (width, height)
+            try:
+                boxes = self.image_boxes(image_id)[:max_objects]
+            except DataError:
+                boxes = np.zeros((0, 4), np.float32)
+            per_boxes.append(boxes * np.array([*scale, *scale], np.float32))
+        n = max(1, max((len(b) for b in per_boxes), default=1))
+        boxes = np.zeros((len(images), n, 4), dtype=np.float32)
+        mask = np.zeros((len(images), n), dtype=bool)
+        for row, b in enumerate(per_boxes):
+            boxes[row, : len(b)] = b
+            mask[row, : len(b)] = True
+        return PixelInput(images, boxes, mask, sizes)
 
     def object_input(self, image_ids: Sequence[str], max_objects: int = 100) -> ObjectInput:
         """Stack the objects of ``image_ids`` into an :class:`ObjectInput` padded to the

@@ -65,6 +65,28 @@ class ObjectInput:
 
 @dataclass(frozen=True)
 class PixelInput:
-    """Image-based visual input: ``images`` (B, H, W, 3) uint8, for pixel models."""
+    """Image input for a batch of B questions, for pixel models.
 
-    images: np.ndarray
+    ``images``: B arrays ``(H_b, W_b, 3)`` uint8 RGB, at the size the model reads (its
+    ``input_size``, or the stored size); ``boxes`` (B, N, 4) float32: the image's
+    detected boxes, corners x1 y1 x2 y2 in the pixel coordinates of ``images[b]``
+    (a pixel model turns attention over its grid into per-box importance with them);
+    ``mask`` (B, N) bool: real boxes; ``image_sizes`` (B, 2) float32: the stored
+    image's width and height.
+    """
+
+    images: Sequence[np.ndarray]
+    boxes: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    image_sizes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        b = len(self.images)
+        if self.boxes is not None and (self.boxes.ndim != 3 or self.boxes.shape[0] != b):
+            raise ValueError("boxes must be (B, N, 4) with one row per image")
+        boxes, mask = self.boxes, self.mask
+        if mask is not None and boxes is not None and mask.shape != boxes.shape[:2]:
+            raise ValueError("mask must be (B, N) like boxes")
+
+    def __len__(self) -> int:
+        return len(self.images)

@@ -61,10 +61,15 @@ class VQA2Data(GQAData):
         detections: str | Path | None = None,
         image_map: Mapping[str, str] | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        images: str | Path | None = None,
     ) -> None:
-        super().__init__(data_dir, detections=detections, cache_bytes=cache_bytes)
-        self.vqa_dir = _vqa_dir(self.root)
+        self.vqa_dir = _vqa_dir(Path(data_dir))
+        super().__init__(data_dir, detections=detections, cache_bytes=cache_bytes, images=images)
         self.image_map = dict(image_map) if image_map is not None else _world_image_map(self.root)
+
+    def image_roots(self) -> list[Path]:
+        """The VQA folder (COCO ``{split}2014/`` images) and the GQA ones (the world's)."""
+        return [self.vqa_dir, *super().image_roots()]
 
     def _file(self, split: str, kind: str) -> Path:
         name = SPLIT_NAMES.get(split, split)

@@ -29,6 +29,7 @@ import orjson
 from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.models.registry import load_model_spec
+from vqadiag.probes.conditions import FILLS
 from vqadiag.probes.fingerprints import combined_fingerprint, dataset_fingerprint
 from vqadiag.probes.store import PredictionStore
 from vqadiag.suites.base import SuiteSkipped, figures, registered_suites
@@ -100,16 +101,26 @@ def diagnose(
     max_objects: int = 100,
     progress: bool = False,
     plugins: Iterable[str] = (),
+    images: str | Path | None = None,
+    pixel_fill: str = "mean",
+    allow_missing_images: bool = False,
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
 
-    ``plugins``: modules or ``.py`` files that register more suites or model
+    ``images``: the folder of the image files (default: found in the data folder);
+    ``pixel_fill``: how a pixel model's replaced pixels are filled (mean, blur, noise);
+    ``allow_missing_images``: leave out (and count) questions whose image is missing
+    instead of stopping. ``plugins``: modules or ``.py`` files that register more suites or model
     adapters (:func:`vqadiag.plugins.load_plugins`). Returns the ``results.json``
     object (also written to ``out``).
     """
     from vqadiag.plugins import load_plugins
 
     load_plugins(plugins)
+    if pixel_fill not in FILLS:
+        raise DataError("--pixel-fill", f"must be one of {', '.join(FILLS)}")
+    if images is not None and not Path(images).is_dir():
+        raise DataError(Path(images), "images folder not found")
     if replacement not in REPLACEMENTS:
         raise DataError("--replacement", f"must be one of {', '.join(REPLACEMENTS)}")
     if max_questions is not None and max_questions < 1:
@@ -130,6 +141,9 @@ def diagnose(
         max_questions=max_questions,
         max_objects=int(max_objects),
         progress=progress,
+        images=None if images is None else str(images),
+        fill=pixel_fill,
+        allow_missing_images=bool(allow_missing_images),
     )
     the_model = load_model_spec(model)
     out_dir = Path(out)
@@ -179,6 +193,7 @@ def diagnose(
             "root": str(root),
             "fingerprint": data_fp,
             "datasets": _datasets(state),
+            **({"missing_images": len(state.missing_images)} if state.missing_images else {}),
         },
         "config": options.config(),
         "versions": _versions(),

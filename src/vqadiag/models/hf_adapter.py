@@ -11,8 +11,8 @@ The model and its processor are read from a LOCAL folder written by
 * **BLIP** (``BlipForQuestionAnswering``, a generator): the answer is the decoded
   text of ``generate`` (special tokens skipped, stripped); no ``probs``, empty vocabulary.
 
-Input is :class:`~vqadiag.models.base.PixelInput` (B, H, W, 3) uint8; the model
-sees pixels, so objects cannot be masked (``Capabilities.object_masking=False``).
+Input is :class:`~vqadiag.models.base.PixelInput`: the stored images at their own size
+(the processor resizes them); conditions replace pixels (docs/diagnose.md, "Images").
 
 A run folder written by :meth:`HFModel.save` only points at the model folder:
 ``config.json`` = ``{"model": "hf", "path": <absolute model folder>, "kind",
@@ -93,6 +93,7 @@ class HFModel:
         self.max_new_tokens = int(max_new_tokens)
         self.device = device
         model_cls = getattr(transformers, KINDS[self.kind])
+        transformers.utils.logging.disable_progress_bar()  # vqadiag draws its own bars
         try:
             self.processor = transformers.AutoProcessor.from_pretrained(
                 str(self.model_dir), local_files_only=True
@@ -196,16 +197,16 @@ class HFModel:
         """Answer from pixels, ``batch_size`` questions per forward pass (module docstring)."""
         if not isinstance(visual, PixelInput):
             raise TypeError("the hf adapter needs PixelInput (images)")
-        images = np.asarray(visual.images)
-        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-            raise ValueError("PixelInput.images must be (B, H, W, 3) uint8")
+        images = [np.asarray(im) for im in visual.images]
+        if any(im.ndim != 3 or im.shape[-1] != 3 or im.dtype != np.uint8 for im in images):
+            raise ValueError("PixelInput.images must be (H, W, 3) uint8 arrays")
         if len(images) != len(batch):
             raise ValueError(f"{len(images)} images for {len(batch)} questions")
         answers: list[str] = []
         probs: list[np.ndarray] = []
         for start in range(0, len(batch), max(self.batch_size, 1)):
             stop = start + self.batch_size
-            inputs = self._encode(list(images[start:stop]), list(batch.questions[start:stop]))
+            inputs = self._encode(images[start:stop], list(batch.questions[start:stop]))
             if self.kind == "vilt":
                 a, p = self._classify(inputs)
                 answers += a

@@ -33,7 +33,7 @@ def visual_input(
         return data.object_input(image_ids, max_objects=max_objects)
     loader = getattr(data, "pixel_input", None)
     if kind == "pixels" and loader is not None:
-        return loader(image_ids)
+        return loader(image_ids, size=getattr(model, "input_size", None), max_objects=max_objects)
     raise DataError(data.root, f"model {model.name!r} needs {kind} input, which this folder lacks")
 
 

@@ -28,11 +28,12 @@ MODELS: dict[str, str] = {
     "question-only": "vqadiag.models.question_only:QuestionOnlyModel",
     "updn": "vqadiag.models.updn:UpDnModel",
     "symbolic": "vqadiag.models.symbolic:SymbolicModel",
+    "pixel": "vqadiag.models.pixel:PixelModel",
     "hf": "vqadiag.models.hf_adapter:HFModel",
     "files": "vqadiag.models.file_adapter:PredictionFileModel",
     "counterexample": "vqadiag.models.counterexample:CounterExampleModel",
 }
-TRAINABLE: tuple[str, ...] = ("prior", "question-only", "updn", "symbolic")
+TRAINABLE: tuple[str, ...] = ("prior", "question-only", "updn", "symbolic", "pixel")
 
 
 @dataclass(frozen=True)

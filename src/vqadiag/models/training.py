@@ -196,6 +196,24 @@ class TorchModel:
         that did not exist when older runs were saved)."""
         return dict(config_options)
 
+    @classmethod
+    def batch_order(
+        cls,
+        qids: Sequence[str],
+        questions: Mapping[str, Mapping[str, Any]],
+        rng: np.random.Generator,
+        batch_size: int,
+    ) -> np.ndarray:
+        """The order of the training questions in one epoch (consecutive ``batch_size``
+        slices are the batches): a random permutation."""
+        return rng.permutation(len(qids))
+
+    def training_input(self, data: GQAData, image_ids: Sequence[str]) -> Any:
+        """The visual input of a training batch: objects for object models, else None."""
+        if not self.uses_objects:
+            return None
+        return data.object_input(image_ids, self.options["max_objects"])
+
     def training_objective(
         self, data: GQAData, split: str, question_ids: Sequence[str]
     ) -> TrainingObjective:
@@ -397,16 +415,12 @@ def fit(
             for epoch in range(1, epochs + 1):
                 bar.update(task, description=f"{cls.name} epoch {epoch}/{epochs}")
                 net.train()
-                order = rng.permutation(len(qids))
+                order = cls.batch_order(qids, questions, rng, bs)
                 loss_sum = correct = seen = 0.0
                 for b in range(n_batches):
                     idx = order[b * bs : (b + 1) * bs]
                     batch = data.batch(split, [qids[i] for i in idx])
-                    visual = (
-                        data.object_input(batch.image_ids, options["max_objects"])
-                        if cls.uses_objects
-                        else None
-                    )
+                    visual = model.training_input(data, batch.image_ids)
                     target = torch.from_numpy(targets_all[idx])
                     loss, logits = objective(batch, visual, target)
                     optimizer.zero_grad(set_to_none=True)

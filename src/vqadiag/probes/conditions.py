@@ -16,6 +16,16 @@ handled by the replacement policy (docs/protocols.md §5; FPVG paper §3.2 and V
 
 Object indices are positions in the image's detections (those of ``R.json``);
 indices at or past ``max_objects`` are not part of the input and are ignored.
+
+Pixel models see the same conditions on the image (:func:`apply_pixel_condition`):
+``keep`` replaces every pixel outside the union of the kept boxes, ``remove``
+replaces the pixels inside the union of the removed boxes (FPVG's
+irrelevant-only run of a pixel model removes the relevant boxes; leave-one-out
+removes one box). Replaced pixels are filled by the policy (``fill``):
+
+* ``mean`` (default) — the image's mean colour;
+* ``blur`` — a Gaussian blur of the image (radius 1/20 of its larger side);
+* ``noise`` — uniform noise, seeded by the question id and image (reproducible).
 """
 
 from __future__ import annotations
@@ -26,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.models.base import ObjectInput
+from vqadiag.models.base import ObjectInput, PixelInput
 
 REPLACEMENTS = ("drop", "zeros", "minus-one", "other-images")
+FILLS = ("mean", "blur", "noise")
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,11 @@ class Condition:
     def replacement(self) -> str:
         """The replacement policy for removed objects (``drop`` unless set)."""
         return str(self.params.get("replacement", "drop"))
+
+    @property
+    def fill(self) -> str:
+        """The fill policy for replaced pixels (``mean`` unless set)."""
+        return str(self.params.get("fill", "mean"))
 
 
 @dataclass(frozen=True)
@@ -123,3 +139,67 @@ def donor_map(image_ids: Sequence[str]) -> dict[str, str]:
     a single image is its own donor."""
     ordered = sorted(set(image_ids))
     return {img: ordered[(i + 1) % len(ordered)] for i, img in enumerate(ordered)}
+
+
+def region_mask(height: int, width: int, boxes: np.ndarray) -> np.ndarray:
+    """``(H, W)`` bool: the pixels covered by the union of ``boxes`` (corners x1 y1 x2 y2 in
+    pixels; a pixel (x, y) is covered when x1 ≤ x + ½ < x2 and y1 ≤ y + ½ < y2, i.e. its
+    centre lies in the box)."""
+    mask = np.zeros((height, width), dtype=bool)
+    def first_pixel(edge: float, limit: int) -> int:
+        return int(np.clip(np.ceil(edge - 0.5), 0, limit))
+
+    for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4):
+        c0, c1 = first_pixel(x1, width), first_pixel(x2, width)
+        r0, r1 = first_pixel(y1, height), first_pixel(y2, height)
+        mask[r0:r1, c0:c1] = True
+    return mask
+
+
+def _filler(image: np.ndarray, fill: str, seed_text: str) -> np.ndarray:
+    """What replaced pixels become, as a full ``(H, W, 3)`` uint8 image."""
+    if fill == "mean":
+        mean = image.reshape(-1, 3).mean(axis=0)
+        return np.broadcast_to(np.round(mean).astype(np.uint8), image.shape)
+    if fill == "blur":
+        from PIL import Image, ImageFilter
+
+        radius = max(image.shape[:2]) / 20.0
+        blurred = Image.fromarray(image).filter(ImageFilter.GaussianBlur(radius))
+        return np.asarray(blurred, np.uint8)
+    if fill == "noise":
+        import zlib
+
+        rng = np.random.default_rng(zlib.crc32(seed_text.encode()))
+        return rng.integers(0, 256, size=image.shape, dtype=np.uint8)
+    raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
+
+
+def apply_pixel_condition(
+    visual: PixelInput, probes: Sequence[Probe], fill: str = "mean"
+) -> PixelInput:
+    """The images of ``visual`` with the probes' conditions applied (module docstring).
+
+    A probe with neither ``keep`` nor ``remove`` leaves its image as it is (no copy).
+    Box indices refer to ``visual.boxes`` rows (the image's detections, ≤ ``max_objects``).
+    """
+    if fill not in FILLS:
+        raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
+    images = list(visual.images)
+    boxes = visual.boxes if visual.boxes is not None else np.zeros((len(images), 0, 4))
+    present = visual.mask if visual.mask is not None else np.ones(boxes.shape[:2], bool)
+    for row, probe in enumerate(probes):
+        if probe.keep is None and probe.remove is None:
+            continue
+        image = images[row]
+        height, width = image.shape[:2]
+        chosen = [i for i in (probe.keep if probe.keep is not None else probe.remove or ())]
+        chosen = [i for i in chosen if 0 <= i < boxes.shape[1] and present[row, i]]
+        covered = region_mask(height, width, boxes[row, chosen])
+        replace = ~covered if probe.keep is not None else covered
+        if not replace.any():
+            continue
+        out = image.copy()
+        out[replace] = _filler(image, fill, f"{probe.qid}|{probe.image_id}")[replace]
+        images[row] = out
+    return PixelInput(images, visual.boxes, visual.mask, visual.image_sizes)

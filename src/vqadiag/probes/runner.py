@@ -27,12 +27,19 @@ import numpy as np
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
-from vqadiag.models.base import ObjectInput, QuestionBatch, VQAModel
-from vqadiag.probes.conditions import Condition, Probe, apply_replacement, visible_mask
+from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch, VQAModel
+from vqadiag.probes.conditions import (
+    Condition,
+    Probe,
+    apply_pixel_condition,
+    apply_replacement,
+    visible_mask,
+)
 from vqadiag.probes.fingerprints import (
     condition_fingerprint,
     data_fingerprint,
     object_digest,
+    stable_hash,
 )
 from vqadiag.probes.store import Answer, Key, PredictionStore
 from vqadiag.progress import progress_bar
@@ -102,6 +109,9 @@ class ProbeContext:
         self.donors = dict(donors or {})
         self.model_fp = model.fingerprint()
         self.blind = model.capabilities.blind
+        self.pixels = model.capabilities.pixel_input
+        #: (width, height) a pixel model reads (None: the stored size)
+        self.input_size = getattr(model, "input_size", None)
         self.vocab = list(model.answer_vocab)
         self.index = {a: i for i, a in enumerate(self.vocab)}
         self._digests: dict[str, str] = {}
@@ -109,22 +119,36 @@ class ProbeContext:
 
     # -- data ------------------------------------------------------------------------
     def image_digest(self, image_id: str) -> str:
-        """Digest of an image's objects (``"blind"`` for models that never see them)."""
+        """Digest of what the model reads of an image: its objects' features and boxes, or
+        for a pixel model the image file's bytes, its boxes and the input size (``"blind"``
+        for models that never see the image)."""
         if self.blind:
             return "blind"
         hit = self._digests.get(image_id)
         if hit is None:
             with self._lock:
-                feats, boxes = self.data.image_objects(image_id)
-            hit = self._digests[image_id] = object_digest(
-                feats[: self.max_objects], boxes[: self.max_objects]
-            )
+                if self.pixels:
+                    boxes = self.data.image_boxes(image_id)[: self.max_objects]
+                    hit = stable_hash(
+                        [
+                            self.data.images.digest(image_id),
+                            object_digest(np.zeros((0, 0), np.float32), boxes),
+                            list(self.input_size or ()),
+                        ]
+                    )
+                else:
+                    feats, boxes = self.data.image_objects(image_id)
+                    hit = object_digest(feats[: self.max_objects], boxes[: self.max_objects])
+            self._digests[image_id] = hit
         return hit
 
     def n_objects(self, image_id: str) -> int:
         """Number of the image's objects that enter the model input (≤ ``max_objects``)."""
         with self._lock:
-            _, boxes = self.data.image_objects(image_id)
+            if self.pixels:
+                boxes = self.data.image_boxes(image_id)
+            else:
+                _, boxes = self.data.image_objects(image_id)
         return min(len(boxes), self.max_objects)
 
     def probe_data_fp(self, probe: Probe, condition: Condition) -> str:
@@ -136,11 +160,24 @@ class ProbeContext:
         return data_fingerprint({"base": base, **probe.row_params()}, "", "", donor)
 
     # -- model inputs ----------------------------------------------------------------------
-    def visual(self, probes: Sequence[Probe], condition: Condition) -> ObjectInput | None:
-        """The object input of a batch of probes under ``condition`` (None for blind models)."""
+    def visual(
+        self, probes: Sequence[Probe], condition: Condition
+    ) -> ObjectInput | PixelInput | None:
+        """The visual input of a batch of probes under ``condition`` (None for blind models)."""
         kind = self.model.capabilities.visual
         if kind == "none":
             return None
+        if kind == "pixels":
+            with self._lock:
+                pixels = self.data.pixel_input(
+                    [p.image_id for p in probes],
+                    size=self.input_size,
+                    max_objects=self.max_objects,
+                    questions=[p.qid for p in probes],
+                )
+            if condition.kind != "objects":
+                return pixels
+            return apply_pixel_condition(pixels, probes, condition.fill)
         if kind != "objects":
             raise DataError(self.data.root, f"model {self.model.name!r} needs {kind} input")
         image_ids = [p.image_id for p in probes]
@@ -173,7 +210,7 @@ class ProbeContext:
         self,
         probes: Sequence[Probe],
         condition: Condition,
-        visual: ObjectInput | None,
+        visual: ObjectInput | PixelInput | None,
         want_vector: bool,
     ) -> list[Answer]:
         batch = self.question_batch(probes)
@@ -269,10 +306,10 @@ class ProbeContext:
 
     def _prefetch(
         self, todo: list[list[int]], probes: Sequence[Probe], condition: Condition
-    ) -> Iterator[tuple[list[int], ObjectInput | None]]:
+    ) -> Iterator[tuple[list[int], ObjectInput | PixelInput | None]]:
         """``(rows, visual input)`` per batch to compute; inputs built ahead by ``workers``."""
 
-        def build(rows: list[int]) -> ObjectInput | None:
+        def build(rows: list[int]) -> ObjectInput | PixelInput | None:
             return self.visual([probes[i] for i in rows], condition)
 
         if self.workers == 0 or len(todo) <= 1:

@@ -61,15 +61,17 @@ def select_examples(
                     "failed": None if row is None else failed(row),
                 }
             )
-        rows.append(
-            {
-                "id": uid,
-                "question": first.question,
-                "image_id": first.image_id,
-                "truth": first.truth,
-                "models": per_model,
-            }
-        )
+        row: dict[str, Any] = {
+            "id": uid,
+            "question": first.question,
+            "image_id": first.image_id,
+            "truth": first.truth,
+            "models": per_model,
+        }
+        if first.relevant is not None:
+            row["relevant"] = list(first.relevant)
+            row["irrelevant"] = list(first.irrelevant or ())
+        rows.append(row)
     return {"title": title, "n_failing": len(failing), "rows": rows}
 
 

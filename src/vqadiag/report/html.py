@@ -35,10 +35,17 @@ def vs_title(vs: Mapping[str, Any]) -> str:
     return f"vs reference: {diff['value']:+.4g}, {vs['test']}, p = {pfmt(vs['p_value'])}"
 
 
-def render_html(report: Mapping[str, Any], images: Mapping[str, str | None]) -> str:
-    """The page for ``report`` (the ``report.json`` object) and its base64 PNG ``images``."""
+def render_html(
+    report: Mapping[str, Any],
+    images: Mapping[str, str | None],
+    thumbnails: Mapping[str, str] | None = None,
+) -> str:
+    """The page for ``report`` (the ``report.json`` object), its base64 PNG ``images`` and
+    the drill-down rows' base64 JPEG ``thumbnails`` (``"suite|unit"`` → image)."""
     from jinja2 import Environment, StrictUndefined
 
     env = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=False)
     env.globals.update(fmt=fmt, pfmt=pfmt, vs_title=vs_title)
-    return env.from_string(TEMPLATE).render(report=report, images=images)
+    return env.from_string(TEMPLATE).render(
+        report=report, images=images, thumbnails=thumbnails or {}
+    )

@@ -40,6 +40,18 @@ class Row:
     image_id: str | None = None
     truth: str | None = None
     qid: str | None = None
+    relevant: tuple[int, ...] | None = None
+    irrelevant: tuple[int, ...] | None = None
+
+
+def _indices(record: Mapping[str, Any], key: str) -> tuple[int, ...] | None:
+    """An optional list of box indices (FPVG rows' ``relevant`` / ``irrelevant``)."""
+    value = record.get(key)
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    ):
+        return None
+    return tuple(value)
 
 
 @dataclass
@@ -73,6 +85,19 @@ class ResultSet:
     def suites(self) -> dict[str, Any]:
         """The per-suite result dicts."""
         return self.results.get("suites") or {}
+
+    @property
+    def data_root(self) -> Path | None:
+        """The data folder the model was diagnosed on (``data.root``; relative paths are
+        read from the result folder's parent's working directory as written)."""
+        root = (self.results.get("data") or {}).get("root")
+        return None if not isinstance(root, str) else Path(root)
+
+    @property
+    def images_dir(self) -> Path | None:
+        """``config.images`` when the run was given one."""
+        images = (self.results.get("config") or {}).get("images")
+        return None if not isinstance(images, str) else Path(images)
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -199,6 +224,8 @@ def _check_row(record: Any, path: Path, lineno: int) -> Row:
         image_id=_text(record, "image_id", path, label),
         truth=truth,
         qid=_text(record, "qid", path, label),
+        relevant=_indices(record, "relevant"),
+        irrelevant=_indices(record, "irrelevant"),
     )
 
 

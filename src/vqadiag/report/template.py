@@ -10,6 +10,7 @@ TEMPLATE = """<!DOCTYPE html>
 <style>
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
        max-width: 1200px; padding: 0 1rem; color: #1d1d1f; background: #fff; }
+img.thumb { display: block; max-width: 160px; border: 1px solid #ccc; }
 h1 { font-size: 1.6rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .85rem; }
 th, td { border: 1px solid #ddd; padding: .25rem .45rem; vertical-align: top; }
@@ -109,7 +110,7 @@ multiple comparisons.</p>
 <table>
 <tr><th>unit</th><th>question</th><th>image</th><th>ground truth</th>{% for m in report.models %}<th>{{ m.label }}</th>{% endfor %}</tr>
 {% for r in table.rows %}
-<tr><td><code>{{ r.id }}</code></td><td>{{ r.question or '' }}</td><td><code>{{ r.image_id or '' }}</code></td><td>{{ r.truth or '' }}</td>
+<tr><td><code>{{ r.id }}</code></td><td>{{ r.question or '' }}</td><td>{% set thumb = thumbnails.get(suite ~ '|' ~ r.id) %}{% if thumb %}<img class="thumb" alt="image {{ r.image_id }}{% if r.relevant is defined %}: relevant boxes green, irrelevant red{% endif %}" src="data:image/jpeg;base64,{{ thumb }}"><br>{% endif %}<code>{{ r.image_id or '' }}</code></td><td>{{ r.truth or '' }}</td>
 {% for m in r.models %}<td class="{% if m.failed %}fail{% elif m.failed is sameas false %}ok{% endif %}">
 {% if m.answers is none %}<span class="notrun">-</span>{% else %}{% for cond, ans in m.answers.items() %}{{ cond }}: <b>{{ ans if ans is not none else '-' }}</b><br>{% endfor %}{% endif %}</td>{% endfor %}
 </tr>

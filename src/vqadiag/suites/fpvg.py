@@ -117,11 +117,21 @@ def fpvg_state(state: DiagnoseState) -> FPVGState:
     rel = {q: list(sets[q][0]) for q in qids}
     irrel = {q: list(sets[q][1]) for q in qids}
     answer_of = dict(zip(src.qids, all_run.answers, strict=True))
-    params = {"replacement": state.options.replacement}
+    params = state.removal_params()
     answers: dict[str, list[Any]] = {"all": [answer_of[q] for q in qids]}
+    pixels = state.model.capabilities.pixel_input
     for name, sets_of in (("rel", rel), ("irrel", irrel)):
+        # objects: keep only the set; pixels: relevant-only keeps the relevant boxes'
+        # pixels, irrelevant-only replaces them (docs/diagnose.md, "Images")
+        replace_relevant = pixels and name == "irrel"
         probes = [
-            probe_of(src.records[q], q, keep=tuple(sets_of[q]), ref=answer_of[q].answer)
+            probe_of(
+                src.records[q],
+                q,
+                keep=None if replace_relevant else tuple(sets_of[q]),
+                remove=tuple(rel[q]) if replace_relevant else None,
+                ref=answer_of[q].answer,
+            )
             for q in qids
         ]
         run = state.run(src.ctx, Condition(f"gqa.{name}", "objects", params), probes)

@@ -72,7 +72,7 @@ def _scores_by_method(
             skipped["attention"] = "model returned no attention"
         else:
             out["attention"] = [np.asarray(v, np.float64) for v in vectors]
-    if not caps.object_input:
+    if not (caps.object_input or caps.pixel_input):
         skipped["loo"] = "model does not see objects"
     elif not caps.probabilities:
         skipped["loo"] = "model has no probabilities"
@@ -83,7 +83,7 @@ def _scores_by_method(
             for j in range(ctx.n_objects(str(rec["imageId"]))):
                 probes.append(probe_of(rec, q, remove=(j,), ref=all_answers[i].answer))
                 owner.append(i)
-        params = {"replacement": state.options.replacement}
+        params = state.removal_params()
         run = state.run(ctx, Condition("gqa.loo", "objects", params), probes)
         scores: list[list[float]] = [[] for _ in fs.qids]
         for i, a in zip(owner, run.answers, strict=True):

@@ -40,7 +40,7 @@ def gqa_source(state: DiagnoseState) -> GQASource:
         return state.memo["gqa"]
     from vqadiag.data.gqa_data import GQAData
 
-    data = GQAData(state.data_root)
+    data = GQAData(state.data_root, images=state.options.images)
     split = state.options.split
     try:
         data.questions_path(split)
@@ -52,6 +52,9 @@ def gqa_source(state: DiagnoseState) -> GQASource:
         raise SuiteSkipped(f"no balanced GQA questions in split {split!r}")
     qids = subsample(balanced, state.options.max_questions)
     path = data.questions_path(split)
+    qids = state.drop_missing_images(qids, {q: str(records[q].get("imageId")) for q in qids}, data)
+    if not qids:
+        raise SuiteSkipped("no diagnosed question has its image")
     for q in qids:
         for name in ("question", "imageId"):
             if not isinstance(records[q].get(name), (str, int)) or isinstance(
@@ -83,10 +86,20 @@ def plain_run(state: DiagnoseState) -> tuple[GQASource, ConditionRun]:
 
 
 def needs_visual(state: DiagnoseState) -> None:
-    """Skip when the model needs an input this data cannot give (pixels)."""
+    """Skip when the model needs an input this data cannot give: pixels from a data
+    folder without images (``--images DIR`` points at them), or an unknown input kind."""
     caps = state.model.capabilities
-    if not caps.sees_features_or_nothing:
-        raise SuiteSkipped(f"model needs {caps.visual} input; diagnose feeds detector objects")
+    if caps.sees_features_or_nothing:
+        return
+    if not caps.pixel_input:
+        raise SuiteSkipped(f"model needs {caps.visual} input; diagnose feeds objects or pixels")
+    from vqadiag.data.gqa_data import GQAData
+
+    images = GQAData(state.data_root, images=state.options.images).images
+    if not images.available():
+        raise SuiteSkipped(
+            f"model reads pixels and {state.data_root} has no images (give --images DIR)"
+        )
 
 
 def unit_row(suite: str, qid: str, record: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
@@ -107,7 +120,7 @@ def vqa_data(state: DiagnoseState) -> Any:
         return state.memo["vqa2"]
     from vqadiag.data.vqa2_data import VQA2Data
 
-    data = VQA2Data(state.data_root)
+    data = VQA2Data(state.data_root, images=state.options.images)
     split = state.options.split
     try:
         data.questions_path(split)

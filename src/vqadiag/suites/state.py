@@ -40,6 +40,9 @@ class Options:
     max_questions: int | None = None
     max_objects: int = 100
     progress: bool = False
+    images: str | None = None
+    fill: str = "mean"
+    allow_missing_images: bool = False
 
     def config(self) -> dict[str, Any]:
         """The ``config`` object of ``results.json``."""
@@ -55,6 +58,9 @@ class Options:
             "bq_ranker": self.bq_ranker,
             "max_questions": self.max_questions,
             "max_objects": self.max_objects,
+            "images": self.images,
+            "pixel_fill": self.fill,
+            "allow_missing_images": self.allow_missing_images,
         }
 
 
@@ -70,6 +76,7 @@ class DiagnoseState:
     runs: dict[str, ConditionRun] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict)
     contexts: dict[str, ProbeContext] = field(default_factory=dict)
+    missing_images: set[str] = field(default_factory=set)
 
     @property
     def inputs(self) -> Path:
@@ -102,6 +109,32 @@ class DiagnoseState:
         if hit is None:
             hit = self.runs[condition.name] = ctx.run(condition, probes)
         return hit
+
+    def removal_params(self) -> dict[str, Any]:
+        """Parameters of a condition that removes objects: the replacement policy, and for
+        a pixel model the fill policy of replaced pixels (both enter the fingerprint)."""
+        params: dict[str, Any] = {"replacement": self.options.replacement}
+        if self.model.capabilities.pixel_input:
+            params["fill"] = self.options.fill
+        return params
+
+    def drop_missing_images(self, qids: Sequence[str], image_of: Mapping[str, str], data: Any):
+        """``qids`` whose image file exists, for a pixel model (others: all of them).
+
+        A missing image is one :class:`DataError` naming it and its question, unless
+        ``allow_missing_images``: then the question is left out and counted
+        (``results.json`` ``data.missing_images``)."""
+        if not self.model.capabilities.pixel_input:
+            return list(qids)
+        kept = []
+        for q in qids:
+            if data.images.find(image_of[q]) is not None:
+                kept.append(q)
+            elif not self.options.allow_missing_images:
+                data.images.path(image_of[q], q)  # raises, naming file and question
+            else:
+                self.missing_images.add(image_of[q])
+        return kept
 
     def check_covered(self, probes: Sequence[Probe]) -> None:
         """A model that cannot be rerun (prediction files) must already hold an answer to

@@ -34,6 +34,7 @@ def report(
     from vqadiag.report.html import render_html
     from vqadiag.report.plots import draw_all
     from vqadiag.report.results import load_result_dirs
+    from vqadiag.report.thumbnails import drilldown_thumbnails
 
     sets = load_result_dirs(list(result_dirs))
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
@@ -50,7 +51,8 @@ def report(
     folder.mkdir(parents=True, exist_ok=True)
     json_path = write_json(folder / "report.json", result, indent=True)
     html_path = folder / "report.html"
-    html_path.write_text(render_html(result, draw_all(result["plots"])), encoding="utf-8")
+    thumbs = drilldown_thumbnails(sets, result["drilldown"])
+    html_path.write_text(render_html(result, draw_all(result["plots"]), thumbs), encoding="utf-8")
     return result | {"files": {"json": str(json_path), "html": str(html_path)}}
 
 

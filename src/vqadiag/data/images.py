@@ -1,0 +1,174 @@
+"""Images of a data folder: where each image file is, its bytes' digest, and its pixels.
+
+Where an image is looked up (first hit wins; docs/diagnose.md, "Images"):
+
+1. ``--images DIR`` when given: ``DIR/{imageId}.{jpg,png,jpeg}``;
+2. a GQA folder: ``images/{imageId}.jpg`` next to the question files or one level up
+   (the real GQA download), ``images/{imageId}.png`` (the synthetic world);
+3. VQA v2 / COCO: ``{split}2014/COCO_{split}2014_{id:012d}.jpg`` for val, train and
+   test (``test2015``), under the VQA folder or the data root.
+
+Pixels are decoded with Pillow, converted to RGB, **without** EXIF rotation (boxes
+are in the stored image's pixel coordinates, as GQA's and COCO's annotations are),
+lazily and kept in a bounded LRU cache; a copy resized to a model's input size is
+cached separately (small). A missing or undecodable file is a :class:`DataError`
+naming the file (and the question, when the caller knows it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from vqadiag.errors import DataError
+
+EXTENSIONS = (".jpg", ".png", ".jpeg")
+COCO_SPLITS = ("val2014", "train2014", "test2015")
+DEFAULT_CACHE_BYTES = 512 << 20
+
+
+def _coco_name(split: str, image_id: str) -> str | None:
+    if not image_id.isdigit():
+        return None
+    return f"{split}/COCO_{split}_{int(image_id):012d}.jpg"
+
+
+class ImageFiles:
+    """Finds, digests and decodes the images of one data folder (module docstring)."""
+
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        *,
+        images_dir: str | Path | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        self.images_dir = None if images_dir is None else Path(images_dir)
+        if self.images_dir is not None and not self.images_dir.is_dir():
+            raise DataError(self.images_dir, "images folder not found")
+        self.roots = [Path(r) for r in dict.fromkeys(roots)]
+        self._paths: dict[str, Path | None] = {}
+        self._digests: dict[str, str] = {}
+        self._pixels: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._resized: dict[tuple[str, int, int], np.ndarray] = {}
+        self._sizes: dict[str, tuple[int, int]] = {}
+        self._cache_bytes = cache_bytes
+        self._cached = 0
+        self._lock = threading.Lock()
+
+    # -- where ---------------------------------------------------------------------------
+    def candidates(self, image_id: str) -> list[Path]:
+        """Every path tried for ``image_id``, in order."""
+        out: list[Path] = []
+        if self.images_dir is not None:
+            out += [self.images_dir / f"{image_id}{ext}" for ext in EXTENSIONS]
+        for root in self.roots:
+            for folder in (root / "images", root.parent / "images"):
+                out += [folder / f"{image_id}{ext}" for ext in EXTENSIONS]
+            for split in COCO_SPLITS:
+                name = _coco_name(split, image_id)
+                if name is not None:
+                    out.append(root / name)
+        return list(dict.fromkeys(out))
+
+    def find(self, image_id: str) -> Path | None:
+        """The file of ``image_id`` or None when there is none."""
+        if image_id not in self._paths:
+            found = (p for p in self.candidates(image_id) if p.is_file())
+            self._paths[image_id] = next(found, None)
+        return self._paths[image_id]
+
+    def path(self, image_id: str, question: str | None = None) -> Path:
+        """The file of ``image_id``; a missing image is one :class:`DataError`."""
+        found = self.find(image_id)
+        if found is None:
+            where = self.images_dir or (self.roots[0] / "images" if self.roots else Path("."))
+            label = f"question {question}" if question else None
+            raise DataError(where / f"{image_id}.*", f"no image file for image {image_id!r}", label)
+        return found
+
+    def available(self) -> bool:
+        """Whether the folder has any image at all (cheap: looks for the folders)."""
+        if self.images_dir is not None:
+            return True
+        return any(
+            (r / "images").is_dir() or (r.parent / "images").is_dir() or (r / s).is_dir()
+            for r in self.roots
+            for s in COCO_SPLITS
+        )
+
+    # -- bytes and pixels ------------------------------------------------------------------
+    def digest(self, image_id: str, question: str | None = None) -> str:
+        """BLAKE2b (16 hex chars) of the image file's bytes."""
+        hit = self._digests.get(image_id)
+        if hit is None:
+            path = self.path(image_id, question)
+            try:
+                data = path.read_bytes()
+            except OSError as err:
+                raise DataError(path, f"cannot read the image: {err.strerror or err}") from None
+            hit = self._digests[image_id] = hashlib.blake2b(data, digest_size=8).hexdigest()
+        return hit
+
+    def pixels(self, image_id: str, question: str | None = None) -> np.ndarray:
+        """``(H, W, 3)`` uint8 RGB of the stored image (no EXIF rotation), cached."""
+        with self._lock:
+            hit = self._pixels.get(image_id)
+            if hit is not None:
+                self._pixels.move_to_end(image_id)
+                return hit
+        array = decode(self.path(image_id, question), question)
+        with self._lock:
+            self._pixels[image_id] = array
+            self._cached += array.nbytes
+            while self._cached > self._cache_bytes and len(self._pixels) > 1:
+                _, old = self._pixels.popitem(last=False)
+                self._cached -= old.nbytes
+        return array
+
+    def resized(
+        self, image_id: str, size: tuple[int, int], question: str | None = None
+    ) -> tuple[np.ndarray, tuple[int, int]]:
+        """The image resized to ``size`` = (width, height) (bilinear), and its original
+        (width, height); resized copies are small and kept."""
+        key = (image_id, int(size[0]), int(size[1]))
+        hit = self._resized.get(key)
+        if hit is not None:
+            return hit, self._original_size(image_id)
+        full = self.pixels(image_id, question)
+        from PIL import Image
+
+        small = np.asarray(Image.fromarray(full).resize(key[1:], Image.BILINEAR), np.uint8)
+        self._resized[key] = small
+        self._sizes[image_id] = (full.shape[1], full.shape[0])
+        return small, (full.shape[1], full.shape[0])
+
+    def _original_size(self, image_id: str) -> tuple[int, int]:
+        hit = self._sizes.get(image_id)
+        if hit is None:
+            full = self.pixels(image_id)
+            hit = self._sizes[image_id] = (full.shape[1], full.shape[0])
+        return hit
+
+
+def decode(path: Path, question: str | None = None) -> np.ndarray:
+    """Decode an image file to ``(H, W, 3)`` uint8 RGB; problems are one :class:`DataError`."""
+    from PIL import Image, UnidentifiedImageError
+
+    label = f"question {question}" if question else None
+    try:
+        with Image.open(path) as img:
+            img.load()
+            rgb = img.convert("RGB")
+    except FileNotFoundError:
+        raise DataError(path, "image file not found", label) from None
+    except PermissionError:
+        raise DataError(path, "permission denied", label) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise DataError(path, f"cannot decode the image: {err}", label) from None
+    return np.asarray(rgb, dtype=np.uint8)

@@ -1,0 +1,354 @@
+"""The pixel reference model: a small CNN grid encoder, a GRU question encoder and
+top-down attention over grid cells (docs/models.md, "pixel").
+
+* Image: resized to ``image_size`` × ``image_size`` (bilinear), scaled to [−1, 1]; four
+  convolutions (5×5 stride 2, then 3×3 stride 2, 3×3 stride 2, 3×3 stride 1; ReLU,
+  ``channels`` · (1, 2, 4, 4), batch norm after the first three) give a G × G grid
+  (G = image_size / 8) of cell features, each with its normalised centre (x, y) appended.
+* Question: word embeddings + GRU (the question-only model's encoder), state q.
+* Attention: ``a = softmax_cells(wᵀ tanh(W_v v_c + W_q q))``; ``v̂ = Σ_c a_c v_c``;
+  ``logits = MLP(ReLU(U_q q) ⊙ ReLU(U_v v̂))`` over the answer vocabulary.
+* Per-box importance (for the report's attention figures and the importance suite):
+  a detected box's score is ``Σ_c a_c · |cell_c ∩ box| / |cell_c|``, the attention mass
+  on the part of the grid the box covers, in the input's pixel coordinates.
+
+Training groups the questions of one image in the same batch, so each image goes
+through the CNN once per batch (an image has about seven questions in the synthetic
+world); everything else is :func:`vqadiag.models.training.fit`. When the training
+split has scene graphs, the grid encoder is also supervised the way a detector's
+features are pre-trained on Visual Genome (UpDn's bottom-up features): each cell
+predicts the name (cross-entropy) and the attributes (binary cross-entropy over the
+``aux_attributes`` most frequent) of the object on top at its centre (the smallest
+annotated box that contains it; "background" when none), weight ``aux_weight``.
+The loss is ``CE(answer) + aux_weight · (CE(names) + BCE(attributes))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vqadiag.data.gqa_data import GQAData
+from vqadiag.errors import DataError
+from vqadiag.models.base import Capabilities, PixelInput, QuestionBatch
+from vqadiag.models.question_only import make_question_encoder
+from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
+
+NAME = "pixel"
+
+
+def box_cell_overlap(boxes: np.ndarray, grid: int, size: int) -> np.ndarray:
+    """``(B, N, G·G)``: the fraction of each grid cell covered by each box.
+
+    ``boxes`` (B, N, 4) are corners in the pixels of a ``size`` × ``size`` input; cell
+    (i, j) (row i, column j) spans ``[j·s, (j+1)·s) × [i·s, (i+1)·s)`` with s = size / G.
+    """
+    b = np.asarray(boxes, np.float64)
+    step = size / grid
+    edges = np.arange(grid + 1) * step
+    lo, hi = edges[:-1], edges[1:]
+    wx = np.clip(np.minimum(b[..., 2:3], hi) - np.maximum(b[..., 0:1], lo), 0, None) / step
+    wy = np.clip(np.minimum(b[..., 3:4], hi) - np.maximum(b[..., 1:2], lo), 0, None) / step
+    return (wy[..., :, None] * wx[..., None, :]).reshape(*b.shape[:2], grid * grid)
+
+
+def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
+    """The network of the module docstring."""
+    import torch
+    from torch import nn
+
+    emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
+    c = int(options["channels"])
+    size = int(options["image_size"])
+    grid = size // 8
+    dim = 4 * c + 2
+    att = int(options["attention_dim"])
+
+    class PixelNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cnn = nn.Sequential(
+                nn.Conv2d(3, c, 5, stride=2, padding=2),
+                nn.BatchNorm2d(c),
+                nn.ReLU(),
+                nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
+                nn.BatchNorm2d(2 * c),
+                nn.ReLU(),
+                nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1),
+                nn.BatchNorm2d(4 * c),
+                nn.ReLU(),
+                nn.Conv2d(4 * c, 4 * c, 3, stride=1, padding=1),
+                nn.ReLU(),
+            )
+            ys, xs = torch.meshgrid(
+                (torch.arange(grid) + 0.5) / grid, (torch.arange(grid) + 0.5) / grid, indexing="ij"
+            )
+            self.register_buffer("coords", torch.stack([xs, ys], -1).reshape(1, grid * grid, 2))
+            self.question = make_question_encoder(n_words, emb, hidden)
+            self.att_v = nn.Linear(dim, att)
+            self.att_q = nn.Linear(hidden, att)
+            self.att_w = nn.Linear(att, 1)
+            self.joint_q = nn.Linear(hidden, hidden)
+            self.joint_v = nn.Linear(dim, hidden)
+            n_names, n_attrs = (int(x) for x in options["aux_sizes"])
+            self.aux_name = nn.Linear(dim, max(1, n_names))
+            self.aux_attr = nn.Linear(dim, max(1, n_attrs))
+            self.classifier = nn.Sequential(
+                nn.Dropout(dropout), nn.Linear(hidden, 2 * hidden), nn.ReLU(),
+                nn.Dropout(dropout), nn.Linear(2 * hidden, n_answers),
+            )  # fmt: skip
+
+        def cells(self, images: torch.Tensor) -> torch.Tensor:
+            """(U, 3, S, S) → (U, G·G, 4c + 2) cell features with their centres."""
+            f = self.cnn(images).flatten(2).transpose(1, 2)
+            return torch.cat([f, self.coords.expand(f.shape[0], -1, -1)], dim=2)
+
+        def forward(
+            self,
+            tokens: torch.Tensor,
+            lengths: torch.Tensor,
+            images: torch.Tensor,
+            image_of: torch.Tensor,
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.head(tokens, lengths, self.cells(images), image_of)
+
+        def head(
+            self,
+            tokens: torch.Tensor,
+            lengths: torch.Tensor,
+            cells: torch.Tensor,
+            image_of: torch.Tensor,
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            """Answer logits and cell attention from the unique images' cells (U, G·G, dim)."""
+            q = self.question(tokens, lengths)
+            keys = self.att_v(cells)[image_of]  # (B, G·G, att)
+            scores = self.att_w(torch.tanh(keys + self.att_q(q)[:, None, :]))
+            alpha = torch.softmax(scores.squeeze(-1), dim=1)
+            pooled = torch.bmm(alpha[:, None, :], cells[image_of]).squeeze(1)
+            joint = torch.relu(self.joint_q(q)) * torch.relu(self.joint_v(pooled))
+            return self.classifier(joint), alpha
+
+    return PixelNet()
+
+
+class PixelModel(TorchModel):
+    """Reads pixels; attention over grid cells gives per-box importance by overlap."""
+
+    name: ClassVar[str] = NAME
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        visual="pixels", object_masking=False, attention=True, gradients=False
+    )
+    uses_objects: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {
+        **TRAINING_DEFAULTS,
+        "epochs": 8,
+        "batch_size": 64,
+        "image_size": 128,
+        "channels": 24,
+        "attention_dim": 128,
+        "aux_weight": 1.0,
+        "aux_attributes": 64,
+        "aux_sizes": [0, 0],
+        "dropout": 0.3,
+        "weight_decay": 1e-3,
+    }
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        """(width, height) the model reads; the data path resizes to it."""
+        size = int(self.options["image_size"])
+        return size, size
+
+    @property
+    def grid(self) -> int:
+        """Cells per side of the attention grid."""
+        return int(self.options["image_size"]) // 8
+
+    @classmethod
+    def resolve_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``options``; ``image_size`` must be a multiple of 8."""
+        opts = super().resolve_options(options)
+        size = opts["image_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
+            raise ValueError(f"image_size must be a multiple of 8 and at least 16, got {size!r}")
+        return opts
+
+    @classmethod
+    def build_net(
+        cls, n_words: int, n_answers: int, feature_dim: int, options: Mapping[str, Any]
+    ) -> Any:
+        """See :func:`build_pixel_net`."""
+        return build_pixel_net(n_words, n_answers, options)
+
+    @classmethod
+    def batch_order(
+        cls,
+        qids: Sequence[str],
+        questions: Mapping[str, Mapping[str, Any]],
+        rng: np.random.Generator,
+        batch_size: int,
+    ) -> np.ndarray:
+        """Images in random order, each image's questions together in random order."""
+        by_image: dict[str, list[int]] = {}
+        for i, q in enumerate(qids):
+            by_image.setdefault(str(questions[q]["imageId"]), []).append(i)
+        groups = list(by_image.values())
+        order: list[int] = []
+        for g in rng.permutation(len(groups)):
+            order.extend(np.asarray(groups[g])[rng.permutation(len(groups[g]))].tolist())
+        return np.asarray(order, dtype=np.int64)
+
+    def training_input(self, data: GQAData, image_ids: Sequence[str]) -> PixelInput:
+        """The batch's images at the model's input size (the data path caches them)."""
+        return data.pixel_input(image_ids, size=self.input_size, max_objects=1)
+
+    def _pixel_tensors(
+        self, batch: QuestionBatch, visual: PixelInput | None
+    ) -> tuple[Any, Any]:
+        """Unique images as a (U, 3, S, S) tensor in [−1, 1] and each question's image row."""
+        import torch
+
+        if not isinstance(visual, PixelInput):
+            raise DataError(None, f"model {self.name!r} needs pixel input (images)")
+        size = int(self.options["image_size"])
+        rows: dict[str, int] = {}
+        unique: list[np.ndarray] = []
+        image_of = []
+        for image_id, image in zip(batch.image_ids, visual.images, strict=True):
+            key = f"{image_id}:{id(image)}"  # a condition's changed copy is its own image
+            if key not in rows:
+                if image.shape != (size, size, 3):
+                    raise DataError(
+                        None, f"pixel input is {image.shape}, the model reads {size}×{size}×3"
+                    )
+                rows[key] = len(unique)
+                unique.append(image)
+            image_of.append(rows[key])
+        array = np.stack(unique).astype(np.float32) / 127.5 - 1.0
+        images = torch.from_numpy(np.ascontiguousarray(array.transpose(0, 3, 1, 2)))
+        return images, torch.as_tensor(image_of, dtype=torch.int64)
+
+    def forward(self, batch: QuestionBatch, visual: Any, feats: Any = None) -> tuple[Any, Any]:
+        """``(logits (B, A), per-box importance (B, N) or None)``; N = the boxes of
+        ``visual`` (None when it carries none)."""
+        import torch
+
+        tokens, lengths = self._question_tensors(batch)
+        images, image_of = self._pixel_tensors(batch, visual)
+        logits, alpha = self.net(tokens, lengths, images, image_of)
+        if visual.boxes is None or visual.boxes.shape[1] == 0:
+            return logits, None
+        overlap = box_cell_overlap(visual.boxes, self.grid, int(self.options["image_size"]))
+        weights = torch.from_numpy(overlap.astype(np.float32))
+        per_box = torch.bmm(weights, alpha[..., None].detach()).squeeze(-1)
+        if visual.mask is not None:
+            per_box = per_box * torch.from_numpy(visual.mask.astype(np.float32))
+        return logits, per_box
+
+    def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
+        """Answer cross-entropy plus, with scene graphs, the cell supervision (module doc)."""
+        from vqadiag.models.training import CrossEntropyObjective
+
+        if self.options["aux_weight"] <= 0 or not self.options["aux_sizes"][0]:
+            return CrossEntropyObjective(self)
+        return GridObjective(self, data, split)
+
+    @classmethod
+    def train(cls, data: GQAData, *, split: str = "train", **kwargs: Any) -> PixelModel:
+        """:meth:`TorchModel.train`, with the sizes of the cell-label heads taken from the
+        training split's scene graphs (none: no cell supervision)."""
+        n_attrs = int(kwargs.get("aux_attributes", cls.defaults["aux_attributes"]))
+        names, attrs = _grid_vocab(data, split, n_attrs)
+        return super().train(data, split=split, aux_sizes=[len(names), len(attrs)], **kwargs)
+
+
+def _grid_vocab(data: GQAData, split: str, n_attrs: int) -> tuple[list[str], list[str]]:
+    """Object names (index 0 = background) and the ``n_attrs`` most frequent attributes of
+    the split's scene graphs; empty lists when the split has none."""
+    from collections import Counter
+
+    try:
+        scenes = data.scene_graphs(split)
+    except DataError:
+        return [], []
+    names: Counter[str] = Counter()
+    attrs: Counter[str] = Counter()
+    for scene in scenes.values():
+        for obj in scene["objects"].values():
+            names[str(obj["name"])] += 1
+            attrs.update(str(a) for a in obj.get("attributes") or ())
+    ranked = sorted(names, key=lambda n: (-names[n], n))
+    top = sorted(attrs, key=lambda a: (-attrs[a], a))[:n_attrs]
+    return ["<background>", *ranked], top
+
+
+class GridObjective:
+    """``CE(answer) + w · (CE(cell names) + BCE(cell attributes))`` (module docstring)."""
+
+    def __init__(self, model: PixelModel, data: GQAData, split: str) -> None:
+        import torch
+
+        self.model = model
+        self.scenes = data.scene_graphs(split)
+        names, attrs = _grid_vocab(data, split, int(model.options["aux_attributes"]))
+        self.name_index = {n: i for i, n in enumerate(names)}
+        self.attr_index = {a: i for i, a in enumerate(attrs)}
+        self.n_attrs = len(attrs)
+        self.weight = float(model.options["aux_weight"])
+        self.ce = torch.nn.CrossEntropyLoss()
+        self.bce = torch.nn.BCEWithLogitsLoss()
+        self._targets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per cell (G·G): the name index and the attribute indicator row of the object on
+        top at the cell's centre (in the stored image's coordinates)."""
+        hit = self._targets.get(image_id)
+        if hit is not None:
+            return hit
+        grid = self.model.grid
+        scene = self.scenes.get(image_id) or {"objects": {}}
+        width = float(scene.get("width") or 1.0)
+        height = float(scene.get("height") or 1.0)
+        centres = (np.arange(grid) + 0.5) / grid
+        cx = np.tile(centres * width, grid)
+        cy = np.repeat(centres * height, grid)
+        name = np.zeros(grid * grid, dtype=np.int64)
+        attr = np.zeros((grid * grid, self.n_attrs), dtype=np.float32)
+        best = np.full(grid * grid, np.inf)
+        for obj in scene["objects"].values():
+            x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+            inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h) & (w * h < best)
+            if not inside.any():
+                continue
+            best[inside] = w * h
+            name[inside] = self.name_index.get(str(obj["name"]), 0)
+            row = np.zeros(self.n_attrs, dtype=np.float32)
+            for a in obj.get("attributes") or ():
+                j = self.attr_index.get(str(a))
+                if j is not None:
+                    row[j] = 1.0
+            attr[inside] = row
+        self._targets[image_id] = (name, attr)
+        return name, attr
+
+    def __call__(self, batch: QuestionBatch, visual: Any, target: Any, feats: Any = None):
+        import torch
+
+        model = self.model
+        tokens, lengths = model._question_tensors(batch)
+        images, image_of = model._pixel_tensors(batch, visual)
+        net = model.net
+        cells = net.cells(images)
+        logits, _ = net.head(tokens, lengths, cells, image_of)
+        loss = self.ce(logits, target)
+        first: dict[int, str] = {}
+        for image_id, row in zip(batch.image_ids, image_of.tolist(), strict=True):
+            first.setdefault(row, str(image_id))
+        names = np.stack([self.targets(first[r])[0] for r in range(len(first))])
+        attrs = np.stack([self.targets(first[r])[1] for r in range(len(first))])
+        aux = self.ce(net.aux_name(cells).flatten(0, 1), torch.from_numpy(names).flatten())
+        if self.n_attrs:
+            aux = aux + self.bce(net.aux_attr(cells), torch.from_numpy(attrs))
+        return loss + self.weight * aux, logits
