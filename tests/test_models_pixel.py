@@ -3,7 +3,10 @@
 Validity (the metrics measure what they claim, on pixels):
 
 * a blind model that is fed pixels (it reads the images it is given, then ignores
-  them) has FPVG+ exactly 0 under pixel masking, although its inputs really change.
+  them) has FPVG+ exactly 0 under pixel masking, although its inputs really change;
+* a model grounded by construction — it answers right exactly when the pixels of the
+  question's relevant boxes are intact — has FPVG+ exactly 100, acc(relevant-only) 100
+  and acc(irrelevant-only) 0: relevance, pixel masks and scoring agree box for box.
 
 Not asserted yet, because the pixel model does not have these properties so far
 (issue "images in the data path" stays open on them): that its FPVG+ is above the
@@ -51,6 +54,41 @@ class BlindPixelModel:
 
     def fingerprint(self) -> str:
         return "blind-pixels-v1"
+
+
+class RelevantPixelsOracle:
+    """Right (the gold answer) exactly when the relevant boxes' pixels are the stored ones."""
+
+    name = "relevant-pixels-oracle"
+    capabilities = Capabilities(visual="pixels", object_masking=False, probabilities=False)
+    input_size = (160, 120)
+    relevant: dict[str, list[int]] = {}  # noqa: RUF012 (set by the fixture)
+    world = None
+
+    def __init__(self, spec: str) -> None:
+        self.answer_vocab = []
+        self.data = GQAData(RelevantPixelsOracle.world)
+
+    def predict(self, batch, visual):
+        from vqadiag.probes.conditions import region_mask
+
+        answers = []
+        for i, qid in enumerate(batch.question_ids):
+            image = visual.images[i]
+            # its own view of the truth: the stored image at the input size, and the
+            # detected boxes scaled here (not the ones the data path hands over)
+            original, (width, height) = self.data.images.resized(
+                batch.image_ids[i], self.input_size
+            )
+            scale = np.array([self.input_size[0] / width, self.input_size[1] / height] * 2)
+            boxes = self.data.image_boxes(batch.image_ids[i])[self.relevant.get(qid, [])] * scale
+            region = region_mask(*image.shape[:2], boxes)
+            intact = bool((image[region] == original[region]).all())
+            answers.append(str(batch.record(i)["answer"]) if intact else "nope")
+        return ModelOutput(answers)
+
+    def fingerprint(self) -> str:
+        return "relevant-pixels-oracle-v1"
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +165,27 @@ def test_blind_model_has_fpvg_plus_exactly_zero_under_pixel_masking(results):
     # irrelevant-only, one box left out), more than the world's images
     assert len(BlindPixelModel.seen) > 300
     assert blind["config"]["pixel_fill"] == "mean"
+
+
+def test_a_model_grounded_by_construction_scores_fpvg_plus_100(world, tmp_path):
+    from vqadiag.data.relevance_files import read_relevance
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.scoring.fpvg import relevance
+
+    gqa = world / "gqa"
+    rel_file = tmp_path / "relevance.json"
+    relevance(gqa / "val_balanced_questions.json", gqa / "val_sceneGraphs.json",
+              gqa / "objects", rel_file)  # fmt: skip
+    RelevantPixelsOracle.relevant = {q: list(r[0]) for q, r in read_relevance(rel_file).items()}
+    RelevantPixelsOracle.world = world
+    plugins.register_adapter("oracle", RelevantPixelsOracle, "test: grounded by construction")
+    try:
+        result = diagnose(
+            world, "oracle:x", tmp_path / "out", suites="fpvg", n_bootstrap=20, max_questions=200
+        )
+    finally:
+        plugins.unregister_adapter("oracle")
+    assert _value(result, "fpvg_plus") == 100.0
+    assert _value(result, "acc_all") == _value(result, "acc_rel") == 100.0
+    assert _value(result, "acc_irrel") == 0.0
+    assert result["summary"]["fpvg_plus"]["n"] > 50
