@@ -2,10 +2,10 @@
 # The main job on a fresh machine, end to end:
 #   1. install vqadiag with its PyTorch models (the CPU build of torch first);
 #   2. vqadiag demo: generate a synthetic world in the real GQA / VQA v2 /
-#      VQA-introspect formats, train the prior, question-only, UpDn and symbolic
+#      VQA-introspect formats, train the prior, question-only, UpDn, symbolic and pixel
 #      models, diagnose each with every suite and write the comparison report.
 # Outputs go to ./vqadiag-demo (override with VQADIAG_OUT); extra arguments go to
-# `vqadiag demo` (e.g. --size medium). About 7 minutes of CPU on 2 cores; rerun to resume.
+# `vqadiag demo` (e.g. --size medium). About 6 minutes on 2 cores; rerun to resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${VQADIAG_OUT:-vqadiag-demo}"

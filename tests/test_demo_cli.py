@@ -35,27 +35,37 @@ def test_demo_runs_every_stage_and_writes_the_report(first_run):
         "train-question-only",
         "train-updn",
         "train-symbolic",
+        "train-pixel",
         "diagnose-prior",
         "diagnose-question-only",
         "diagnose-updn",
         "diagnose-symbolic",
+        "diagnose-pixel",
         "report",
     ]
     assert all(s["status"] == "done" for s in data["stages"])
     # progress: one stage header per step on stderr, nothing but JSON on stdout
-    assert "vqadiag demo [1/10]" in res.stderr and "vqadiag demo [10/10]" in res.stderr
+    assert "vqadiag demo [1/12]" in res.stderr and "vqadiag demo [12/12]" in res.stderr
     assert "report:" in res.stderr
     report = json.loads((out / "report" / "report.json").read_text())
-    assert [m["name"] for m in report["models"]] == ["prior", "question-only", "updn", "symbolic"]
+    names = ["prior", "question-only", "updn", "symbolic", "pixel"]
+    assert [m["name"] for m in report["models"]] == names
     assert (out / "report" / "report.html").stat().st_size > 10_000
-    for name in ("prior", "question-only", "updn", "symbolic"):
+    for name in names:
         assert (out / "results" / name / "results.json").is_file()
         assert data["models"][name]["results"] == str(out / "results" / name)
     world = json.loads((out / "world" / "world.json").read_text())
     assert world["images"] == 60 and world["seed"] == 0
     # the symbolic model is compared with the blind ones on the same questions
     acc = [c for c in report["comparisons"] if c["metric"] == "accuracy"]
-    assert len(acc) == 6 and all(c["paired"] for c in acc)
+    assert len(acc) == 10 and all(c["paired"] for c in acc)
+    # the pixel model read the rendered images and was diagnosed under pixel conditions
+    pixel = json.loads((out / "results" / "pixel" / "results.json").read_text())
+    assert pixel["model"]["capabilities"]["pixel_input"] is True
+    assert pixel["conditions"]["gqa.rel"]["computed"] > 0
+    # the drill-down rows show thumbnails of the world's images with their boxes
+    html = (out / "report" / "report.html").read_text()
+    assert 'class="thumb"' in html and "relevant boxes green, irrelevant red" in html
 
 
 def test_second_run_skips_every_stage(first_run, run_cli):
@@ -64,7 +74,7 @@ def test_second_run_skips_every_stage(first_run, run_cli):
     res = run_cli(*_tiny_demo(out))
     assert res.exit_code == 0, res.stderr
     data = res.json()
-    assert [s["status"] for s in data["stages"]] == ["skipped"] * 10
+    assert [s["status"] for s in data["stages"]] == ["skipped"] * 12
     assert "skipped" in res.stderr
     assert (out / "report" / "report.json").read_bytes() == before
 

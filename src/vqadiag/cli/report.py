@@ -1,5 +1,5 @@
 """Commands: ``vqadiag report`` (result folders → report.json + report.html) and
-``vqadiag demo`` (synthetic world → four models → diagnose → report)."""
+``vqadiag demo`` (synthetic world → five models → diagnose → report)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from vqadiag.errors import DataError
 
 EXTENSIONS = (".jpg", ".png", ".jpeg")
 COCO_SPLITS = ("val2014", "train2014", "test2015")
-DEFAULT_CACHE_BYTES = 512 << 20
+DEFAULT_CACHE_BYTES = 96 << 20
 
 
 def _coco_name(split: str, image_id: str) -> str | None:

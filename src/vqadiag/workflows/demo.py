@@ -1,9 +1,9 @@
-"""Glue of ``vqadiag demo``: from nothing to a report comparing four models.
+"""Glue of ``vqadiag demo``: from nothing to a report comparing five models.
 
 Stages (each prints a header on stderr, then its own progress bars):
 
 1. ``OUT/world``: a synthetic world (:func:`vqadiag.synth.generate_world`);
-2. ``OUT/runs/<model>``: train prior, question-only, UpDn and symbolic
+2. ``OUT/runs/<model>``: train prior, question-only, UpDn, symbolic and the pixel model
    (:func:`vqadiag.workflows.models.train`);
 3. ``OUT/results/<model>``: diagnose each with every suite
    (:func:`vqadiag.diagnosis.diagnose.diagnose`, resumable from its prediction store);
@@ -29,7 +29,7 @@ from typing import Any
 
 from vqadiag.errors import DataError
 
-MODELS = ("prior", "question-only", "updn", "symbolic")
+MODELS = ("prior", "question-only", "updn", "symbolic", "pixel")
 
 #: World size, training epochs, questions diagnosed, bootstrap resamples and the ranker of
 #: the basic-question dataset (robustness suite) per size. ``small`` is what `vqadiag demo`
@@ -38,21 +38,21 @@ MODELS = ("prior", "question-only", "updn", "symbolic")
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
         "images": 60,
-        "epochs": {"question-only": 1, "updn": 1, "symbolic": None, "prior": None},
+        "epochs": {"question-only": 1, "updn": 1, "symbolic": None, "prior": None, "pixel": 1},
         "max_questions": 60,
         "n_bootstrap": 100,
         "bq_ranker": "bleu1",
     },
     "small": {
         "images": 1000,
-        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None},
+        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None, "pixel": 8},
         "max_questions": 1000,
         "n_bootstrap": 1000,
         "bq_ranker": "bleu1",
     },
     "medium": {
         "images": 2000,
-        "epochs": {"question-only": 6, "updn": 12, "symbolic": None, "prior": None},
+        "epochs": {"question-only": 6, "updn": 12, "symbolic": None, "prior": None, "pixel": 10},
         "max_questions": None,
         "n_bootstrap": 1000,
         "bq_ranker": "lasso",
@@ -149,9 +149,9 @@ def demo(
     bq_ranker: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Generate a world, train four models, diagnose them and write the report.
+    """Generate a world, train five models, diagnose them and write the report.
 
-    ``size`` picks :data:`SIZES`; ``images``, ``epochs`` (question-only and UpDn),
+    ``size`` picks :data:`SIZES`; ``images``, ``epochs`` (question-only, UpDn and pixel),
     ``max_questions`` (questions diagnosed per split), ``n_bootstrap`` and
     ``bq_ranker`` override it. The basic-question dataset of the robustness suite is
     built once, by the first model's diagnosis, and reused by the others. Returns
