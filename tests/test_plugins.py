@@ -274,3 +274,46 @@ def test_registry_refuses_a_figure_key_of_another_suite():
     with pytest.raises(ValueError, match="reuses a figure key of suite 'accuracy'"):
         plugins.register_suite(Clash)
     assert "clash" not in plugins.registered_suites()
+
+
+def test_plugin_files_with_one_name_load_both_and_errors_are_one_line(tmp_path, run_cli, world):
+    for folder, label in (("a", "first"), ("b", "second")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "myplug.py").write_text(
+            "from vqadiag.plugins import Figure, Suite, register_suite\n"
+            f"@register_suite\nclass S(Suite):\n    name = 'plug_{folder}'\n"
+            f"    figures = (Figure('fig_{folder}', '{label}'),)\n"
+        )
+    cli = run_cli(
+        "suites", "--json", "--plugin", tmp_path / "a" / "myplug.py",
+        "--plugin", tmp_path / "b" / "myplug.py",
+    )  # fmt: skip
+    assert cli.exit_code == 0, cli.stderr
+    listing = json.loads(cli.stdout)["suites"]
+    assert {"plug_a", "plug_b"} <= set(listing)
+    plugins.unregister_suite("plug_a")
+    plugins.unregister_suite("plug_b")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    cli = run_cli("suites", "--plugin", broken)
+    assert cli.exit_code == 2 and "RuntimeError: boom" in cli.stderr
+    assert len(cli.stderr.strip().splitlines()) == 1
+    cli = run_cli("suites", "--plugin", "no_such_module_xyz")
+    assert cli.exit_code == 2 and "no_such_module_xyz" in cli.stderr
+
+
+def test_a_plugin_replaces_a_built_in_suite_of_the_same_name(tmp_path, run_cli):
+    from vqadiag.suites.accuracy import AccuracySuite
+
+    plug = tmp_path / "replace_accuracy.py"
+    plug.write_text(
+        "from vqadiag.plugins import register_suite\n"
+        "from vqadiag.suites.accuracy import AccuracySuite\n"
+        "@register_suite\nclass Mine(AccuracySuite):\n    title = 'my accuracy'\n"
+    )
+    try:
+        cli = run_cli("suites", "--json", "--plugin", plug)
+        assert cli.exit_code == 0, cli.stderr
+        assert json.loads(cli.stdout)["suites"]["accuracy"]["title"] == "my accuracy"
+    finally:
+        plugins.register_suite(AccuracySuite)

@@ -18,6 +18,7 @@ vqadiag.plugins`` stays light.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -85,34 +86,54 @@ def load_plugins(specs: Iterable[str]) -> list[str]:
     comma-separated ``VQADIAG_PLUGINS`` environment variable and ``specs`` (each a
     module name or a ``.py`` file). Each is imported once; returns what was loaded now.
     """
+    from vqadiag.suites.base import load_builtin_suites
+
+    load_builtin_suites()  # built-ins first: a plug-in of the same name replaces one
     wanted: list[str] = []
     try:
         entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
     except Exception:  # broken metadata of an unrelated package must not stop vqadiag
         entry_points = ()
-    wanted += [f"entry-point:{ep.name}={ep.value}" for ep in entry_points]
+    by_spec = {f"entry-point:{ep.name}={ep.value}": ep for ep in entry_points}
+    wanted += list(by_spec)
     wanted += [s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(",") if s.strip()]
     wanted += [str(s) for s in specs]
     loaded = []
     for spec in wanted:
         if spec in _LOADED:
             continue
-        _import_plugin(spec)
-        _LOADED.add(spec)
+        _LOADED.add(spec)  # before importing: a plug-in may call load_plugins itself
+        try:
+            if spec in by_spec:
+                _load_entry_point(by_spec[spec])
+            else:
+                _import_plugin(spec)
+        except BaseException:
+            _LOADED.discard(spec)
+            raise
         loaded.append(spec)
     return loaded
 
 
+def _load_entry_point(ep: Any) -> None:
+    """Import an entry point's module; call its attribute when it names a callable."""
+    try:
+        target = ep.load()
+        if callable(target) and ":" in ep.value:
+            target()
+    except Exception as err:
+        why = f"{type(err).__name__}: {err}"
+        raise DataError(f"entry point {ep.name}", f"plug-in failed to load: {why}") from None
+
+
 def _import_plugin(spec: str) -> None:
-    if spec.startswith("entry-point:"):
-        _, _, target = spec.partition("=")
-        importlib.import_module(target.partition(":")[0])
-        return
     path = Path(spec)
     if spec.endswith(".py"):
         if not path.is_file():
             raise DataError(path, "plug-in file not found")
-        name = f"vqadiag_plugin_{path.stem}"
+        resolved = str(path.resolve())
+        digest = hashlib.sha1(resolved.encode()).hexdigest()[:12]
+        name = f"vqadiag_plugin_{path.stem}_{digest}"
         if name in sys.modules:
             return
         loader = importlib.util.spec_from_file_location(name, path)
@@ -129,5 +150,6 @@ def _import_plugin(spec: str) -> None:
         return
     try:
         importlib.import_module(spec)
-    except ImportError as err:
-        raise DataError("--plugin", f"cannot import plug-in module {spec!r}: {err}") from None
+    except Exception as err:
+        why = f"{type(err).__name__}: {err}"
+        raise DataError("--plugin", f"cannot import plug-in module {spec!r}: {why}") from None

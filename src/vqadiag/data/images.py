@@ -30,6 +30,8 @@ from vqadiag.errors import DataError
 EXTENSIONS = (".jpg", ".png", ".jpeg")
 COCO_SPLITS = ("val2014", "train2014", "test2015")
 DEFAULT_CACHE_BYTES = 96 << 20
+#: resized copies (the model's input size) kept: 1 GiB is ~20,000 images at 128 × 128
+RESIZED_CACHE_BYTES = 1 << 30
 
 
 def _coco_name(split: str, image_id: str) -> str | None:
@@ -55,7 +57,9 @@ class ImageFiles:
         self._paths: dict[str, Path | None] = {}
         self._digests: dict[str, str] = {}
         self._pixels: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._resized: dict[tuple[str, int, int], np.ndarray] = {}
+        self._resized: OrderedDict[tuple[str, int, int], np.ndarray] = OrderedDict()
+        self._resized_bytes = 0
+        self._resized_limit = RESIZED_CACHE_BYTES
         self._sizes: dict[str, tuple[int, int]] = {}
         self._cache_bytes = cache_bytes
         self._cached = 0
@@ -123,7 +127,10 @@ class ImageFiles:
                 self._pixels.move_to_end(image_id)
                 return hit
         array = decode(self.path(image_id, question), question)
+        array.setflags(write=False)
         with self._lock:
+            if image_id in self._pixels:  # another thread decoded it meanwhile
+                return self._pixels[image_id]
             self._pixels[image_id] = array
             self._cached += array.nbytes
             while self._cached > self._cache_bytes and len(self._pixels) > 1:
@@ -137,23 +144,26 @@ class ImageFiles:
         """The image resized to ``size`` = (width, height) (bilinear), and its original
         (width, height); resized copies are small and kept."""
         key = (image_id, int(size[0]), int(size[1]))
-        hit = self._resized.get(key)
-        if hit is not None:
-            return hit, self._original_size(image_id)
+        with self._lock:
+            hit = self._resized.get(key)
+            if hit is not None:
+                self._resized.move_to_end(key)
+                return hit, self._sizes[image_id]
         full = self.pixels(image_id, question)
         from PIL import Image
 
         small = np.asarray(Image.fromarray(full).resize(key[1:], Image.BILINEAR), np.uint8)
-        self._resized[key] = small
-        self._sizes[image_id] = (full.shape[1], full.shape[0])
+        small.setflags(write=False)
+        with self._lock:
+            self._sizes[image_id] = (full.shape[1], full.shape[0])
+            if key not in self._resized:
+                self._resized[key] = small
+                self._resized_bytes += small.nbytes
+                while self._resized_bytes > self._resized_limit and len(self._resized) > 1:
+                    _, old = self._resized.popitem(last=False)
+                    self._resized_bytes -= old.nbytes
         return small, (full.shape[1], full.shape[0])
 
-    def _original_size(self, image_id: str) -> tuple[int, int]:
-        hit = self._sizes.get(image_id)
-        if hit is None:
-            full = self.pixels(image_id)
-            hit = self._sizes[image_id] = (full.shape[1], full.shape[0])
-        return hit
 
 
 def decode(path: Path, question: str | None = None) -> np.ndarray:

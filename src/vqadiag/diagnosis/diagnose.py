@@ -141,7 +141,7 @@ def diagnose(
         max_questions=max_questions,
         max_objects=int(max_objects),
         progress=progress,
-        images=None if images is None else str(images),
+        images=None if images is None else str(Path(images).resolve()),
         fill=pixel_fill,
         allow_missing_images=bool(allow_missing_images),
     )
@@ -190,7 +190,7 @@ def diagnose(
             "capabilities": the_model.capabilities.to_json(),
         },
         "data": {
-            "root": str(root),
+            "root": str(root.resolve()),
             "fingerprint": data_fp,
             "datasets": _datasets(state),
             **({"missing_images": len(state.missing_images)} if state.missing_images else {}),

@@ -105,7 +105,8 @@ def load_model(run_dir: str | Path) -> Any:
 
 
 def load_model_spec(spec: str) -> Any:
-    """The model of ``--model``: a run folder, or ``KIND:SPEC`` of a registered adapter."""
+    """The model of ``--model``: a run folder, or ``KIND:SPEC`` of a registered adapter
+    (callers load plug-ins first: :func:`vqadiag.plugins.load_plugins`)."""
     kind, sep, rest = spec.partition(":")
     if sep and kind in ADAPTERS and not Path(spec).exists():
         if not rest:

@@ -91,6 +91,9 @@ CONTENT_HASH_LIMIT = 256 << 20
 _BINARY_SUFFIXES = (".h5", ".hdf5", ".npz", ".npy")
 
 
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
 def dataset_fingerprint(root: Path, split: str) -> str:
     """Fingerprint of the data folder as the diagnosed split sees it, whatever the model.
 
@@ -106,6 +109,8 @@ def dataset_fingerprint(root: Path, split: str) -> str:
         in_split = split in path.name
         is_detector = "objects" in path.parent.name or path.suffix in _BINARY_SUFFIXES
         if not (in_split or is_detector) or path.suffix in (".sqlite", ".tmp"):
+            continue
+        if path.suffix.lower() in _IMAGE_SUFFIXES:  # per-question fingerprints cover images
             continue
         size = path.stat().st_size
         if path.suffix in _BINARY_SUFFIXES or size > CONTENT_HASH_LIMIT:

@@ -118,7 +118,14 @@ class ProbeContext:
         self._lock = threading.Lock()
 
     # -- data ------------------------------------------------------------------------
-    def image_digest(self, image_id: str) -> str:
+    def _pixel_boxes(self, image_id: str) -> np.ndarray:
+        """A pixel model's view of the image's detected boxes (none without detections)."""
+        try:
+            return self.data.image_boxes(image_id)[: self.max_objects]
+        except DataError:
+            return np.zeros((0, 4), np.float32)
+
+    def image_digest(self, image_id: str, question: str | None = None) -> str:
         """Digest of what the model reads of an image: its objects' features and boxes, or
         for a pixel model the image file's bytes, its boxes and the input size (``"blind"``
         for models that never see the image)."""
@@ -128,10 +135,10 @@ class ProbeContext:
         if hit is None:
             with self._lock:
                 if self.pixels:
-                    boxes = self.data.image_boxes(image_id)[: self.max_objects]
+                    boxes = self._pixel_boxes(image_id)
                     hit = stable_hash(
                         [
-                            self.data.images.digest(image_id),
+                            self.data.images.digest(image_id, question),
                             object_digest(np.zeros((0, 0), np.float32), boxes),
                             list(self.input_size or ()),
                         ]
@@ -146,7 +153,7 @@ class ProbeContext:
         """Number of the image's objects that enter the model input (≤ ``max_objects``)."""
         with self._lock:
             if self.pixels:
-                boxes = self.data.image_boxes(image_id)
+                boxes = self._pixel_boxes(image_id)
             else:
                 _, boxes = self.data.image_objects(image_id)
         return min(len(boxes), self.max_objects)
@@ -156,7 +163,8 @@ class ProbeContext:
         donor = ""
         if condition.replacement == "other-images" and condition.kind == "objects":
             donor = self.image_digest(self.donors.get(probe.image_id, probe.image_id))
-        base = data_fingerprint(probe.record, probe.question, self.image_digest(probe.image_id))
+        digest = self.image_digest(probe.image_id, probe.qid)
+        base = data_fingerprint(probe.record, probe.question, digest)
         return data_fingerprint({"base": base, **probe.row_params()}, "", "", donor)
 
     # -- model inputs ----------------------------------------------------------------------

@@ -192,13 +192,19 @@ def unregister_suite(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def _load_builtins() -> None:
+def load_builtin_suites() -> None:
+    """Register the built-in suites (once), before any plug-in."""
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
     _BUILTINS_LOADED = True
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
+
+
+def _load_builtins() -> None:
+    """The built-ins, then the plug-ins of entry points and ``VQADIAG_PLUGINS``."""
+    load_builtin_suites()
     from vqadiag.plugins import load_plugins
 
     load_plugins(())

@@ -63,22 +63,15 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     from vqadiag.metrics.consistency import attention_correlation
     from vqadiag.scoring.consistency import score_consistency
 
-    needs_visual(state)
     split = state.options.split
     path = state.data_root / "introspect" / f"VQAIntrospect_{split}v1.0.json"
     if not path.is_file():
         raise SuiteSkipped(f"no introspect data ({path.name})")
     data = vqa_data(state)
+    needs_visual(state, data)
     raw = read_json(path)
     intro = read_introspect(path)
     main_ids = list(intro.mains)
-    limit = state.options.max_questions
-    if limit is not None:
-        chosen = set(hash_order(main_ids)[: max(1, limit // 4)])
-        main_ids = [q for q in main_ids if q in chosen]
-        subset = {q: raw[q] for q in raw if str(q).strip() in chosen}
-        path = write_json(state.inputs / "introspect.json", subset)
-        intro = read_introspect(path)
     vqa = data.questions(split)
     vqa_path = data.questions_path(split)
 
@@ -87,6 +80,22 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
             return vqa[qid]
         feature_id = data.feature_image_id(str(image), vqa_path, qid)
         return {"question": question, "imageId": feature_id, "image_id": str(image)}
+
+    limit = state.options.max_questions
+    chosen = set(main_ids)
+    if limit is not None:
+        chosen = set(hash_order(main_ids)[: max(1, limit // 4)])
+    image_of = {
+        q: str(record_of(q, intro.mains[q].question, intro.mains[q].image_id)["imageId"])
+        for q in main_ids
+        if q in chosen
+    }
+    chosen = set(state.drop_missing_images(list(image_of), image_of, data))
+    if len(chosen) < len(main_ids):
+        main_ids = [q for q in main_ids if q in chosen]
+        subset = {q: raw[q] for q in raw if str(q).strip() in chosen}
+        path = write_json(state.inputs / "introspect.json", subset)
+        intro = read_introspect(path)
 
     mains = [intro.mains[q] for q in main_ids]
     subs = [s for m in mains for s in m.subs]

@@ -47,8 +47,8 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     from vqadiag.data.vqa2 import read_pairs
     from vqadiag.scoring.vqa import score_pairs
 
-    needs_visual(state)
     data = vqa_data(state)
+    needs_visual(state, data)
     split = state.options.split
     name = data.questions_path(split).name.replace("v2_OpenEnded_mscoco_", "v2_mscoco_")
     pairs_path = data.vqa_dir / name.replace("_questions.json", "_complementary_pairs.json")
@@ -61,6 +61,9 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
         by_key = {f"{a}|{b}": (a, b) for a, b in pairs}
         chosen = set(hash_order(by_key)[: max(1, limit // 2)])
         pairs = [p for p in pairs if f"{p[0]}|{p[1]}" in chosen]
+    image_of = {q: str(records[q]["imageId"]) for p in pairs for q in p}
+    kept = set(state.drop_missing_images(list(image_of), image_of, data))
+    pairs = [p for p in pairs if p[0] in kept and p[1] in kept]
     if not pairs:
         raise SuiteSkipped("no complementary pairs")
     pairs_file = write_json(state.inputs / "vqa2_pairs.json", [list(p) for p in pairs])

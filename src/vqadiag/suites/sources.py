@@ -46,6 +46,7 @@ def gqa_source(state: DiagnoseState) -> GQASource:
         data.questions_path(split)
     except DataError as err:
         raise SuiteSkipped(f"no GQA questions for split {split!r} ({err.path})") from None
+    needs_visual(state, data)
     records = data.questions(split)
     balanced = [q for q, r in records.items() if is_balanced(r)]
     if not balanced:
@@ -85,18 +86,20 @@ def plain_run(state: DiagnoseState) -> tuple[GQASource, ConditionRun]:
     return src, run
 
 
-def needs_visual(state: DiagnoseState) -> None:
+def needs_visual(state: DiagnoseState, data: Any = None) -> None:
     """Skip when the model needs an input this data cannot give: pixels from a data
-    folder without images (``--images DIR`` points at them), or an unknown input kind."""
+    folder without images (``--images DIR`` points at them), or an unknown input kind.
+    ``data``: the suite's dataset (its image folders), the GQA one by default."""
     caps = state.model.capabilities
     if caps.sees_features_or_nothing:
         return
     if not caps.pixel_input:
         raise SuiteSkipped(f"model needs {caps.visual} input; diagnose feeds objects or pixels")
-    from vqadiag.data.gqa_data import GQAData
+    if data is None:
+        from vqadiag.data.gqa_data import GQAData
 
-    images = GQAData(state.data_root, images=state.options.images).images
-    if not images.available():
+        data = GQAData(state.data_root, images=state.options.images)
+    if not data.images.available():
         raise SuiteSkipped(
             f"model reads pixels and {state.data_root} has no images (give --images DIR)"
         )

@@ -104,6 +104,11 @@ class DiagnoseState:
     def run(self, ctx: ProbeContext, condition: Condition, probes: Sequence[Probe]) -> ConditionRun:
         """Run (or reuse) ``condition``; a condition name is run once per diagnose run."""
         hit = self.runs.get(condition.name)
+        if hit is not None and len(hit.answers) != len(probes):
+            raise ValueError(
+                f"condition {condition.name!r} already ran on {len(hit.answers)} probes in this "
+                f"diagnosis; a suite asking it for {len(probes)} must use its own condition name"
+            )
         if hit is None and not self.model.capabilities.reruns:
             self.check_covered(probes)
         if hit is None:
@@ -113,10 +118,9 @@ class DiagnoseState:
     def removal_params(self) -> dict[str, Any]:
         """Parameters of a condition that removes objects: the replacement policy, and for
         a pixel model the fill policy of replaced pixels (both enter the fingerprint)."""
-        params: dict[str, Any] = {"replacement": self.options.replacement}
-        if self.model.capabilities.pixel_input:
-            params["fill"] = self.options.fill
-        return params
+        if self.model.capabilities.pixel_input:  # pixels ignore the object replacement
+            return {"fill": self.options.fill}
+        return {"replacement": self.options.replacement}
 
     def drop_missing_images(self, qids: Sequence[str], image_of: Mapping[str, str], data: Any):
         """``qids`` whose image file exists, for a pixel model (others: all of them).

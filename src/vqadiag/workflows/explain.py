@@ -244,8 +244,10 @@ def external_vqa_probs(
     from vqadiag.models.base import QuestionBatch
     from vqadiag.models.predict import visual_input
     from vqadiag.models.registry import load_model
+    from vqadiag.plugins import load_plugins
     from vqadiag.progress import progress_bar
 
+    load_plugins(())  # a plug-in may register the run's model class
     model = load_model(run)
     records = data.questions(split)
     vocab = {a: i for i, a in enumerate(model.answer_vocab)}

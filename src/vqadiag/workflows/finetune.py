@@ -183,9 +183,11 @@ def finetune(
     from vqadiag.models.checkpoint import run_fingerprint
     from vqadiag.models.finetune import METHODS, finetune_model
     from vqadiag.models.registry import load_model
+    from vqadiag.plugins import load_plugins
 
     if method not in METHODS:
         raise DataError("--method", f"unknown method {method!r} (known: {', '.join(METHODS)})")
+    load_plugins(())  # a plug-in may register the run's model class
     net_model = load_model(model)
     if not hasattr(getattr(net_model, "net", None), "attend"):
         raise DataError(

@@ -140,6 +140,9 @@ def predict(
     questions_per_second, accuracy | None, ci: {accuracy}}`` (accuracy in percent,
     exact match, when the questions carry answers).
     """
+    from vqadiag.plugins import load_plugins
+
+    load_plugins(())
     model = load_model_spec(str(run))
     data = open_data(data_dir, dataset)
     questions = data.questions(split)
