@@ -9,8 +9,8 @@ trained with the same seed:
 
 * BP / LMH: the model's answers agree less often with the per-group training prior
   (the bias they remove);
-* HINT: from the same start, steps on the same batch leave GradCAM ranking annotated
-  relevant objects above irrelevant ones more often than plain steps;
+* HINT: its gradient lowers the ranking loss of GradCAM (annotated relevant objects
+  above irrelevant ones) faster than the plain gradient does, from the same start;
 * SQuINT: from the same start, its steps make main and sub-question attention
   more alike than plain sub-question fine-tuning does.
 """
@@ -103,7 +103,7 @@ def fresh(data, **options):
     )
 
 
-def test_hint_steps_rank_relevant_objects_first(data):
+def test_hint_gradient_descends_the_ranking_loss(data):
     from vqadiag.models.hint import gradcam_importance, hint_ranking_loss, normalized_importance
 
     qids = list(data.questions("train"))[:200]
@@ -111,22 +111,38 @@ def test_hint_steps_rank_relevant_objects_first(data):
     batch = data.batch("train", [q for q in qids if q in sets][:32])
     visual = data.object_input(batch.image_ids)
     rel, irr = (torch.from_numpy(m) for m in relevance_masks(sets, batch.question_ids, visual.mask))
-    ranking = {}
-    for name, weight in (("plain", 0.0), ("hint", 1.0)):
-        model = fresh(data, hint=weight)
-        target = torch.from_numpy(model.answers.encode([r["answer"] for r in batch.records]))
-        objective = model.training_objective(data, "train", batch.question_ids)
-        _steps(model, lambda o=objective, y=target: o(batch, visual, y)[0])
+    model = fresh(data, hint=1.0)
+    target = torch.from_numpy(model.answers.encode([r["answer"] for r in batch.records]))
+    objective = model.training_objective(data, "train", batch.question_ids)
+    params = [p for p in model.net.parameters() if p.requires_grad]
 
-        feats, _, _ = model._object_tensors(visual)
-        feats = feats.clone().requires_grad_(True)
-        logits, _ = model.forward(batch, visual, feats=feats)
-        shares = normalized_importance(
-            gradcam_importance(logits, feats, target), torch.from_numpy(visual.mask)
-        )
-        ranking[name] = hint_ranking_loss(shares, rel, irr).item()
-    # the same start and batch: HINT's steps leave relevant objects ranked first more often
-    assert ranking["hint"] < 0.95 * ranking["plain"], ranking
+    def gradient(loss):
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+
+    feats, _, _ = model._object_tensors(visual)
+    feats = feats.clone().requires_grad_(True)
+    logits, _ = model.forward(batch, visual, feats=feats)
+    shares = normalized_importance(
+        gradcam_importance(logits, feats, target), torch.from_numpy(visual.mask)
+    )
+    ranking = gradient(hint_ranking_loss(shares, rel, irr))
+    with_hint = gradient(objective(batch, visual, target)[0])
+    plain = gradient(objective.base(batch, visual, target)[0])
+
+    def slope(step):  # d ranking / dt along θ − t · step (the directional derivative)
+        return -sum(float((r * g).sum()) for r, g in zip(ranking, step, strict=True))
+
+    # a HINT step lowers the ranking loss (relevant objects above irrelevant ones) faster than
+    # a plain step: the slopes differ by −λ·‖∇ ranking‖² < 0 exactly when the HINT loss
+    # reaches the weights through GradCAM's second-order graph. Finite Adam steps are not
+    # compared: at this size the normalised GradCAM of an untrained model swings by ±30% per
+    # step, and which of 15 such steps ends lower was a coin flip.
+    assert slope(with_hint) < slope(plain) - 1e-3 * abs(slope(plain)), (
+        slope(with_hint),
+        slope(plain),
+    )
+    assert slope(with_hint) < 0
 
 
 def test_squint_steps_align_main_and_sub_attention(world):
@@ -147,8 +163,14 @@ def test_squint_steps_align_main_and_sub_attention(world):
             vocab,
             lambda image, qid: vqa.feature_image_id(image, path, qid),
         )[:32]
+        # 30 steps: with UpDn's default answer pooling the answer loss also moves the
+        # attention, and after 15 steps both methods' attention was still about as far apart
+        # (ratio 1.02); after 30, SQuINT's is 6x closer (ratio 0.17; feature pooling: 0.07)
         _steps(
-            model, lambda m=model, ps=pairs, k=method: pair_loss(m, vqa, ps, k, LAMBDAS)[0], lr=1e-2
+            model,
+            lambda m=model, ps=pairs, k=method: pair_loss(m, vqa, ps, k, LAMBDAS)[0],
+            n=30,
+            lr=1e-2,
         )
         net = model.net
         visual = vqa.object_input([p.image_id for p in pairs])

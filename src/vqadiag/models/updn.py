@@ -9,13 +9,28 @@ Per question, with ``q = GRU(words)`` (last state) and object features
   exactly zero weight (logit −∞) and their features are replaced by zeros before
   any layer, so they have no influence at all on the output (a row with no visible
   object attends to nothing: ``α = 0``, ``v̂ = 0``);
-* ``v̂ = Σ_i α_i v_i``; fusion ``h = ReLU(U_q q) ⊙ ReLU(U_v v̂)`` (element-wise product);
-* classifier ``Linear(H, 2H) → ReLU → Dropout → Linear(2H, A)``.
+* option ``pooling`` (default ``"answers"``) says where the attention pools:
+
+  - ``"features"`` (Anderson et al.'s UpDn): ``v̂ = Σ_i α_i v_i``; fusion
+    ``h = ReLU(U_q q) ⊙ ReLU(U_v v̂)`` (element-wise product); classifier
+    ``C = Linear(H, 2H) → ReLU → Dropout → Linear(2H, A)``; logits ``C(h)``;
+  - ``"answers"``: every object answers on its own and the attention mixes the
+    answers, ``p(a) = Σ_i α_i softmax(C(h_i))[a]`` with ``h_i = ReLU(U_q q) ⊙
+    (1 + ReLU(U_v v_i))`` (the ``1 +`` lets the question through when no object
+    helps); the logits are ``log p`` centred over the answers (so
+    ``softmax(logits) = p``). A row with no visible object uses the
+    answer of an empty object (``v = 0``) alone. The dropout masks are drawn per
+    question, the same for all its objects (attention:
+    ``w_a · (ReLU(W_v v_i) ⊙ Dropout(ReLU(W_q q)))``). The loss ``−log Σ_i α_i p_i(y)``
+    rewards attention on the objects whose own answer is right. On the demo's world
+    (~9,900 training questions) this attention learns where to look; with pooled
+    features it barely does (docs/models.md, "UpDn pooling").
 
 ``feature_norm`` (default ``"layer"``): ``"layer"`` = LayerNorm over the feature
 dimension (learned scale and shift), ``"l2"`` = ``f / ‖f‖₂``, ``"none"`` = raw
 features (what runs saved before this option existed use; their configs lack the
-key and load as ``"none"``).
+key and load as ``"none"``). Likewise a config without ``pooling`` loads as
+``"features"``.
 
 ``ModelOutput.attention`` is ``α`` (B, N); :meth:`UpDnModel.object_gradients` gives
 ``∂ logit_a / ∂ f`` for GradCAM-style importance (docs/protocols.md §5).
@@ -40,6 +55,7 @@ from vqadiag.models.question_only import make_question_encoder
 from vqadiag.models.training import SPATIAL_DIM, TRAINING_DEFAULTS, TorchModel
 
 FEATURE_NORMS = ("none", "layer", "l2")
+POOLINGS = ("features", "answers")
 
 #: The remedy options of UpDn and their "off" values. An option at its "off" value (and
 #: ``feature_norm="none"``) is left out of the architecture, so of ``config.json`` and the
@@ -53,6 +69,8 @@ OPTIONAL_DEFAULTS: dict[str, Any] = {
 }
 #: What a config without ``feature_norm`` (saved before the option existed) means.
 LEGACY_FEATURE_NORM = "none"
+#: What a config without ``pooling`` (saved before the option existed) means.
+LEGACY_POOLING = "features"
 
 
 def masked_softmax(logits: Any, mask: Any) -> Any:
@@ -80,6 +98,9 @@ def build_updn_net(
     norm = options.get("feature_norm", LEGACY_FEATURE_NORM)
     if norm not in FEATURE_NORMS:
         raise ValueError(f"feature_norm must be one of {FEATURE_NORMS}, got {norm!r}")
+    pooling = options.get("pooling", LEGACY_POOLING)
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     debias = options.get("debias", "none")
 
     class UpDnNet(nn.Module):
@@ -128,16 +149,50 @@ def build_updn_net(
 
         def attend(self, q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             """Attention ``α`` (B, N) of question ``q`` over the visible objects of ``v``."""
+            if pooling == "answers":  # one dropout mask per question, shared by its objects
+                qa = self.dropout(torch.relu(self.att_q(q)))
+                joint = torch.relu(self.att_v(v)) * qa.unsqueeze(1)
+                return masked_softmax(self.att_out(joint).squeeze(-1), mask)
             joint = torch.relu(self.att_v(v)) * torch.relu(self.att_q(q)).unsqueeze(1)
             return masked_softmax(self.att_out(self.dropout(joint)).squeeze(-1), mask)
 
         def answer(
             self, q: torch.Tensor, v: torch.Tensor, alpha: torch.Tensor
         ) -> tuple[torch.Tensor, torch.Tensor]:
-            """``(logits (B, A), fused h (B, H))`` of question ``q`` looking at ``Σ α v``."""
+            """``(logits (B, A), fused h (B, H))`` of question ``q`` looking at the objects
+            ``v`` with attention ``alpha`` (``"answers"`` pooling: ``h = Σ α_i h_i``)."""
+            if pooling == "answers":
+                return self.mix_answers(q, v, alpha)
             v_hat = torch.bmm(alpha.unsqueeze(1), v).squeeze(1)
             h = torch.relu(self.fuse_q(q)) * torch.relu(self.fuse_v(v_hat))
             return self.classifier(h), h
+
+        def mix_answers(
+            self, q: torch.Tensor, v: torch.Tensor, alpha: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            """``log Σ_i α_i softmax(C(h_i))``: each object's answer, mixed by attention;
+            an empty object (``v = 0``) answers alone for rows without visible objects.
+            Only objects with weight > 0 go through the classifier (the others add
+            exactly nothing: their log-weight is −∞)."""
+            empty = (alpha.sum(dim=-1, keepdim=True) == 0).to(alpha.dtype)
+            v = torch.cat([v, torch.zeros_like(v[:, :1])], dim=1)
+            weight = torch.cat([alpha, empty], dim=1)  # (B, N + 1), rows sum to 1
+            h = torch.relu(self.fuse_q(q)).unsqueeze(1) * (1 + torch.relu(self.fuse_v(v)))
+            used = weight > 0
+            first, relu, _, last = self.classifier
+            z = relu(first(h[used]))  # (K, 2H): the used objects of all rows
+            # one dropout mask per question, shared by its objects
+            keep = self.dropout(torch.ones_like(z[:1]).expand(h.shape[0], -1))
+            row = used.nonzero()[:, 0]
+            log_p = torch.log_softmax(last(z * keep[row]), dim=-1)  # (K, A)
+            log_w = torch.log(weight[used].clamp(min=torch.finfo(weight.dtype).tiny))[:, None]
+            scores = torch.full((*weight.shape, log_p.shape[-1]), float("-inf"), dtype=log_p.dtype)
+            scores = scores.index_put(used.nonzero(as_tuple=True), log_p + log_w)
+            log_mix = torch.logsumexp(scores, dim=1)  # log p (B, A)
+            # centred over answers (softmax unchanged), so that they behave like ordinary
+            # logits under RUBi's multiplicative mask (log p alone is ≤ 0 everywhere)
+            logits = log_mix - log_mix.mean(dim=-1, keepdim=True)
+            return logits, torch.bmm(weight.unsqueeze(1), h).squeeze(1)
 
         def question_mask(self, q: torch.Tensor) -> torch.Tensor:
             """RUBi's mask logits ``NN_q(q)`` (B, A); ``q`` is detached, so the
@@ -174,12 +229,16 @@ class UpDnModel(TorchModel):
     defaults: ClassVar[dict[str, Any]] = {
         **TRAINING_DEFAULTS,
         "epochs": 12,
+        "hidden_dim": 128,
+        "dropout": 0.5,
         "feature_norm": "layer",
+        "pooling": "answers",
         **OPTIONAL_DEFAULTS,
     }
     omitted_options: ClassVar[dict[str, Any]] = {
         **OPTIONAL_DEFAULTS,
         "feature_norm": LEGACY_FEATURE_NORM,
+        "pooling": LEGACY_POOLING,
     }
 
     @classmethod
@@ -206,6 +265,8 @@ class UpDnModel(TorchModel):
             raise ValueError(
                 f"feature_norm must be one of {FEATURE_NORMS}, got {opts['feature_norm']!r}"
             )
+        if opts["pooling"] not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {opts['pooling']!r}")
         for key in ("hint", "hint_margin", "lmh_entropy"):
             value = opts[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -216,8 +277,12 @@ class UpDnModel(TorchModel):
     @classmethod
     def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
         """Options of a saved config: a config from before ``feature_norm`` existed
-        used raw features."""
-        return {"feature_norm": LEGACY_FEATURE_NORM, **config_options}
+        used raw features, one from before ``pooling`` existed pooled features."""
+        return {
+            "feature_norm": LEGACY_FEATURE_NORM,
+            "pooling": LEGACY_POOLING,
+            **config_options,
+        }
 
     def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
         """Cross-entropy, or the remedy losses the options ask for (docs/remedies.md)."""

@@ -44,8 +44,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "bq_ranker": "bleu1",
     },
     "small": {
-        "images": 1000,
-        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None, "pixel": 8},
+        "images": 2000,
+        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None, "pixel": 4},
         "max_questions": 1000,
         "n_bootstrap": 1000,
         "bq_ranker": "bleu1",
