@@ -145,7 +145,8 @@ def demo_command(
     size: Annotated[
         str,
         typer.Option(
-            help="small (1,000 images, ≲ 10 min on 2 CPU cores) or medium (2,000 images).",
+            help="small (2,000 images, ≲ 10 min on 2 CPU cores) or medium (2,000 images, "
+            "all questions, LASSO ranking).",
         ),
     ] = "small",
     images: Annotated[
