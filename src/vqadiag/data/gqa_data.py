@@ -14,6 +14,7 @@ features) is never loaded whole.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +59,8 @@ class GQAData:
         self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._cache_bytes = cache_bytes
         self._cached = 0
+        #: detector reads (h5) and the object cache are not thread-safe; images are
+        self._detections_lock = threading.RLock()
 
     def questions_path(self, split: str) -> Path:
         """The question file of ``split`` (balanced, else all questions)."""
@@ -88,9 +91,10 @@ class GQAData:
     @property
     def detections(self) -> Detections:
         """The detector boxes and features (opened on first use)."""
-        if self._detections is None:
-            self._detections = read_detections(self._detections_path)
-        return self._detections
+        with self._detections_lock:
+            if self._detections is None:
+                self._detections = read_detections(self._detections_path)
+            return self._detections
 
     def batch(self, split: str, question_ids: Sequence[str]) -> QuestionBatch:
         """A :class:`QuestionBatch` of the given questions of ``split``."""
@@ -105,6 +109,10 @@ class GQAData:
 
     def image_objects(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         """``(features (n, D) float32, boxes (n, 4) float32)`` of an image, cached."""
+        with self._detections_lock:
+            return self._image_objects(image_id)
+
+    def _image_objects(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         hit = self._cache.get(image_id)
         if hit is not None:
             self._cache.move_to_end(image_id)
@@ -125,10 +133,11 @@ class GQAData:
 
     def image_boxes(self, image_id: str) -> np.ndarray:
         """The image's detected boxes ``(n, 4)`` float32 (no features read)."""
-        hit = self._cache.get(image_id)
-        if hit is not None:
-            return hit[1]
-        return np.asarray(self.detections[image_id], dtype=np.float32)
+        with self._detections_lock:
+            hit = self._cache.get(image_id)
+            if hit is not None:
+                return hit[1]
+            return np.asarray(self.detections[image_id], dtype=np.float32)
 
     def pixel_input(
         self,

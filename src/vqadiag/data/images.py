@@ -22,6 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -149,25 +150,38 @@ class ImageFiles:
             if hit is not None:
                 self._resized.move_to_end(key)
                 return hit, self._sizes[image_id]
-        full = self.pixels(image_id, question)
         from PIL import Image
 
-        small = np.asarray(Image.fromarray(full).resize(key[1:], Image.BILINEAR), np.uint8)
+        with self._lock:
+            full = self._pixels.get(image_id)
+        # a model that reads resized copies never needs the full-size array: decode and
+        # resize in Pillow (the same pixels as resizing the cached array), keep the copy
+        if full is not None:
+            image = Image.fromarray(full)
+        else:
+            image = open_rgb(self.path(image_id, question), question)
+        original = image.size
+        small = np.asarray(image.resize(key[1:], Image.BILINEAR), np.uint8)
         small.setflags(write=False)
         with self._lock:
-            self._sizes[image_id] = (full.shape[1], full.shape[0])
+            self._sizes[image_id] = original
             if key not in self._resized:
                 self._resized[key] = small
                 self._resized_bytes += small.nbytes
                 while self._resized_bytes > self._resized_limit and len(self._resized) > 1:
                     _, old = self._resized.popitem(last=False)
                     self._resized_bytes -= old.nbytes
-        return small, (full.shape[1], full.shape[0])
-
+        return small, original
 
 
 def decode(path: Path, question: str | None = None) -> np.ndarray:
     """Decode an image file to ``(H, W, 3)`` uint8 RGB; problems are one :class:`DataError`."""
+    return np.asarray(open_rgb(path, question), dtype=np.uint8)
+
+
+def open_rgb(path: Path, question: str | None = None) -> Any:
+    """The image file decoded as a Pillow RGB image (no EXIF rotation); problems are one
+    :class:`DataError` naming the file (and ``question``)."""
     from PIL import Image, UnidentifiedImageError
 
     label = f"question {question}" if question else None
@@ -181,4 +195,4 @@ def decode(path: Path, question: str | None = None) -> np.ndarray:
         raise DataError(path, "permission denied", label) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise DataError(path, f"cannot decode the image: {err}", label) from None
-    return np.asarray(rgb, dtype=np.uint8)
+    return rgb

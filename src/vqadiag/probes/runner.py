@@ -175,14 +175,13 @@ class ProbeContext:
         kind = self.model.capabilities.visual
         if kind == "none":
             return None
-        if kind == "pixels":
-            with self._lock:
-                pixels = self.data.pixel_input(
-                    [p.image_id for p in probes],
-                    size=self.input_size,
-                    max_objects=self.max_objects,
-                    questions=[p.qid for p in probes],
-                )
+        if kind == "pixels":  # images decode in parallel: GQAData locks its detector reads
+            pixels = self.data.pixel_input(
+                [p.image_id for p in probes],
+                size=self.input_size,
+                max_objects=self.max_objects,
+                questions=[p.qid for p in probes],
+            )
             if condition.kind != "objects":
                 return pixels
             return apply_pixel_condition(pixels, probes, condition.fill)
@@ -312,6 +311,18 @@ class ProbeContext:
             seconds=time.perf_counter() - start,
         )
 
+    def _warm_images(self, probes: Sequence[Probe]) -> None:
+        """Decode and resize the first batch's images on ``workers + 1`` threads: nothing
+        else runs yet, so the model's first batch would otherwise wait for one thread."""
+        first: dict[str, str] = {}
+        for p in probes:
+            first.setdefault(p.image_id, p.qid)
+        size = self.input_size
+        with ThreadPoolExecutor(max_workers=self.workers + 1) as pool:
+            done = [pool.submit(self.data.images.resized, i, size, q) for i, q in first.items()]
+            for fut in done:
+                fut.result()
+
     def _prefetch(
         self, todo: list[list[int]], probes: Sequence[Probe], condition: Condition
     ) -> Iterator[tuple[list[int], ObjectInput | PixelInput | None]]:
@@ -324,6 +335,8 @@ class ProbeContext:
             for rows in todo:
                 yield rows, build(rows)
             return
+        if self.pixels and self.input_size is not None:
+            self._warm_images([probes[i] for i in todo[0]])
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             pending: deque[tuple[list[int], Future[Any]]] = deque()
             it = iter(todo)
