@@ -26,6 +26,15 @@ DatasetOption = Annotated[
     str,
     typer.Option("--dataset", help="gqa (GQA files) or vqa2 (VQA v2 question/annotation files)."),
 ]
+ImagesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--images",
+        help="Folder of the image files (default: images/ of the data folder, or COCO "
+        "{split}2014/ folders); pixel models read them.",
+        file_okay=False,
+    ),
+]
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -67,7 +76,9 @@ def _render_predict(result: Mapping[str, Any]) -> None:
 @cli_errors
 def train_command(
     data: DataOption,
-    model: Annotated[str, typer.Option("--model", help="prior, question-only, updn or symbolic.")],
+    model: Annotated[
+        str, typer.Option("--model", help="prior, question-only, updn, symbolic or pixel.")
+    ],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
@@ -81,6 +92,7 @@ def train_command(
     ] = None,
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
+    images: ImagesOption = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -103,6 +115,7 @@ def train_command(
         progress=not quiet,
         n_bootstrap=n_bootstrap,
         dataset=dataset,
+        images=images,
     )
     emit(result, as_json, _render_train)
 
@@ -126,6 +139,7 @@ def predict_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval.")] = 0,
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
+    images: ImagesOption = None,
     quiet: QuietFlag = False,
     plugin: PluginOption = None,
     as_json: JsonFlag = False,
@@ -147,5 +161,6 @@ def predict_command(
         seed=seed,
         n_bootstrap=n_bootstrap,
         dataset=dataset,
+        images=images,
     )
     emit(result, as_json, _render_predict)

@@ -24,16 +24,19 @@ from vqadiag.models.training import has_split
 DATASETS = ("gqa", "vqa2")
 
 
-def open_data(data_dir: str | Path, dataset: str = "gqa") -> GQAData:
+def open_data(
+    data_dir: str | Path, dataset: str = "gqa", images: str | Path | None = None
+) -> GQAData:
     """The data folder as model data: ``gqa`` → :class:`GQAData`, ``vqa2`` →
     :class:`~vqadiag.data.vqa2_data.VQA2Data` (VQA v2 questions and annotations,
-    ``answer`` = ``multiple_choice_answer``)."""
+    ``answer`` = ``multiple_choice_answer``); ``images``: the folder of the image files
+    when they are not in the data folder (docs/diagnose.md, "Images")."""
     if dataset == "gqa":
-        return GQAData(data_dir)
+        return GQAData(data_dir, images=images)
     if dataset == "vqa2":
         from vqadiag.data.vqa2_data import VQA2Data
 
-        return VQA2Data(data_dir)
+        return VQA2Data(data_dir, images=images)
     raise DataError("--dataset", f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
 
 
@@ -63,10 +66,12 @@ def train(
     progress: bool = True,
     n_bootstrap: int = 1000,
     dataset: str = "gqa",
+    images: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``model`` on ``split`` of ``data_dir``, save it to ``out`` and score ``val_split``.
 
-    ``dataset`` is ``gqa`` (GQA layout) or ``vqa2`` (VQA v2 files, :func:`open_data`).
+    ``dataset`` is ``gqa`` (GQA layout) or ``vqa2`` (VQA v2 files, :func:`open_data`);
+    ``images`` the image folder a pixel model reads (default: the data folder's).
     Returns ``{model, run, data, dataset, split, seed, epochs, options, train_questions,
     seconds, fingerprint, history, val: {split, questions, accuracy} | None,
     ci: {val: {accuracy}}}`` (accuracy in percent).
@@ -79,7 +84,7 @@ def train(
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
     cls = model_class(model)
-    data = open_data(data_dir, dataset)
+    data = open_data(data_dir, dataset, images)
     data.questions(split)  # bad or missing question files fail before any work
     start = time.perf_counter()
     with option_errors():
@@ -131,11 +136,12 @@ def predict(
     seed: int = 0,
     n_bootstrap: int = 1000,
     dataset: str = "gqa",
+    images: str | Path | None = None,
 ) -> dict[str, Any]:
     """Answer every question of ``split`` with the model of ``run`` and write ``out``
     (``{qid: answer}``, or ``{qid: {"answer", "probs": top-k}}`` with ``probs_k > 0``).
 
-    ``dataset``: ``gqa`` or ``vqa2`` (:func:`open_data`). Returns ``{model, run,
+    ``dataset``: ``gqa`` or ``vqa2`` and ``images`` (:func:`open_data`). Returns ``{model, run,
     fingerprint, data, dataset, split, out, questions, seconds,
     questions_per_second, accuracy | None, ci: {accuracy}}`` (accuracy in percent,
     exact match, when the questions carry answers).
@@ -144,7 +150,7 @@ def predict(
 
     load_plugins(())
     model = load_model_spec(str(run))
-    data = open_data(data_dir, dataset)
+    data = open_data(data_dir, dataset, images)
     questions = data.questions(split)
     start = time.perf_counter()
     preds = predict_split(
