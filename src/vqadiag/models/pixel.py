@@ -1,26 +1,35 @@
 """The pixel reference model: a small CNN grid encoder, a GRU question encoder and
-top-down attention over grid cells (docs/models.md, "pixel").
+top-down attention over grid cells (docs/models.md, "The pixel model").
 
 * Image: resized to ``image_size`` × ``image_size`` (bilinear), scaled to [−1, 1]; four
   convolutions (5×5 stride 2, then 3×3 stride 2, 3×3 stride 2, 3×3 stride 1; ReLU,
   ``channels`` · (1, 2, 4, 4), batch norm after the first three) give a G × G grid
-  (G = image_size / 8) of cell features, each with its normalised centre (x, y) appended.
+  (G = image_size / 8) of cell features v_c, each with its normalised centre appended.
 * Question: word embeddings + GRU (the question-only model's encoder), state q.
-* Attention: ``a = softmax_cells(wᵀ tanh(W_v v_c + W_q q))``; ``v̂ = Σ_c a_c v_c``;
+* Attention: ``α = softmax_cells(wᵀ tanh(W_v v_c + W_q q))``; ``v̂ = Σ_c α_c v_c``;
   ``logits = MLP(ReLU(U_q q) ⊙ ReLU(U_v v̂))`` over the answer vocabulary.
 * Per-box importance (for the report's attention figures and the importance suite):
-  a detected box's score is ``Σ_c a_c · |cell_c ∩ box| / |cell_c|``, the attention mass
+  a detected box's score is ``Σ_c α_c · |cell_c ∩ box| / |cell_c|``, the attention mass
   on the part of the grid the box covers, in the input's pixel coordinates.
 
 Training groups the questions of one image in the same batch, so each image goes
 through the CNN once per batch (an image has about seven questions in the synthetic
 world); everything else is :func:`vqadiag.models.training.fit`. When the training
-split has scene graphs, the grid encoder is also supervised the way a detector's
-features are pre-trained on Visual Genome (UpDn's bottom-up features): each cell
-predicts the name (cross-entropy) and the attributes (binary cross-entropy over the
-``aux_attributes`` most frequent) of the object on top at its centre (the smallest
-annotated box that contains it; "background" when none), weight ``aux_weight``.
-The loss is ``CE(answer) + aux_weight · (CE(names) + BCE(attributes))``.
+split has scene graphs, two more signals come from them:
+
+* the grid encoder is supervised the way a detector's features are pre-trained on
+  Visual Genome (UpDn's bottom-up features): each cell predicts the name
+  (cross-entropy) and the attributes (binary cross-entropy over the ``aux_attributes``
+  most frequent) of the object on top at its centre (the smallest annotated box that
+  contains it; "background" when none), weight ``aux_weight``;
+* the attention is supervised by the objects the question's GQA ``annotations`` name
+  (question, answer, full answer): ``L_att = −log Σ_{c ∈ T} α_c`` over the cells T whose
+  centre lies in one of their boxes (the cell of a box's centre when none does), for
+  the questions that name an object, weight ``attention_supervision`` (as HINT and
+  similar grounding supervision do with human attention).
+
+The loss is ``CE(answer) + aux_weight · (CE(names) + BCE(attributes)) +
+attention_supervision · L_att``.
 """
 
 from __future__ import annotations
@@ -52,6 +61,10 @@ def box_cell_overlap(boxes: np.ndarray, grid: int, size: int) -> np.ndarray:
     wx = np.clip(np.minimum(b[..., 2:3], hi) - np.maximum(b[..., 0:1], lo), 0, None) / step
     wy = np.clip(np.minimum(b[..., 3:4], hi) - np.maximum(b[..., 1:2], lo), 0, None) / step
     return (wy[..., :, None] * wx[..., None, :]).reshape(*b.shape[:2], grid * grid)
+
+
+#: What a config saved before ``attention_supervision`` existed means.
+LEGACY_ATTENTION_SUPERVISION = 0.0
 
 
 def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
@@ -153,6 +166,7 @@ class PixelModel(TorchModel):
         "aux_sizes": [0, 0],
         "dropout": 0.3,
         "weight_decay": 1e-3,
+        "attention_supervision": 1.0,
     }
 
     @property
@@ -174,6 +188,11 @@ class PixelModel(TorchModel):
         if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
             raise ValueError(f"image_size must be a multiple of 8 and at least 16, got {size!r}")
         return opts
+
+    @classmethod
+    def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
+        """A config saved before ``attention_supervision`` existed was trained without it."""
+        return {"attention_supervision": LEGACY_ATTENTION_SUPERVISION, **config_options}
 
     @classmethod
     def build_net(
@@ -204,9 +223,7 @@ class PixelModel(TorchModel):
         """The batch's images at the model's input size (the data path caches them)."""
         return data.pixel_input(image_ids, size=self.input_size, max_objects=1)
 
-    def _pixel_tensors(
-        self, batch: QuestionBatch, visual: PixelInput | None
-    ) -> tuple[Any, Any]:
+    def _pixel_tensors(self, batch: QuestionBatch, visual: PixelInput | None) -> tuple[Any, Any]:
         """Unique images as a (U, 3, S, S) tensor in [−1, 1] and each question's image row."""
         import torch
 
@@ -251,7 +268,8 @@ class PixelModel(TorchModel):
         """Answer cross-entropy plus, with scene graphs, the cell supervision (module doc)."""
         from vqadiag.models.training import CrossEntropyObjective
 
-        if self.options["aux_weight"] <= 0 or not self.options["aux_sizes"][0]:
+        supervised = self.options["aux_weight"] > 0 or self.options["attention_supervision"] > 0
+        if not supervised or not self.options["aux_sizes"][0]:
             return CrossEntropyObjective(self)
         return GridObjective(self, data, split)
 
@@ -285,7 +303,8 @@ def _grid_vocab(data: GQAData, split: str, n_attrs: int) -> tuple[list[str], lis
 
 
 class GridObjective:
-    """``CE(answer) + w · (CE(cell names) + BCE(cell attributes))`` (module docstring)."""
+    """``CE(answer) + w · (CE(cell names) + BCE(cell attributes)) + w_att · L_att``
+    (module docstring)."""
 
     def __init__(self, model: PixelModel, data: GQAData, split: str) -> None:
         import torch
@@ -297,9 +316,24 @@ class GridObjective:
         self.attr_index = {a: i for i, a in enumerate(attrs)}
         self.n_attrs = len(attrs)
         self.weight = float(model.options["aux_weight"])
+        self.attention_weight = float(model.options["attention_supervision"])
         self.ce = torch.nn.CrossEntropyLoss()
         self.bce = torch.nn.BCEWithLogitsLoss()
         self._targets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        grid = model.grid
+        self._centres = (np.arange(grid) + 0.5) / grid
+
+    def _scene_frame(
+        self, image_id: str
+    ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, float, float]:
+        """The scene, every cell's centre (x, y) in the stored image's pixels, and the
+        image's width and height."""
+        grid = self.model.grid
+        scene = self.scenes.get(image_id) or {"objects": {}}
+        width = float(scene.get("width") or 1.0)
+        height = float(scene.get("height") or 1.0)
+        cx = np.tile(self._centres * width, grid)
+        return scene, cx, np.repeat(self._centres * height, grid), width, height
 
     def targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         """Per cell (G·G): the name index and the attribute indicator row of the object on
@@ -308,12 +342,7 @@ class GridObjective:
         if hit is not None:
             return hit
         grid = self.model.grid
-        scene = self.scenes.get(image_id) or {"objects": {}}
-        width = float(scene.get("width") or 1.0)
-        height = float(scene.get("height") or 1.0)
-        centres = (np.arange(grid) + 0.5) / grid
-        cx = np.tile(centres * width, grid)
-        cy = np.repeat(centres * height, grid)
+        scene, cx, cy, _, _ = self._scene_frame(image_id)
         name = np.zeros(grid * grid, dtype=np.int64)
         attr = np.zeros((grid * grid, self.n_attrs), dtype=np.float32)
         best = np.full(grid * grid, np.inf)
@@ -333,6 +362,30 @@ class GridObjective:
         self._targets[image_id] = (name, attr)
         return name, attr
 
+    def attention_target(self, record: Mapping[str, Any]) -> np.ndarray:
+        """(G·G,) bool: the cells of the objects the question's annotations name (GQA
+        ``annotations`` of the question, answer and full answer): cells whose centre lies
+        in an object's box, or the cell of its box's centre when none does."""
+        grid = self.model.grid
+        scene, cx, cy, width, height = self._scene_frame(str(record.get("imageId")))
+        out = np.zeros(grid * grid, dtype=bool)
+        objects = scene["objects"]
+        annotations = record.get("annotations") or {}
+        parts = [part for part in annotations.values() if isinstance(part, Mapping)]
+        ids = {str(o) for part in parts for o in part.values()}
+        for object_id in ids:
+            obj = objects.get(object_id)
+            if obj is None:
+                continue
+            x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+            inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h)
+            if not inside.any():
+                col = min(grid - 1, max(0, int((x + w / 2) / width * grid)))
+                row = min(grid - 1, max(0, int((y + h / 2) / height * grid)))
+                inside[row * grid + col] = True
+            out |= inside
+        return out
+
     def __call__(self, batch: QuestionBatch, visual: Any, target: Any, feats: Any = None):
         import torch
 
@@ -341,7 +394,7 @@ class GridObjective:
         images, image_of = model._pixel_tensors(batch, visual)
         net = model.net
         cells = net.cells(images)
-        logits, _ = net.head(tokens, lengths, cells, image_of)
+        logits, alpha = net.head(tokens, lengths, cells, image_of)
         loss = self.ce(logits, target)
         first: dict[int, str] = {}
         for image_id, row in zip(batch.image_ids, image_of.tolist(), strict=True):
@@ -351,4 +404,12 @@ class GridObjective:
         aux = self.ce(net.aux_name(cells).flatten(0, 1), torch.from_numpy(names).flatten())
         if self.n_attrs:
             aux = aux + self.bce(net.aux_attr(cells), torch.from_numpy(attrs))
-        return loss + self.weight * aux, logits
+        loss = loss + self.weight * aux
+        if self.attention_weight > 0:
+            on = np.stack([self.attention_target(r) for r in batch.records])
+            has = on.any(axis=1)
+            if has.any():
+                mass = (alpha * torch.from_numpy(on.astype(np.float32))).sum(dim=1)
+                on_target = -torch.log(mass[torch.from_numpy(has)] + 1e-6).mean()
+                loss = loss + self.attention_weight * on_target
+        return loss, logits

@@ -45,7 +45,7 @@ SIZES: dict[str, dict[str, Any]] = {
     },
     "small": {
         "images": 2000,
-        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None, "pixel": 4},
+        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None, "pixel": 8},
         "max_questions": 1000,
         "n_bootstrap": 1000,
         "bq_ranker": "bleu1",
