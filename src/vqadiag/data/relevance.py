@@ -60,6 +60,7 @@ NO_RELEVANT_BOXES = "no_relevant_boxes"
 NO_IRRELEVANT_BOXES = "no_irrelevant_boxes"
 EXCLUSION_REASONS = (NO_ANNOTATED_OBJECTS, NO_RELEVANT_BOXES, NO_IRRELEVANT_BOXES)
 
+
 def prepare_detected(raw: np.ndarray, *, official: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Detected boxes as matched, and the mask of boxes skipped when matching.
 

@@ -146,6 +146,7 @@ def region_mask(height: int, width: int, boxes: np.ndarray) -> np.ndarray:
     pixels; a pixel (x, y) is covered when x1 ≤ x + ½ < x2 and y1 ≤ y + ½ < y2, i.e. its
     centre lies in the box)."""
     mask = np.zeros((height, width), dtype=bool)
+
     def first_pixel(edge: float, limit: int) -> int:
         return int(np.clip(np.ceil(edge - 0.5), 0, limit))
 

@@ -20,6 +20,7 @@ from vqadiag.errors import DataError, record_label
 RESULTS_KIND = "vqadiag.results"
 RESULTS_SCHEMA_VERSION = 1
 
+
 def summary_suites() -> dict[str, str]:
     """Summary keys with one estimate each, in display order, and the suite whose rows
     carry their per-unit values (the figures of the suite registry, docs/results-schema.md)."""
