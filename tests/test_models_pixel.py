@@ -189,7 +189,6 @@ def test_a_model_grounded_by_construction_scores_fpvg_plus_100(world, tmp_path):
     assert result["summary"]["fpvg_plus"]["n"] > 50
 
 
-
 @pytest.fixture(scope="module")
 def demo_scale_pixel(tmp_path_factory):
     """The pixel model on the demo's world (2,000 images; 4 epochs, the demo trains 8),

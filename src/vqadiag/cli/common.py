@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sqlite3
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -36,12 +37,14 @@ AllowMissing = Annotated[
 
 
 def existing_file(help_text: str) -> Any:
-    """A required ``--option PATH`` (existence is checked by the readers, not by click)."""
-    return typer.Option(..., help=help_text, dir_okay=False)
+    """A required ``--option PATH``: existence and kind are checked by the readers, not by
+    click, so a folder or unreadable file is one line (``cli_errors``), not a usage box."""
+    return typer.Option(..., help=help_text)
 
 
 def cli_errors(fn: F) -> F:
-    """Turn ``DataError`` (bad input) into one line on stderr and exit code 2."""
+    """Turn ``DataError`` (bad input), ``OSError`` (the file system refused) and a prediction
+    store's ``sqlite3.DatabaseError`` into one line on stderr and exit code 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -49,6 +52,13 @@ def cli_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except DataError as err:
             typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as err:  # permission denied, a file where a folder is expected, full disk …
+            where = err.filename if err.filename is not None else "file system"
+            typer.echo(f"error: {where}: {err.strerror or err}", err=True)
+            raise typer.Exit(2) from None
+        except sqlite3.DatabaseError as err:  # the prediction store (e.g. disk full)
+            typer.echo(f"error: prediction store (store.sqlite): {err}", err=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]

@@ -91,13 +91,12 @@ def consistency(
     ],
     annotations: Annotated[
         Path | None,
-        typer.Option(help="VQA v2 annotations: score mains by VQA accuracy.", dir_okay=False),
+        typer.Option(help="VQA v2 annotations: score mains by VQA accuracy."),
     ] = None,
     overall: Annotated[
         Path | None,
         typer.Option(
             help="Predictions on every question of --annotations (adds overall accuracy).",
-            dir_okay=False,
         ),
     ] = None,
     threshold: Annotated[
@@ -140,7 +139,7 @@ def consistency(
 @cli_errors
 def introspect_questions(
     introspect: Annotated[Path, existing_file("VQA-introspect file.")],
-    out: Annotated[Path, typer.Option(help="Folder for the VQA v2-style files.", file_okay=False)],
+    out: Annotated[Path, typer.Option(help="Folder for the VQA v2-style files.")],
     sub_types: SubTypes = "reasoning,perception",
     as_json: JsonFlag = False,
 ) -> None:
@@ -167,7 +166,7 @@ def classify_questions(
     ],
     out: Annotated[
         Path | None,
-        typer.Option(help="Write {qid: {label, rules}} here.", dir_okay=False),
+        typer.Option(help="Write {qid: {label, rules}} here."),
     ] = None,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,

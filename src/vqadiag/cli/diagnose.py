@@ -78,7 +78,6 @@ def diagnose_command(
         typer.Option(
             help="Basic-question dataset for robustness (default: build a General BQD "
             "from the GQA train questions, cached in OUT).",
-            dir_okay=False,
         ),
     ] = None,
     bq_ranker: Annotated[
@@ -98,7 +97,6 @@ def diagnose_command(
         typer.Option(
             help="Folder of the image files (default: images/ of the data folder, or COCO "
             "{split}2014/ folders); pixel models read them.",
-            file_okay=False,
         ),
     ] = None,
     pixel_fill: Annotated[

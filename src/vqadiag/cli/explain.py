@@ -40,7 +40,6 @@ CandidatesOption = Annotated[
         "--candidates",
         help="Candidates file {qid: {image_id, candidates, complement_image_id}} "
         "(default: vqa2/synth_<split>2014_pair_candidates.json).",
-        dir_okay=False,
     ),
 ]
 

@@ -43,7 +43,7 @@ def relevance_command(
             "folder, or a JSON / npz {imageId: [[x1, y1, x2, y2], ...]}.",
         ),
     ],
-    out: Annotated[Path, typer.Option(..., help="Where to write R.json.", dir_okay=False)],
+    out: Annotated[Path, typer.Option(..., help="Where to write R.json.")],
     overlap_denominator: Annotated[
         Denominator,
         typer.Option(
@@ -107,15 +107,13 @@ def _render_relevance(result: Mapping[str, Any]) -> None:
 def score_fpvg_command(
     questions: Annotated[Path, existing_file("GQA question file (gold answers).")],
     relevance: Annotated[Path, existing_file("R.json written by `vqadiag relevance`.")],
-    all_predictions: Annotated[
-        Path, typer.Option("--all", help="Predictions with all boxes.", dir_okay=False)
-    ],
+    all_predictions: Annotated[Path, typer.Option("--all", help="Predictions with all boxes.")],
     rel_predictions: Annotated[
-        Path, typer.Option("--rel", help="Predictions with only relevant boxes.", dir_okay=False)
+        Path, typer.Option("--rel", help="Predictions with only relevant boxes.")
     ],
     irrel_predictions: Annotated[
         Path,
-        typer.Option("--irrel", help="Predictions with only irrelevant boxes.", dir_okay=False),
+        typer.Option("--irrel", help="Predictions with only irrelevant boxes."),
     ],
     split_ids: Annotated[
         tuple[Path, Path] | None,

@@ -32,7 +32,6 @@ ImagesOption = Annotated[
         "--images",
         help="Folder of the image files (default: images/ of the data folder, or COCO "
         "{split}2014/ folders); pixel models read them.",
-        file_okay=False,
     ),
 ]
 

@@ -107,9 +107,7 @@ def export_command(
     result_dirs: Annotated[
         list[Path], typer.Argument(help="Result folders written by `vqadiag diagnose`.")
     ],
-    out: Annotated[
-        Path, typer.Option(..., help="Table file: .csv, .jsonl or .parquet.", dir_okay=False)
-    ],
+    out: Annotated[Path, typer.Option(..., help="Table file: .csv, .jsonl or .parquet.")],
     table: Annotated[
         str,
         typer.Option(

@@ -79,16 +79,13 @@ def robustness(
             ...,
             help="Predictions on the noisy questions of partitions 1..7, in order "
             "(several paths after one --noisy, or --noisy repeated).",
-            dir_okay=False,
         ),
     ],
     t: Annotated[float, typer.Option("--t", help="R_score tolerance t (0 ≤ t < m).")] = DEFAULT_T,
     m: Annotated[float, typer.Option("--m", help="R_score limit m (t < m ≤ 100).")] = DEFAULT_M,
     questions: Annotated[
         Path | None,
-        typer.Option(
-            help="Only these questions (id list, VQA or GQA questions file).", dir_okay=False
-        ),
+        typer.Option(help="Only these questions (id list, VQA or GQA questions file)."),
     ] = None,
     all_questions: Annotated[
         bool, typer.Option("--all-questions", help="GQA: also unbalanced questions.")
@@ -102,7 +99,7 @@ def robustness(
     as_json: JsonFlag = False,
     more_noisy: Annotated[
         list[Path] | None,
-        typer.Argument(hidden=True, help="Further noisy files after --noisy P1.", dir_okay=False),
+        typer.Argument(hidden=True, help="Further noisy files after --noisy P1."),
     ] = None,
 ) -> None:
     """Accuracy clean vs with basic questions appended, Acc_diff and R_score per partition.

@@ -79,7 +79,7 @@ def score_gqa_command(
     predictions: Annotated[Path, existing_file("Predictions (any supported shape).")],
     choices: Annotated[
         Path | None,
-        typer.Option(help="GQA choices file, for validity and plausibility.", dir_okay=False),
+        typer.Option(help="GQA choices file, for validity and plausibility."),
     ] = None,
     all_questions: AllQuestions = False,
     allow_missing: AllowMissing = False,
@@ -147,7 +147,7 @@ def score_ood_command(
     ],
     predictions: Annotated[
         Path | None,
-        typer.Option(help="Predictions; without them only the split is built.", dir_okay=False),
+        typer.Option(help="Predictions; without them only the split is built."),
     ] = None,
     alpha: Annotated[
         float, typer.Option(help="Tail size: tail answers have p < (1 + alpha) / K.")
@@ -157,13 +157,12 @@ def score_ood_command(
     ] = False,
     plot: Annotated[
         Path | None,
-        typer.Option(help="Write the acc-tail curve as a PNG (implies --curve).", dir_okay=False),
+        typer.Option(help="Write the acc-tail curve as a PNG (implies --curve)."),
     ] = None,
     write_split: Annotated[
         Path | None,
         typer.Option(
             help="Write ood_all.json, ood_head.json, ood_tail.json into this folder.",
-            file_okay=False,
         ),
     ] = None,
     all_questions: AllQuestions = False,

@@ -57,7 +57,7 @@ def _render_summary(result: Mapping[str, Any]) -> None:
 @app.command("synth")
 @cli_errors
 def synth(
-    out: Annotated[Path, typer.Option("--out", help="Output folder (created).", file_okay=False)],
+    out: Annotated[Path, typer.Option("--out", help="Output folder (created).")],
     images: Annotated[int, typer.Option("--images", min=3, help="Number of images.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Seed: same seed, same bytes.")] = 0,
     bias: Annotated[

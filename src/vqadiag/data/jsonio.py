@@ -96,14 +96,14 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
 
 
 def write_json(path: str | Path, obj: Any, *, indent: bool = False) -> Path:
-    """Write ``obj`` as JSON (orjson; numpy arrays allowed), creating parent folders."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``obj`` as JSON (orjson; numpy arrays allowed), creating parent folders; the
+    file is replaced atomically (:func:`vqadiag.data.atomic.write_bytes_atomic`)."""
+    from vqadiag.data.atomic import write_bytes_atomic
+
     option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     if indent:
         option |= orjson.OPT_INDENT_2
-    p.write_bytes(orjson.dumps(obj, option=option))
-    return p
+    return write_bytes_atomic(path, orjson.dumps(obj, option=option))
 
 
 def require_field(record: Mapping[str, Any], field: str, path: str | Path, label: str) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from vqadiag.data.atomic import FolderLock, atomic_write, file_digest, writable_folder
 from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.models.registry import load_model_spec
@@ -146,10 +147,16 @@ def diagnose(
         allow_missing_images=bool(allow_missing_images),
     )
     the_model = load_model_spec(model)
-    out_dir = Path(out)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise DataError(out_dir, "is a file, expected a result folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = writable_folder(out)
+    with FolderLock(out_dir):
+        return _diagnose_into(the_model, model, options, out_dir, root)
+
+
+def _diagnose_into(
+    the_model: Any, model: str, options: Options, out_dir: Path, root: Path
+) -> dict[str, Any]:
+    """Run the suites into the locked ``out_dir``; per_question.jsonl is written before
+    results.json, which records its row count and digest and so commits it."""
     started = time.perf_counter()
     store = PredictionStore(out_dir / "store.sqlite")
     state = DiagnoseState(the_model, store, options, out_dir, root)
@@ -209,11 +216,14 @@ def diagnose(
         "conditions": {n: r.counts() for n, r in sorted(state.runs.items())},
         "per_question": "per_question.jsonl",
     }
-    write_json(out_dir / "results.json", results, indent=True)
     rows.sort(key=lambda r: (r["suite"], r["id"]))
-    with (out_dir / "per_question.jsonl").open("wb") as fh:
+    table = out_dir / "per_question.jsonl"
+    with atomic_write(table) as fh:
         for row in rows:
             fh.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    results["per_question_rows"] = len(rows)
+    results["per_question_sha256"] = file_digest(table)
+    write_json(out_dir / "results.json", results, indent=True)
     timing = {
         "seconds": time.perf_counter() - started,
         "conditions": {n: r.seconds for n, r in sorted(state.runs.items())},

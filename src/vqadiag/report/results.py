@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.atomic import file_digest
 from vqadiag.data.jsonio import iter_jsonl, read_json
 from vqadiag.errors import DataError, record_label
 
@@ -230,6 +231,23 @@ def _check_row(record: Any, path: Path, lineno: int) -> Row:
     )
 
 
+def _check_committed(results: Mapping[str, Any], path: Path, table: Path) -> None:
+    """The per-question table must be the one ``results.json`` recorded (its row count and
+    sha256, written by diagnose since results record them); a torn or replaced table is
+    an error, never a silently shorter one."""
+    rows, digest = results.get("per_question_rows"), results.get("per_question_sha256")
+    if rows is None and digest is None:
+        return  # results written before the digest was recorded
+    if not table.is_file():
+        raise DataError(table, "per-question table missing (results.json records one)")
+    if digest != file_digest(table):
+        raise DataError(
+            table,
+            f"does not match results.json (which records {rows} rows and its sha256): "
+            "the diagnosis was interrupted or the file changed; run diagnose again",
+        )
+
+
 def load_result_dir(folder: str | Path) -> ResultSet:
     """Read and validate one result folder (``results.json`` + its per-question table).
 
@@ -243,9 +261,10 @@ def load_result_dir(folder: str | Path) -> ResultSet:
     path = root / "results.json"
     results = _check_results(read_json(path), path)
     name = results.get("per_question") or "per_question.jsonl"
-    if not isinstance(name, str):
-        raise DataError(path, "per_question must be a file name", "per_question")
+    if not isinstance(name, str) or Path(name).name != name or name in (".", ".."):
+        raise DataError(path, "per_question must be a file name in the folder", "per_question")
     table = root / name
+    _check_committed(results, path, table)
     rows: dict[str, dict[str, Row]] = {}
     if table.exists() and table.stat().st_size == 0:
         return ResultSet(root, results, rows)  # nothing was scored (every suite skipped)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from vqadiag.data.atomic import atomic_write
 from vqadiag.data.jsonio import paused_gc
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
 from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
@@ -75,9 +76,7 @@ def _check_questions(
 
 
 def _write_per_question(path: str | Path, qids: Sequence[str], acc: np.ndarray) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("wb") as fh:
+    with atomic_write(path) as fh:
         for qid, value in zip(qids, acc.tolist(), strict=True):
             fh.write(orjson.dumps({"question_id": qid, "accuracy": value}) + b"\n")
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from vqadiag.data.atomic import file_digest
 from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.metrics.compare import compare_statistic, r_score_statistic
@@ -122,17 +124,35 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
     )
     meta_path = state.out / "bqd.meta.json"
     meta = {"key": key, "pool": str(pool), "ranker": o.bq_ranker, "embedder": "lsa"}
-    cached = False
-    if out.is_file() and meta_path.is_file():
-        from vqadiag.data.jsonio import read_json
-
-        cached = read_json(meta_path).get("key") == key
+    cached = _bqd_cached(out, meta_path, key)
     if not cached:
+        # bqd.meta.json commits bqd.json: it goes first and comes back last, with the
+        # digest of the dataset it describes, so a kill in between never leaves a pair
+        # that a later run would take for another ranker's dataset
+        meta_path.unlink(missing_ok=True)
         build_bqd(
             [pool], src.questions_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress
         )
-        write_json(meta_path, meta)
+        write_json(meta_path, {**meta, "sha256": file_digest(out)})
     return read_bqd(out), {"path": out.name, "built": True, "cached": cached, **meta}
+
+
+def _bqd_cached(out: Path, meta_path: Path, key: str) -> bool:
+    """Whether ``out`` is the dataset of ``key``: its meta file names the key and the
+    digest of exactly the bytes ``out`` holds."""
+    if not (out.is_file() and meta_path.is_file()):
+        return False
+    from vqadiag.data.jsonio import read_json
+
+    try:
+        recorded = read_json(meta_path)
+    except DataError:
+        return False
+    return (
+        isinstance(recorded, dict)
+        and recorded.get("key") == key
+        and recorded.get("sha256") == file_digest(out)
+    )
 
 
 def robustness_suite(state: DiagnoseState) -> SuiteOutput:

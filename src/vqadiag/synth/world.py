@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag import __version__
+from vqadiag.data.atomic import writable_folder
 from vqadiag.data.jsonio import write_json
 from vqadiag.progress import progress_bar
 from vqadiag.synth import detector as det
@@ -484,8 +485,7 @@ def generate_world(
     if render_workers is not None and render_workers < 0:
         raise ValueError(f"render_workers must be at least 0, got {render_workers}")
     started = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = writable_folder(out_dir)  # one line for a read-only or misplaced --out, up front
     streams = np.random.SeedSequence(seed).spawn(6)
     priors = build_priors(bias, np.random.default_rng(streams[0]))
     scenes = sample_scenes(images, priors, np.random.default_rng(streams[1]))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.atomic import writable_file, writable_folder
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
@@ -84,6 +85,7 @@ def train(
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
     cls = model_class(model)
+    writable_folder(out)  # before training, not after
     data = open_data(data_dir, dataset, images)
     data.questions(split)  # bad or missing question files fail before any work
     start = time.perf_counter()
@@ -149,6 +151,7 @@ def predict(
     from vqadiag.plugins import load_plugins
 
     load_plugins(())
+    writable_file(out)
     model = load_model_spec(str(run))
     data = open_data(data_dir, dataset, images)
     questions = data.questions(split)

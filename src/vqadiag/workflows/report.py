@@ -29,6 +29,7 @@ def report(
     object plus ``files: {json, html}``.
     """
     from vqadiag import __version__
+    from vqadiag.data.atomic import FolderLock, writable_folder, write_bytes_atomic
     from vqadiag.data.jsonio import write_json
     from vqadiag.report.build import build_report
     from vqadiag.report.html import render_html
@@ -36,6 +37,7 @@ def report(
     from vqadiag.report.results import load_result_dirs
     from vqadiag.report.thumbnails import drilldown_thumbnails
 
+    writable_folder(out)  # before the work
     sets = load_result_dirs(list(result_dirs))
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     result = build_report(
@@ -48,11 +50,12 @@ def report(
         version=__version__,
     )
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    json_path = write_json(folder / "report.json", result, indent=True)
-    html_path = folder / "report.html"
-    thumbs = drilldown_thumbnails(sets, result["drilldown"])
-    html_path.write_text(render_html(result, draw_all(result["plots"]), thumbs), encoding="utf-8")
+    with FolderLock(folder):
+        json_path = write_json(folder / "report.json", result, indent=True)
+        html_path = folder / "report.html"
+        thumbs = drilldown_thumbnails(sets, result["drilldown"])
+        html = render_html(result, draw_all(result["plots"]), thumbs)
+        write_bytes_atomic(html_path, html.encode("utf-8"))
     return result | {"files": {"json": str(json_path), "html": str(html_path)}}
 
 
@@ -68,6 +71,7 @@ def export(
     (:mod:`vqadiag.report.tables`). Returns ``{out, format, table, rows,
     columns, models}``.
     """
+    from vqadiag.data.atomic import writable_file
     from vqadiag.errors import DataError
     from vqadiag.report.results import load_result_dirs
     from vqadiag.report.tables import per_question_table, summary_table, table_format, write_table
@@ -75,6 +79,7 @@ def export(
     if table not in TABLES:
         raise DataError("--table", f"unknown table {table!r} (known: {', '.join(TABLES)})")
     table_format(out)  # refuse an unknown suffix before reading anything
+    writable_file(out)
     sets = load_result_dirs(list(result_dirs))
     frame = per_question_table(sets) if table == "per-question" else summary_table(sets)
     fmt = write_table(frame, out)

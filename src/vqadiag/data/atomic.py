@@ -1,0 +1,157 @@
+"""Atomic artefacts, content digests and result-folder locks (docs/reliability.md).
+
+* :func:`atomic_write` / :func:`write_bytes_atomic`: the bytes go to a temporary file
+  beside the target (``.{name}.{pid}.{random}.tmp``), are flushed and fsynced, and the
+  file is renamed over the target (``os.replace``, atomic on POSIX and Windows). A reader
+  sees the old file or the whole new one, never a torn one; a killed writer leaves at
+  most a temporary file, which no reader looks at.
+* :func:`file_digest`: the sha256 of a file's bytes, for committing files that record
+  the digest of the artefacts they describe (``results.json`` → ``per_question.jsonl``,
+  ``bqd.meta.json`` → ``bqd.json``).
+* :class:`FolderLock`: an exclusive ``fcntl.flock`` on ``FOLDER/.vqadiag.lock`` held
+  while a run writes the folder; a second run refuses with one line naming the holder
+  (pid, host, start time, command). The kernel releases the lock when the holder
+  dies, so a killed run never leaves a stale lock. Where ``fcntl`` does not exist
+  (Windows) the lock is not taken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+import orjson
+
+from vqadiag.errors import DataError
+
+LOCK_NAME = ".vqadiag.lock"
+
+
+@contextmanager
+def atomic_write(path: str | Path) -> Iterator[BinaryIO]:
+    """Write ``path`` atomically: ``with atomic_write(p) as fh: fh.write(...)``; the target
+    is replaced only when the block ends without an exception."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "xb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """``path`` holds exactly ``data`` afterwards, or is unchanged (:func:`atomic_write`)."""
+    with atomic_write(path) as fh:
+        fh.write(data)
+    return Path(path)
+
+
+def file_digest(path: str | Path) -> str:
+    """Hex sha256 of the file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class FolderLock:
+    """``with FolderLock(out):`` — exclusive use of a result folder (module docstring)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        self._fh: BinaryIO | None = None
+
+    def __enter__(self) -> FolderLock:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks here
+            return self
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+b")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = _holder_text(fh.read())
+            fh.close()
+            why = f"in use by another vqadiag run ({holder}); wait for it or use another --out"
+            raise DataError(self.folder, why) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(
+            orjson.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "command": " ".join(sys.argv[:3]),
+                }
+            )
+        )
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._fh is not None:
+            self._fh.close()  # closing releases the lock
+            self._fh = None
+
+
+def _holder_text(raw: bytes) -> str:
+    """``pid 123 on host, since …`` from the lock file's record (best effort)."""
+    try:
+        rec = orjson.loads(raw)
+        return f"pid {rec['pid']} on {rec['host']}, since {rec['started']}: {rec['command']}"
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return "holder unknown"
+
+
+def writable_folder(path: str | Path) -> Path:
+    """``path`` as an output folder: created when missing, and checked that a file can be
+    written in it, before any long work starts; otherwise one :class:`DataError` naming
+    the folder (a file in its place, permission denied, read-only or full disk)."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(folder, "is a file, expected a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".vqadiag-write-check.{os.getpid()}.{secrets.token_hex(4)}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise DataError(folder, f"cannot write here: {err.strerror or err}") from None
+    return folder
+
+
+def writable_file(path: str | Path) -> Path:
+    """``path`` as an output file: not a folder, in a folder :func:`writable_folder`
+    accepts."""
+    target = Path(path)
+    if target.is_dir():
+        raise DataError(target, "is a folder, expected a file")
+    writable_folder(target.parent)
+    return target

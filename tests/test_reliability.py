@@ -1,0 +1,260 @@
+"""Never silently wrong: atomic artefacts, committed per-question tables and basic-question
+datasets, locked result folders (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from vqadiag.data.atomic import FolderLock, atomic_write, file_digest, write_bytes_atomic
+from vqadiag.data.gqa_data import GQAData
+from vqadiag.errors import DataError
+from vqadiag.models.registry import model_class
+from vqadiag.synth import generate_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reliable") / "world"
+    generate_world(root, images=120, seed=3)
+    return root
+
+
+@pytest.fixture(scope="module")
+def prior(world, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run") / "prior"
+    model_class("prior").train(GQAData(world), progress=False).save(folder)
+    return folder
+
+
+def _diagnose(world, prior, out, **kwargs):
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    options = {"n_bootstrap": 20, "max_questions": 40, "bq_ranker": "bleu1", **kwargs}
+    return diagnose(world, str(prior), out, **options)
+
+
+# -- atomic writes -----------------------------------------------------------------------
+
+
+def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "a.json"
+    write_bytes_atomic(target, b"old")
+    with pytest.raises(RuntimeError), atomic_write(target) as fh:
+        fh.write(b"half of the new")
+        raise RuntimeError("killed")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+    write_bytes_atomic(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+
+
+def test_file_digest_is_sha256(tmp_path):
+    path = write_bytes_atomic(tmp_path / "x", b"abc")
+    # sha256("abc"), FIPS 180-2 appendix B.1
+    assert file_digest(path) == ("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+
+
+# -- locks -------------------------------------------------------------------------------
+
+
+def test_a_locked_folder_refuses_a_second_holder_until_released(tmp_path):
+    with FolderLock(tmp_path / "out"):
+        with pytest.raises(DataError) as err, FolderLock(tmp_path / "out"):
+            pass
+        assert "in use by another vqadiag run" in str(err.value)
+        assert f"pid {__import__('os').getpid()}" in str(err.value)
+    with FolderLock(tmp_path / "out"):  # released: free again
+        pass
+
+
+def test_diagnose_into_a_folder_another_run_holds_exits_2_naming_it(
+    run_cli, world, prior, tmp_path
+):
+    out = tmp_path / "res"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from vqadiag.data.atomic import FolderLock
+            with FolderLock({str(out)!r}):
+                print("held", flush=True)
+                time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        res = run_cli("diagnose", "--data", world, "--model", prior, "--out", out,
+                      "--suite", "accuracy", "--n-bootstrap", "20")  # fmt: skip
+        assert res.exit_code == 2
+        line = res.stderr.strip()
+        assert "\n" not in line and "in use by another vqadiag run" in line
+        assert f"pid {holder.pid}" in line and str(out) in line
+        assert not (out / "results.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died: the kernel released its lock, the folder is usable again
+    time.sleep(0.1)
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", out,
+                  "--suite", "accuracy", "--n-bootstrap", "20")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+
+
+# -- results.json commits per_question.jsonl ----------------------------------------------
+
+
+def test_report_and_export_refuse_a_torn_or_empty_per_question_table(
+    run_cli, world, prior, tmp_path
+):
+    out = tmp_path / "res"
+    result = _diagnose(world, prior, out, suites="accuracy,fpvg")
+    table = out / "per_question.jsonl"
+    lines = table.read_bytes().splitlines(keepends=True)
+    assert result["per_question_rows"] == len(lines) > 40
+    assert result["per_question_sha256"] == file_digest(table)
+    ok = run_cli("report", out, "--out", tmp_path / "rep")
+    assert ok.exit_code == 0, ok.stderr
+    for torn in (b"".join(lines[: len(lines) // 2]), b""):
+        table.write_bytes(torn)
+        for args in (("report", out, "--out", tmp_path / "rep2"),
+                     ("export", out, "--out", tmp_path / "t.csv")):  # fmt: skip
+            res = run_cli(*args)
+            assert res.exit_code == 2, (args, res.stdout)
+            line = res.stderr.strip()
+            assert "\n" not in line and "per_question.jsonl" in line
+            assert "does not match results.json" in line
+
+
+def test_per_question_must_stay_inside_the_result_folder(run_cli, world, prior, tmp_path):
+    out = tmp_path / "res"
+    _diagnose(world, prior, out, suites="accuracy")
+    results = json.loads((out / "results.json").read_text())
+    for name in ("../elsewhere.jsonl", "/etc/passwd", ".."):
+        (out / "results.json").write_text(json.dumps({**results, "per_question": name}))
+        res = run_cli("report", out, "--out", tmp_path / "rep")
+        assert res.exit_code == 2
+        assert "per_question must be a file name in the folder" in res.stderr
+
+
+# -- bqd.meta.json commits bqd.json --------------------------------------------------------
+
+
+def _bqd_records(out):
+    """The dataset's records (its meta records the build time, which differs)."""
+    return json.loads((out / "bqd.json").read_text())["records"]
+
+
+def test_a_run_killed_while_building_the_bqd_never_leaves_it_for_another_ranker(
+    world, prior, tmp_path, monkeypatch
+):
+    out = tmp_path / "res"
+    first = _diagnose(world, prior, out, suites="robustness")
+    bleu = _bqd_records(out)
+    assert first["suites"]["robustness"]["bqd"]["cached"] is False
+
+    # a ROUGE build dies right after writing bqd.json, before its meta file
+    import vqadiag.questions.bqd_build as bqd_build
+
+    real = bqd_build.build_bqd
+
+    def build_then_die(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bqd_build, "build_bqd", build_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        _diagnose(world, prior, out, suites="robustness", bq_ranker="rouge")
+    monkeypatch.setattr(bqd_build, "build_bqd", real)
+    assert _bqd_records(out) != bleu  # the other ranker's dataset is there
+
+    again = _diagnose(world, prior, out, suites="robustness")
+    assert again["suites"]["robustness"]["bqd"]["cached"] is False  # rebuilt, not reused
+    assert _bqd_records(out) == bleu
+    assert again["summary"]["r_score"] == first["summary"]["r_score"]
+    # and a meta file that names the key but not these bytes is not trusted either
+    meta = json.loads((out / "bqd.meta.json").read_text())
+    (out / "bqd.meta.json").write_text(json.dumps({**meta, "sha256": "0" * 64}))
+    third = _diagnose(world, prior, out, suites="robustness")
+    assert third["suites"]["robustness"]["bqd"]["cached"] is False
+    fourth = _diagnose(world, prior, out, suites="robustness")
+    assert fourth["suites"]["robustness"]["bqd"]["cached"] is True
+
+
+# -- OS failures are one line, found before the work --------------------------------------
+
+
+def test_outputs_in_the_wrong_place_are_one_line_before_any_work(run_cli, world, prior, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    cases = [
+        (("train", "--data", world, "--model", "question-only", "--out", a_file),
+         "is a file, expected a folder"),
+        (("train", "--data", world, "--model", "question-only", "--out", a_file / "run"),
+         "cannot write here"),
+        (("predict", "--model", prior, "--data", world, "--out", tmp_path),
+         "is a folder, expected a file"),
+        (("diagnose", "--data", world, "--model", prior, "--out", a_file / "res"),
+         "cannot write here"),
+        (("synth", "--images", "20", "--out", a_file), "is a file, expected a folder"),
+    ]  # fmt: skip
+    for args, message in cases:
+        started = time.perf_counter()
+        res = run_cli(*args)
+        assert res.exit_code == 2, (args, res.stdout, res.stderr)
+        line = res.stderr.strip()
+        assert "\n" not in line and message in line and str(tmp_path) in line, (args, line)
+        assert time.perf_counter() - started < 30  # refused up front, not after training
+    assert a_file.read_text() == "mine"
+
+
+def test_os_and_store_errors_become_one_line(capsys):
+    import sqlite3
+
+    import typer
+
+    from vqadiag.cli.common import cli_errors
+
+    def denied():
+        raise PermissionError(13, "Permission denied", "/data/x.json")
+
+    def disk_full():
+        raise OSError(28, "No space left on device", "/out/results.json")
+
+    def store_full():
+        raise sqlite3.OperationalError("database or disk is full")
+
+    expected = [
+        "error: /data/x.json: Permission denied",
+        "error: /out/results.json: No space left on device",
+        "error: prediction store (store.sqlite): database or disk is full",
+    ]
+    for fn, line in zip((denied, disk_full, store_full), expected, strict=True):
+        with pytest.raises(typer.Exit) as stop:
+            cli_errors(fn)()
+        assert stop.value.exit_code == 2
+        assert capsys.readouterr().err.strip() == line
+
+
+def test_a_folder_given_as_an_input_file_is_one_line(run_cli, world, tmp_path):
+    gqa = world / "gqa"
+    for args in (
+        ("score", "gqa", "--questions", tmp_path, "--predictions", tmp_path),
+        ("score", "gqa", "--questions", gqa / "val_balanced_questions.json",
+         "--predictions", tmp_path),
+        ("relevance", "--questions", tmp_path, "--scenes", gqa / "val_sceneGraphs.json",
+         "--detections", gqa / "objects", "--out", tmp_path / "r.json"),
+    ):  # fmt: skip
+        res = run_cli(*args)
+        assert res.exit_code == 2, (args, res.stdout)
+        # one error line naming the folder (a progress bar may come before it)
+        errors = [x for x in res.stderr.splitlines() if x.startswith("error")]
+        assert len(errors) == 1 and str(tmp_path) in errors[0], res.stderr
+        assert "Traceback" not in res.stderr and "Usage:" not in res.stderr
