@@ -258,3 +258,15 @@ def test_a_folder_given_as_an_input_file_is_one_line(run_cli, world, tmp_path):
         errors = [x for x in res.stderr.splitlines() if x.startswith("error")]
         assert len(errors) == 1 and str(tmp_path) in errors[0], res.stderr
         assert "Traceback" not in res.stderr and "Usage:" not in res.stderr
+
+
+def test_a_model_name_with_dollars_is_drawn_literally(run_cli, world, prior, tmp_path):
+    out = tmp_path / "res"
+    _diagnose(world, prior, out, suites="accuracy,fpvg")
+    results = json.loads((out / "results.json").read_text())
+    name = r"model $\undefinedcmd$"  # not valid mathtext: it raises if parsed
+    results["model"]["name"] = name
+    (out / "results.json").write_text(json.dumps(results))
+    res = run_cli("report", out, "--out", tmp_path / "rep")
+    assert res.exit_code == 0, res.stderr
+    assert r"$\\undefinedcmd$" in (tmp_path / "rep" / "report.json").read_text()

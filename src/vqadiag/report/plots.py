@@ -510,8 +510,9 @@ def draw_all(plots: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "vqadiag"
-    return {
-        name: (DRAW.get(name, draw_suite_figures)(data) if data["models"] else None)
-        for name, data in plots.items()
-    }
+    # model names and dataset strings are shown literally: "$x$" is not mathtext here
+    with matplotlib.rc_context({"svg.hashsalt": "vqadiag", "text.parse_math": False}):
+        return {
+            name: (DRAW.get(name, draw_suite_figures)(data) if data["models"] else None)
+            for name, data in plots.items()
+        }
