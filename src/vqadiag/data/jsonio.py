@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from vqadiag.errors import DataError
+from vqadiag.data.json_keys import count_top_level_members, first_duplicate_key
+from vqadiag.errors import DataError, record_label
 
 _NON_FINITE = re.compile(rb"\s*-?(NaN|Infinity|inf|nan)\b")
 
@@ -51,16 +52,21 @@ def paused_gc() -> Iterator[None]:
 
 
 def read_json(path: str | Path) -> Any:
-    """Parse a whole JSON file with orjson; empty or malformed files raise DataError."""
+    """Parse a whole JSON file with orjson; empty or malformed files, and a top-level object
+    with a key twice (:mod:`vqadiag.data.json_keys`), raise DataError."""
     p = _existing(path)
     raw = p.read_bytes()
     if not raw or raw.isspace():  # no stripped copy of a large file
         raise DataError(p, "file is empty")
     try:
         with paused_gc():
-            return orjson.loads(raw)
+            obj = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         raise DataError(p, _decode_problem(raw, err)) from None
+    if isinstance(obj, dict) and obj and count_top_level_members(raw) != len(obj):
+        key = first_duplicate_key(raw)
+        raise DataError(p, "duplicate key (a JSON reader keeps only the last)", record_label(key))
+    return obj
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:

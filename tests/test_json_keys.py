@@ -1,0 +1,97 @@
+"""Duplicate keys in a JSON file's top-level object are refused (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import orjson
+import pytest
+
+from vqadiag.data import json_keys
+from vqadiag.data.json_keys import count_top_level_members, first_duplicate_key
+from vqadiag.data.jsonio import read_json
+from vqadiag.errors import DataError
+
+HAND_WORKED = [
+    (b"{}", 0),
+    (b" {\n} ", 0),
+    (b'{"a":1}', 1),
+    # commas and brackets inside strings and nested containers are not members
+    (b'{"a":1,"b":[1,2,{"c":3,"d":4}],"e":"x,y}]"}', 3),
+    # escaped quotes and backslashes: "a\"" then "b\\" then "c" whose value is \"},
+    (b'{"a\\"":1,"b\\\\":2, "c":"\\\\\\"},"}', 3),
+    (b'{"a":1,"a":2}', 2),
+    (b'{"k":{}, "j":[], "l":{"m":{"n":[{}]}}}', 3),
+    (b"[1,2,3]", 3),
+    (b"[]", 0),
+]
+
+
+@pytest.mark.parametrize("raw,members", HAND_WORKED)
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 23])
+def test_members_are_counted_across_any_chunking(raw, members, chunk, monkeypatch):
+    monkeypatch.setattr(json_keys, "CHUNK", chunk)
+    assert count_top_level_members(raw) == members
+
+
+def _random_text(rng: random.Random) -> str:
+    return "".join(rng.choice('ab,{}[]":\\ \u00e9\n') for _ in range(rng.randrange(0, 6)))
+
+
+def _random_value(rng: random.Random, depth: int = 0):
+    kind = rng.randrange(6 if depth < 3 else 3)
+    if kind == 0:
+        return _random_text(rng)
+    if kind == 1:
+        return rng.randrange(-5, 5)
+    if kind == 2:
+        return None
+    if kind in (3, 4):
+        return {_random_text(rng): _random_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+    return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_objects_with_awkward_strings_and_duplicates(seed, monkeypatch):
+    rng = random.Random(seed)
+    monkeypatch.setattr(json_keys, "CHUNK", rng.choice([1, 2, 5, 16, 1 << 23]))
+    keys = [_random_text(rng) + str(i) for i in range(rng.randrange(1, 12))]
+    members = [(k, _random_value(rng)) for k in keys]
+    if seed % 2:  # repeat one key: the parser would keep one of them
+        members.insert(rng.randrange(len(members) + 1), (keys[0], "again"))
+    raw = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in members) + "}"
+    raw_bytes = raw.encode()
+    assert count_top_level_members(raw_bytes) == len(members)
+    parsed = orjson.loads(raw_bytes)
+    assert (len(parsed) != len(members)) == bool(seed % 2)
+    assert first_duplicate_key(raw_bytes) == (keys[0] if seed % 2 else None)
+
+
+def test_read_json_refuses_a_duplicate_id_naming_file_and_record(tmp_path):
+    path = tmp_path / "predictions.json"
+    path.write_text('{"q1": "yes", "q2": "no", "q1": "no"}')
+    with pytest.raises(DataError) as err:
+        read_json(path)
+    message = str(err.value)
+    assert str(path) in message and "'q1'" in message and "duplicate key" in message
+    # a key repeated inside a nested object is the reader's business, not this check's
+    path.write_text('{"q1": {"a": 1, "a": 2}, "q2": 3}')
+    assert read_json(path) == {"q1": {"a": 2}, "q2": 3}
+
+
+def test_score_vqa_refuses_duplicate_prediction_ids(run_cli, tmp_path):
+    questions = {"questions": [{"question_id": 1, "image_id": 7, "question": "Is it?"}]}
+    annotations = {"annotations": [{
+        "question_id": 1, "image_id": 7, "answer_type": "yes/no", "question_type": "is it",
+        "multiple_choice_answer": "yes",
+        "answers": [{"answer": "yes", "answer_id": i + 1} for i in range(10)],
+    }]}  # fmt: skip
+    (tmp_path / "q.json").write_text(json.dumps(questions))
+    (tmp_path / "a.json").write_text(json.dumps(annotations))
+    (tmp_path / "p.json").write_text('{"1": "no", "1": "yes"}')
+    res = run_cli("score", "vqa", "--questions", tmp_path / "q.json", "--annotations",
+                  tmp_path / "a.json", "--predictions", tmp_path / "p.json")  # fmt: skip
+    assert res.exit_code == 2, res.stdout
+    line = res.stderr.strip()
+    assert "\n" not in line and "p.json" in line and "'1'" in line and "duplicate key" in line
