@@ -270,3 +270,41 @@ def test_a_model_name_with_dollars_is_drawn_literally(run_cli, world, prior, tmp
     res = run_cli("report", out, "--out", tmp_path / "rep")
     assert res.exit_code == 0, res.stderr
     assert r"$\\undefinedcmd$" in (tmp_path / "rep" / "report.json").read_text()
+
+
+# -- synth builds its world aside and renames it when complete ------------------------------
+
+
+def test_an_interrupted_synth_leaves_no_world_behind(tmp_path, monkeypatch):
+    import vqadiag.synth.world as world_module
+
+    real = world_module.write_json
+    calls = {"n": 0}
+
+    def write_then_die(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(world_module, "write_json", write_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        generate_world(tmp_path / "w", images=20, seed=0, render=False)
+    monkeypatch.setattr(world_module, "write_json", real)
+    assert list(tmp_path.iterdir()) == []  # neither the world nor its partial folder
+    # a complete world replaces an earlier one, identical to a fresh build
+    generate_world(tmp_path / "w", images=20, seed=1, render=False)
+    generate_world(tmp_path / "w", images=20, seed=0, render=False)
+    generate_world(tmp_path / "fresh", images=20, seed=0, render=False)
+    for name in ("world.json", "gqa/val_balanced_questions.json"):
+        assert (tmp_path / "w" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "w"]
+
+
+def test_synth_refuses_a_folder_of_other_files(run_cli, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    res = run_cli("synth", "--images", "20", "--out", tmp_path)
+    assert res.exit_code == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and str(tmp_path) in line and "holds no synthetic world" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -25,7 +25,10 @@ in worker processes that run while the questions are generated.
 
 from __future__ import annotations
 
+import os
 import random
+import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -37,6 +40,7 @@ import numpy as np
 from vqadiag import __version__
 from vqadiag.data.atomic import writable_folder
 from vqadiag.data.jsonio import write_json
+from vqadiag.errors import DataError
 from vqadiag.progress import progress_bar
 from vqadiag.synth import detector as det
 from vqadiag.synth import gqa_questions as gq
@@ -485,7 +489,73 @@ def generate_world(
     if render_workers is not None and render_workers < 0:
         raise ValueError(f"render_workers must be at least 0, got {render_workers}")
     started = time.perf_counter()
-    out = writable_folder(out_dir)  # one line for a read-only or misplaced --out, up front
+    final = Path(out_dir)
+    out = _partial_folder(final)  # the world is built here and renamed when complete
+    try:
+        result = _generate_into(
+            out, seed, images, bias, feature_dim, render, render_workers, progress, started
+        )
+        _commit_world(out, final)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return {**result, "out": str(final)}
+
+
+def _partial_folder(final: Path) -> Path:
+    """A fresh hidden sibling of ``final`` to build the world in, after checking ``final``
+    can take a world: missing, empty, or an earlier world (it has ``world.json``); a
+    non-empty folder of other files is refused before any work. Partial folders left by
+    killed runs (their pid is gone) are removed."""
+    if final.exists() and not final.is_dir():
+        raise DataError(final, "is a file, expected a folder")
+    if final.is_dir() and not (final / "world.json").is_file() and any(final.iterdir()):
+        raise DataError(
+            final, "is not empty and holds no synthetic world (world.json); give a new folder"
+        )
+    parent = writable_folder(final.parent)
+    for stale in parent.glob(f".{final.name}.partial-*"):
+        pid = stale.name.rsplit("-", 2)[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    out = parent / f".{final.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    out.mkdir()
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _commit_world(out: Path, final: Path) -> None:
+    """Put the complete world ``out`` at ``final`` (an earlier world there is replaced)."""
+    if final.is_dir():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
+        final.rename(old)
+        out.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        out.rename(final)
+
+
+def _generate_into(
+    out: Path,
+    seed: int,
+    images: int,
+    bias: float,
+    feature_dim: int,
+    render: bool,
+    render_workers: int | None,
+    progress: bool,
+    started: float,
+) -> dict[str, Any]:
+    """:func:`generate_world` into the folder ``out``."""
     streams = np.random.SeedSequence(seed).spawn(6)
     priors = build_priors(bias, np.random.default_rng(streams[0]))
     scenes = sample_scenes(images, priors, np.random.default_rng(streams[1]))
