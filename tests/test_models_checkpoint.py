@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -27,7 +29,14 @@ def test_bad_run_folders(tmp_path):
     with pytest.raises(DataError, match="run folder not found"):
         load_checkpoint(tmp_path / "missing")
     save_checkpoint(tmp_path / "run", {"model": "x"}, {"a": np.zeros(1)}, ["a"])
-    (tmp_path / "run" / "weights.safetensors").write_bytes(b"garbage")
+    weights = tmp_path / "run" / "weights.safetensors"
+    weights.write_bytes(b"garbage")
+    with pytest.raises(DataError, match="weights.safetensors: does not match the weights_sha256"):
+        load_checkpoint(tmp_path / "run")
+    # a run saved before the digest existed: the safetensors reader names the problem
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    del config["weights_sha256"]
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config))
     with pytest.raises(DataError, match="weights.safetensors: cannot read safetensors"):
         load_checkpoint(tmp_path / "run")
     (tmp_path / "run" / "config.json").write_text('{"mode": 1}')
@@ -35,3 +44,14 @@ def test_bad_run_folders(tmp_path):
         load_checkpoint(tmp_path / "run")
     with pytest.raises(ValueError, match="name its model"):
         save_checkpoint(tmp_path / "r2", {}, {}, [])
+
+
+def test_a_bit_flip_in_the_weights_is_refused(tmp_path):
+    w = {"emb": np.arange(64, dtype=np.float32)}
+    save_checkpoint(tmp_path / "run", {"model": "prior"}, w, ["yes", "no"])
+    weights = tmp_path / "run" / "weights.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-5] ^= 0x01  # one bit of one float: still a valid safetensors file
+    weights.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="does not match the weights_sha256"):
+        load_checkpoint(tmp_path / "run")

@@ -152,7 +152,7 @@ def test_corrupt_weights_and_config(run_cli, world, tmp_path):
     (run / "weights.safetensors").write_bytes(b"not safetensors")
     result = run_cli("predict", "--model", run, "--data", world, "--out", tmp_path / "p.json")
     assert result.exit_code == 2
-    assert "weights.safetensors: cannot read safetensors" in result.stderr
+    assert "weights.safetensors: does not match the weights_sha256" in result.stderr
     (run / "config.json").write_text('{"model": "resnet"}')
     result = run_cli("predict", "--model", run, "--data", world, "--out", tmp_path / "p.json")
     assert result.exit_code == 2 and "config.json: unknown model 'resnet'" in result.stderr

@@ -90,5 +90,5 @@ def test_weights_that_do_not_fit_name_the_file(world, tmp_path):
     with pytest.raises(DataError, match="bad/weights.safetensors: weights do not fit the model"):
         UpDnModel.load(tmp_path / "bad")
     (tmp_path / "run" / "weights.safetensors").write_bytes(b"\x00" * 10)
-    with pytest.raises(DataError, match="cannot read safetensors"):
+    with pytest.raises(DataError, match="does not match the weights_sha256"):
         UpDnModel.load(tmp_path / "run")

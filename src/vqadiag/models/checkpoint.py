@@ -1,6 +1,8 @@
 """Checkpoints: ``config.json`` + ``weights.safetensors`` + ``answers.json`` in a run folder.
 
-Loading never unpickles: weights are safetensors (plain tensors), the rest JSON.
+Loading never unpickles: weights are safetensors (plain tensors), the rest JSON. Every
+file is written atomically and ``config.json`` last, with the sha256 of the weights
+(``weights_sha256``), which loading verifies (docs/reliability.md).
 ``config.json`` always names the model (``"model"``) so ``vqadiag predict`` can
 rebuild it; the fingerprint of a run is a hash of all three files' contents.
 """
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag import __version__
+from vqadiag.data.atomic import file_digest, writable_folder, write_bytes_atomic
 from vqadiag.data.jsonio import read_json, require_field, write_json
 from vqadiag.errors import DataError
 
@@ -30,16 +33,19 @@ def save_checkpoint(
     answers: Sequence[str],
 ) -> Path:
     """Write a run folder; ``config`` must name the model under ``"model"``."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     if "model" not in config:
         raise ValueError("a checkpoint config must name its model under 'model'")
-    out = Path(run_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / CONFIG, {**config, "vqadiag_version": __version__}, indent=True)
-    write_json(out / ANSWERS, list(answers), indent=True)
+    out = writable_folder(run_dir)
     arrays = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
-    save_file(arrays, str(out / WEIGHTS))
+    weights = save(arrays)
+    write_bytes_atomic(out / WEIGHTS, weights)
+    write_json(out / ANSWERS, list(answers), indent=True)
+    # config.json comes last and commits the others: it records the weights' digest
+    digest = hashlib.sha256(weights).hexdigest()
+    meta = {"vqadiag_version": __version__, "weights_sha256": digest}
+    write_json(out / CONFIG, {**config, **meta}, indent=True)
     return out
 
 
@@ -63,6 +69,13 @@ def load_checkpoint(
     weights = folder / WEIGHTS
     if not weights.is_file():
         raise DataError(weights, "file not found")
+    recorded = config.pop("weights_sha256", None)  # the checkpoint's, not the model's
+    if recorded is not None and recorded != file_digest(weights):
+        raise DataError(
+            weights,
+            "does not match the weights_sha256 config.json records: the file is damaged "
+            "or was replaced; train again or restore it",
+        )
     try:
         tensors = load_file(str(weights))
     except (SafetensorError, OSError, ValueError) as err:
