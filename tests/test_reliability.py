@@ -308,3 +308,25 @@ def test_synth_refuses_a_folder_of_other_files(run_cli, tmp_path):
     line = res.stderr.strip()
     assert "\n" not in line and str(tmp_path) in line and "holds no synthetic world" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_folder_of_the_users_own_files_is_never_written_into(run_cli, world, prior, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    result_dir = tmp_path / "res"
+    _diagnose(world, prior, result_dir, suites="accuracy")
+    for args in (
+        ("diagnose", "--data", world, "--model", prior, "--out", mine, "--suite", "accuracy"),
+        ("train", "--data", world, "--model", "prior", "--out", mine),
+        ("report", result_dir, "--out", mine),
+    ):
+        res = run_cli(*args)
+        assert res.exit_code == 2, (args, res.stdout)
+        line = res.stderr.strip()
+        assert "\n" not in line and str(mine) in line and "not a folder vqadiag wrote" in line
+        assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    # vqadiag's own folders are reused: a rerun into the result folder works
+    again = run_cli("diagnose", "--data", world, "--model", prior, "--out", result_dir,
+                    "--suite", "accuracy", "--n-bootstrap", "20")  # fmt: skip
+    assert again.exit_code == 0, again.stderr

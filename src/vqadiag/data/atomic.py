@@ -155,3 +155,16 @@ def writable_file(path: str | Path) -> Path:
         raise DataError(target, "is a folder, expected a file")
     writable_folder(target.parent)
     return target
+
+
+def output_folder(path: str | Path, ours: tuple[str, ...]) -> Path:
+    """:func:`writable_folder`, refusing a non-empty folder that holds none of ``ours``
+    (the names the command writes there): vqadiag never writes among a user's own files."""
+    folder = Path(path)
+    if folder.is_dir() and any(folder.iterdir()) and not any((folder / n).exists() for n in ours):
+        raise DataError(
+            folder,
+            f"is not empty and holds no {' / '.join(n for n in ours if n != LOCK_NAME)}: "
+            "not a folder vqadiag wrote; give a new or empty one",
+        )
+    return writable_folder(folder)

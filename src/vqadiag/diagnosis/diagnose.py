@@ -26,7 +26,13 @@ from typing import Any
 
 import orjson
 
-from vqadiag.data.atomic import FolderLock, atomic_write, file_digest, writable_folder
+from vqadiag.data.atomic import (
+    LOCK_NAME,
+    FolderLock,
+    atomic_write,
+    file_digest,
+    output_folder,
+)
 from vqadiag.data.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.models.registry import load_model_spec
@@ -147,7 +153,7 @@ def diagnose(
         allow_missing_images=bool(allow_missing_images),
     )
     the_model = load_model_spec(model)
-    out_dir = writable_folder(out)
+    out_dir = output_folder(out, ("results.json", "store.sqlite", LOCK_NAME))
     with FolderLock(out_dir):
         return _diagnose_into(the_model, model, options, out_dir, root)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.atomic import writable_file, writable_folder
+from vqadiag.data.atomic import output_folder, writable_file
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
@@ -85,7 +85,7 @@ def train(
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
     cls = model_class(model)
-    writable_folder(out)  # before training, not after
+    output_folder(out, ("config.json",))  # before training, not after
     data = open_data(data_dir, dataset, images)
     data.questions(split)  # bad or missing question files fail before any work
     start = time.perf_counter()

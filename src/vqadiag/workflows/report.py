@@ -29,7 +29,7 @@ def report(
     object plus ``files: {json, html}``.
     """
     from vqadiag import __version__
-    from vqadiag.data.atomic import FolderLock, writable_folder, write_bytes_atomic
+    from vqadiag.data.atomic import LOCK_NAME, FolderLock, output_folder, write_bytes_atomic
     from vqadiag.data.jsonio import write_json
     from vqadiag.report.build import build_report
     from vqadiag.report.html import render_html
@@ -37,7 +37,7 @@ def report(
     from vqadiag.report.results import load_result_dirs
     from vqadiag.report.thumbnails import drilldown_thumbnails
 
-    writable_folder(out)  # before the work
+    output_folder(out, ("report.json", "report.html", LOCK_NAME))  # before the work
     sets = load_result_dirs(list(result_dirs))
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     result = build_report(
