@@ -330,3 +330,52 @@ def test_a_folder_of_the_users_own_files_is_never_written_into(run_cli, world, p
     again = run_cli("diagnose", "--data", world, "--model", prior, "--out", result_dir,
                     "--suite", "accuracy", "--n-bootstrap", "20")  # fmt: skip
     assert again.exit_code == 0, again.stderr
+
+
+# -- the basic-question ranking is checkpointed per chunk ----------------------------------
+
+
+def test_a_killed_lasso_build_resumes_from_its_finished_chunks(world, tmp_path, monkeypatch):
+    import vqadiag.questions.rankers as rankers
+    from vqadiag.questions.bqd_build import LASSO_CHUNK, build_bqd
+
+    gqa = world / "gqa"
+    pool, main = [gqa / "train_balanced_questions.json"], gqa / "val_balanced_questions.json"
+    n_main = min(3 * LASSO_CHUNK - 5, len(json.loads(main.read_text())))
+    assert n_main > 2 * LASSO_CHUNK  # three chunks, the last one short
+    options = {"ranker": "lasso", "max_main": n_main, "progress": False, "dim": 64}
+    build_bqd(pool, main, tmp_path / "fresh.json", **options)
+
+    real = rankers.lasso_chunk
+    calls = {"n": 0}
+
+    def counted(shared, chunk, die_at=None):
+        calls["n"] += 1
+        if calls["n"] == die_at:
+            raise KeyboardInterrupt
+        return real(shared, chunk)
+
+    monkeypatch.setattr(rankers, "lasso_chunk", lambda s, c: counted(s, c, die_at=3))
+    with pytest.raises(KeyboardInterrupt):  # killed while ranking the third chunk
+        build_bqd(pool, main, tmp_path / "bqd.json", **options)
+    assert not (tmp_path / "bqd.json").exists()
+    assert len(list(tmp_path.glob(".bqd.json.chunks-*/*.json"))) == 2
+
+    calls["n"] = 0
+    monkeypatch.setattr(rankers, "lasso_chunk", lambda s, c: counted(s, c))
+    build_bqd(pool, main, tmp_path / "bqd.json", **options)
+    assert calls["n"] == 1  # only the missing chunk was ranked again
+    resumed = json.loads((tmp_path / "bqd.json").read_text())["records"]
+    fresh = json.loads((tmp_path / "fresh.json").read_text())["records"]
+    assert resumed == fresh and len(fresh) == n_main
+    assert list(tmp_path.glob(".bqd.json.chunks-*")) == []  # checkpoints removed when done
+
+    # other parameters never reuse these checkpoints
+    calls["n"] = 0
+    monkeypatch.setattr(rankers, "lasso_chunk", lambda s, c: counted(s, c, die_at=2))
+    with pytest.raises(KeyboardInterrupt):
+        build_bqd(pool, main, tmp_path / "other.json", **options)
+    calls["n"] = 0
+    monkeypatch.setattr(rankers, "lasso_chunk", lambda s, c: counted(s, c))
+    build_bqd(pool, main, tmp_path / "other.json", **{**options, "lam": 0.02})
+    assert calls["n"] == 3

@@ -40,19 +40,27 @@ def run_chunks(
     num_cpus: int | None = None,
     progress: bool = True,
     description: str = "ranking",
+    cache: Any = None,
 ) -> list[Any]:
     """``[fn(shared, c) for c in chunks]`` flattened, locally or as Ray tasks, with a progress bar.
 
-    ``sizes[i]`` is the number of main questions in chunk i (progress units).
+    ``sizes[i]`` is the number of main questions in chunk i (progress units). With a
+    ``cache`` (:class:`~vqadiag.questions.chunk_cache.ChunkCache`), finished chunks are
+    read from it and each newly computed chunk is written to it as soon as it is done.
     """
     from vqadiag.progress import progress_bar
 
+    done: list[Any] = [None if cache is None else cache.get(i) for i in range(len(chunks))]
     out: list[Any] = []
     if backend == "local":
         with progress_bar(progress) as bar:
             task = bar.add_task(description, total=sum(sizes))
-            for chunk, size in zip(chunks, sizes, strict=True):
-                out.extend(fn(shared, chunk))
+            for i, (chunk, size) in enumerate(zip(chunks, sizes, strict=True)):
+                if done[i] is None:
+                    done[i] = fn(shared, chunk)
+                    if cache is not None:
+                        cache.put(i, done[i])
+                out.extend(done[i])
                 bar.advance(task, size)
         return out
     if backend != "ray":
@@ -71,19 +79,22 @@ def run_chunks(
     try:
         remote = ray.remote(one_blas_thread)
         shared_ref = ray.put(shared)
-        refs = [remote.remote(fn, shared_ref, chunk) for chunk in chunks]
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Any] = [None] * len(refs)
+        todo = [i for i, d in enumerate(done) if d is None]
+        refs = [remote.remote(fn, shared_ref, chunks[i]) for i in todo]
+        index = {ref: i for ref, i in zip(refs, todo, strict=True)}
         pending = list(refs)
         with progress_bar(progress) as bar:
             task = bar.add_task(f"{description} (ray)", total=sum(sizes))
+            bar.advance(task, sum(s for s, d in zip(sizes, done, strict=True) if d is not None))
             while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
+                finished, pending = ray.wait(pending, num_returns=1)
+                for ref in finished:
                     i = index[ref]
-                    results[i] = ray.get(ref)
+                    done[i] = ray.get(ref)
+                    if cache is not None:
+                        cache.put(i, done[i])
                     bar.advance(task, sizes[i])
-        for part in results:
+        for part in done:
             out.extend(part)
         return out
     finally:

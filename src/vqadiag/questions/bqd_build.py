@@ -175,6 +175,15 @@ def build_bqd(
                     )
                     shared["jar"] = str(meteor_jar)
                     shared["java"] = java
+    cache = None
+    if out is not None:
+        from vqadiag.questions.chunk_cache import ChunkCache, chunk_key
+
+        key = chunk_key(
+            [ranker, top, yes_no, seed, lam, embedder, dim, str(meteor_jar), chunk_size,
+             pool_texts, pool_ids, main_texts, exclude]
+        )  # fmt: skip
+        cache = ChunkCache(out, key)
     results = run_chunks(
         fn,
         shared,
@@ -185,6 +194,7 @@ def build_bqd(
         num_cpus=workers,
         progress=progress,
         description=f"ranking ({ranker})",
+        cache=cache,
     )
     records = []
     for i, res in enumerate(results):
@@ -216,6 +226,8 @@ def build_bqd(
     meta["seconds"] = time.perf_counter() - started
     if out is not None:
         write_bqd(out, records, meta)
+        if cache is not None:
+            cache.clear()
     return {**meta, "out": None if out is None else str(out), "records": len(records)}
 
 
