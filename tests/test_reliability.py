@@ -379,3 +379,29 @@ def test_a_killed_lasso_build_resumes_from_its_finished_chunks(world, tmp_path, 
     monkeypatch.setattr(rankers, "lasso_chunk", lambda s, c: counted(s, c))
     build_bqd(pool, main, tmp_path / "other.json", **{**options, "lam": 0.02})
     assert calls["n"] == 3
+
+
+# -- a pipe is read once ---------------------------------------------------------------------
+
+
+def test_process_substitutions_are_read_once(world, tmp_path):
+    import shutil
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("needs bash for <(…)")
+    truth = world / "gqa" / "val_balanced_questions.json"
+    questions = json.loads(truth.read_text())
+    clean = tmp_path / "clean.json"
+    noisy = tmp_path / "noisy.json"
+    clean.write_text(json.dumps({q: r["answer"] for q, r in questions.items()}))
+    noisy.write_text(json.dumps({q: "no" for q in questions}))
+    cmd = [sys.executable, "-m", "vqadiag", "score", "robustness", "--json", "--n-bootstrap", "20"]
+    files = ["--truth", truth, "--clean", clean, "--noisy", noisy]
+    direct = subprocess.run([*cmd, *files], capture_output=True, text=True)
+    assert direct.returncode == 0, direct.stderr
+    piped = " ".join(cmd) + f" --truth <(cat {truth}) --clean <(cat {clean}) --noisy <(cat {noisy})"
+    through_pipes = subprocess.run([bash, "-c", piped], capture_output=True, text=True)
+    assert through_pipes.returncode == 0, through_pipes.stderr
+    a, b = json.loads(direct.stdout), json.loads(through_pipes.stdout)
+    assert a["truth"] == b["truth"] == "gqa" and a["partitions"] == b["partitions"]

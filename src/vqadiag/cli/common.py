@@ -36,10 +36,23 @@ AllowMissing = Annotated[
 ]
 
 
+def rereadable_paths(value: Any) -> Any:
+    """Option callback: pipes and process substitutions read once into a temporary file
+    (:func:`vqadiag.data.streams.rereadable`), so that sniffing a format does not eat them."""
+    from vqadiag.data.streams import rereadable
+
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [rereadable(v) for v in value]
+    return rereadable(value)
+
+
 def existing_file(help_text: str) -> Any:
     """A required ``--option PATH``: existence and kind are checked by the readers, not by
-    click, so a folder or unreadable file is one line (``cli_errors``), not a usage box."""
-    return typer.Option(..., help=help_text)
+    click, so a folder or unreadable file is one line (``cli_errors``), not a usage box; a
+    pipe is read once (:func:`rereadable_paths`)."""
+    return typer.Option(..., help=help_text, callback=rereadable_paths)
 
 
 def cli_errors(fn: F) -> F:

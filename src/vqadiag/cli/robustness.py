@@ -19,6 +19,7 @@ from vqadiag.cli.common import (
     existing_file,
     fmt_rate,
     rate_table,
+    rereadable_paths,
 )
 from vqadiag.metrics.robustness import DEFAULT_M, DEFAULT_T, check_limits
 
@@ -79,13 +80,17 @@ def robustness(
             ...,
             help="Predictions on the noisy questions of partitions 1..7, in order "
             "(several paths after one --noisy, or --noisy repeated).",
+            callback=rereadable_paths,
         ),
     ],
     t: Annotated[float, typer.Option("--t", help="R_score tolerance t (0 ≤ t < m).")] = DEFAULT_T,
     m: Annotated[float, typer.Option("--m", help="R_score limit m (t < m ≤ 100).")] = DEFAULT_M,
     questions: Annotated[
         Path | None,
-        typer.Option(help="Only these questions (id list, VQA or GQA questions file)."),
+        typer.Option(
+            help="Only these questions (id list, VQA or GQA questions file).",
+            callback=rereadable_paths,
+        ),
     ] = None,
     all_questions: Annotated[
         bool, typer.Option("--all-questions", help="GQA: also unbalanced questions.")
@@ -99,7 +104,9 @@ def robustness(
     as_json: JsonFlag = False,
     more_noisy: Annotated[
         list[Path] | None,
-        typer.Argument(hidden=True, help="Further noisy files after --noisy P1."),
+        typer.Argument(
+            hidden=True, help="Further noisy files after --noisy P1.", callback=rereadable_paths
+        ),
     ] = None,
 ) -> None:
     """Accuracy clean vs with basic questions appended, Acc_diff and R_score per partition.
