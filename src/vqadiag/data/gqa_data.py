@@ -15,7 +15,6 @@ features) is never loaded whole.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from vqadiag.data.detections import Detections, read_detections
 from vqadiag.data.gqa import GQAQuestions, SceneGraphs, read_gqa_questions, read_scene_graphs
 from vqadiag.data.images import ImageFiles
 from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch
+from vqadiag.data.lru import ByteLRU
 from vqadiag.errors import DataError
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -56,10 +56,10 @@ class GQAData:
         self._detections: Detections | None = None
         self._questions: dict[str, GQAQuestions] = {}
         self._scenes: dict[str, SceneGraphs] = {}
-        self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._cache_bytes = cache_bytes
-        self._cached = 0
-        #: detector reads (h5) and the object cache are not thread-safe; images are
+        self._cache: ByteLRU[str, tuple[np.ndarray, np.ndarray]] = ByteLRU(
+            cache_bytes, lambda fb: fb[0].nbytes + fb[1].nbytes
+        )
+        #: detector reads (h5) are not thread-safe; the caches and images are
         self._detections_lock = threading.RLock()
 
     def questions_path(self, split: str) -> Path:
@@ -109,23 +109,14 @@ class GQAData:
 
     def image_objects(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         """``(features (n, D) float32, boxes (n, 4) float32)`` of an image, cached."""
-        with self._detections_lock:
-            return self._image_objects(image_id)
-
-    def _image_objects(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         hit = self._cache.get(image_id)
         if hit is not None:
-            self._cache.move_to_end(image_id)
             return hit
-        det = self.detections
-        boxes = np.asarray(det[image_id], dtype=np.float32)
-        feats = np.asarray(det.features(image_id), dtype=np.float32)
-        self._cache[image_id] = (feats, boxes)
-        self._cached += feats.nbytes + boxes.nbytes
-        while self._cached > self._cache_bytes and len(self._cache) > 1:
-            _, (f, b) = self._cache.popitem(last=False)
-            self._cached -= f.nbytes + b.nbytes
-        return feats, boxes
+        with self._detections_lock:
+            det = self.detections
+            boxes = np.asarray(det[image_id], dtype=np.float32)
+            feats = np.asarray(det.features(image_id), dtype=np.float32)
+        return self._cache.put(image_id, (feats, boxes))
 
     def image_roots(self) -> list[Path]:
         """Folders whose ``images/`` (or COCO split folders) hold this data's images."""
@@ -133,10 +124,10 @@ class GQAData:
 
     def image_boxes(self, image_id: str) -> np.ndarray:
         """The image's detected boxes ``(n, 4)`` float32 (no features read)."""
+        hit = self._cache.get(image_id, touch=False)
+        if hit is not None:
+            return hit[1]
         with self._detections_lock:
-            hit = self._cache.get(image_id)
-            if hit is not None:
-                return hit[1]
             return np.asarray(self.detections[image_id], dtype=np.float32)
 
     def pixel_input(

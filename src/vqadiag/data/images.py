@@ -18,14 +18,13 @@ naming the file (and the question, when the caller knows it).
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vqadiag.data.lru import ByteLRU
 from vqadiag.errors import DataError
 
 EXTENSIONS = (".jpg", ".png", ".jpeg")
@@ -33,6 +32,10 @@ COCO_SPLITS = ("val2014", "train2014", "test2015")
 DEFAULT_CACHE_BYTES = 96 << 20
 #: resized copies (the model's input size) kept: 1 GiB is ~20,000 images at 128 × 128
 RESIZED_CACHE_BYTES = 1 << 30
+
+
+def _nbytes(array: np.ndarray) -> int:
+    return array.nbytes
 
 
 def _coco_name(split: str, image_id: str) -> str | None:
@@ -57,14 +60,11 @@ class ImageFiles:
         self.roots = [Path(r) for r in dict.fromkeys(roots)]
         self._paths: dict[str, Path | None] = {}
         self._digests: dict[str, str] = {}
-        self._pixels: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._resized: OrderedDict[tuple[str, int, int], np.ndarray] = OrderedDict()
-        self._resized_bytes = 0
-        self._resized_limit = RESIZED_CACHE_BYTES
+        self._pixels: ByteLRU[str, np.ndarray] = ByteLRU(cache_bytes, _nbytes)
+        self._resized: ByteLRU[tuple[str, int, int], np.ndarray] = ByteLRU(
+            RESIZED_CACHE_BYTES, _nbytes
+        )
         self._sizes: dict[str, tuple[int, int]] = {}
-        self._cache_bytes = cache_bytes
-        self._cached = 0
-        self._lock = threading.Lock()
 
     # -- where ---------------------------------------------------------------------------
     def candidates(self, image_id: str) -> list[Path]:
@@ -122,22 +122,12 @@ class ImageFiles:
 
     def pixels(self, image_id: str, question: str | None = None) -> np.ndarray:
         """``(H, W, 3)`` uint8 RGB of the stored image (no EXIF rotation), cached."""
-        with self._lock:
-            hit = self._pixels.get(image_id)
-            if hit is not None:
-                self._pixels.move_to_end(image_id)
-                return hit
+        hit = self._pixels.get(image_id)
+        if hit is not None:
+            return hit
         array = decode(self.path(image_id, question), question)
         array.setflags(write=False)
-        with self._lock:
-            if image_id in self._pixels:  # another thread decoded it meanwhile
-                return self._pixels[image_id]
-            self._pixels[image_id] = array
-            self._cached += array.nbytes
-            while self._cached > self._cache_bytes and len(self._pixels) > 1:
-                _, old = self._pixels.popitem(last=False)
-                self._cached -= old.nbytes
-        return array
+        return self._pixels.put(image_id, array)  # another thread's, if it decoded it first
 
     def resized(
         self, image_id: str, size: tuple[int, int], question: str | None = None
@@ -145,15 +135,12 @@ class ImageFiles:
         """The image resized to ``size`` = (width, height) (bilinear), and its original
         (width, height); resized copies are small and kept."""
         key = (image_id, int(size[0]), int(size[1]))
-        with self._lock:
-            hit = self._resized.get(key)
-            if hit is not None:
-                self._resized.move_to_end(key)
-                return hit, self._sizes[image_id]
+        hit = self._resized.get(key)
+        if hit is not None:
+            return hit, self._sizes[image_id]
         from PIL import Image
 
-        with self._lock:
-            full = self._pixels.get(image_id)
+        full = self._pixels.get(image_id, touch=False)
         # a model that reads resized copies never needs the full-size array: decode and
         # resize in Pillow (the same pixels as resizing the cached array), keep the copy
         if full is not None:
@@ -163,15 +150,8 @@ class ImageFiles:
         original = image.size
         small = np.asarray(image.resize(key[1:], Image.BILINEAR), np.uint8)
         small.setflags(write=False)
-        with self._lock:
-            self._sizes[image_id] = original
-            if key not in self._resized:
-                self._resized[key] = small
-                self._resized_bytes += small.nbytes
-                while self._resized_bytes > self._resized_limit and len(self._resized) > 1:
-                    _, old = self._resized.popitem(last=False)
-                    self._resized_bytes -= old.nbytes
-        return small, original
+        self._sizes[image_id] = original  # before the copy is visible to other threads
+        return self._resized.put(key, small), original
 
 
 def decode(path: Path, question: str | None = None) -> np.ndarray:
