@@ -157,14 +157,20 @@ def writable_file(path: str | Path) -> Path:
     return target
 
 
-def output_folder(path: str | Path, ours: tuple[str, ...]) -> Path:
-    """:func:`writable_folder`, refusing a non-empty folder that holds none of ``ours``
-    (the names the command writes there): vqadiag never writes among a user's own files."""
-    folder = Path(path)
+def check_reusable(folder: Path, ours: tuple[str, ...], what: str) -> None:
+    """One :class:`DataError` when ``folder`` is a file, or a non-empty folder holding none
+    of ``ours`` (the names a command writes there, described by ``what``): vqadiag never
+    writes among a user's own files. A missing or empty folder passes."""
+    if folder.exists() and not folder.is_dir():
+        raise DataError(folder, "is a file, expected a folder")
     if folder.is_dir() and any(folder.iterdir()) and not any((folder / n).exists() for n in ours):
-        raise DataError(
-            folder,
-            f"is not empty and holds no {' / '.join(n for n in ours if n != LOCK_NAME)}: "
-            "not a folder vqadiag wrote; give a new or empty one",
-        )
+        why = f"is not empty and holds no {what}: not a folder vqadiag wrote"
+        raise DataError(folder, f"{why}; give a new or empty one")
+
+
+def output_folder(path: str | Path, ours: tuple[str, ...]) -> Path:
+    """:func:`writable_folder` after :func:`check_reusable` (``ours``: the names the
+    command writes there)."""
+    folder = Path(path)
+    check_reusable(folder, ours, " / ".join(n for n in ours if n != LOCK_NAME))
     return writable_folder(folder)

@@ -38,9 +38,8 @@ from typing import Any
 import numpy as np
 
 from vqadiag import __version__
-from vqadiag.data.atomic import writable_folder
+from vqadiag.data.atomic import check_reusable, writable_folder
 from vqadiag.data.jsonio import write_json
-from vqadiag.errors import DataError
 from vqadiag.progress import progress_bar
 from vqadiag.synth import detector as det
 from vqadiag.synth import gqa_questions as gq
@@ -507,12 +506,7 @@ def _partial_folder(final: Path) -> Path:
     can take a world: missing, empty, or an earlier world (it has ``world.json``); a
     non-empty folder of other files is refused before any work. Partial folders left by
     killed runs (their pid is gone) are removed."""
-    if final.exists() and not final.is_dir():
-        raise DataError(final, "is a file, expected a folder")
-    if final.is_dir() and not (final / "world.json").is_file() and any(final.iterdir()):
-        raise DataError(
-            final, "is not empty and holds no synthetic world (world.json); give a new folder"
-        )
+    check_reusable(final, ("world.json",), "synthetic world (world.json)")
     parent = writable_folder(final.parent)
     for stale in parent.glob(f".{final.name}.partial-*"):
         pid = stale.name.rsplit("-", 2)[-2]
