@@ -189,6 +189,7 @@ def apply_pixel_condition(
     images = list(visual.images)
     boxes = visual.boxes if visual.boxes is not None else np.zeros((len(images), 0, 4))
     present = visual.mask if visual.mask is not None else np.ones(boxes.shape[:2], bool)
+    fills: dict[int, np.ndarray] = {}  # mean / blur of an image, shared by its probes
     for row, probe in enumerate(probes):
         if probe.keep is None and probe.remove is None:
             continue
@@ -200,7 +201,13 @@ def apply_pixel_condition(
         replace = ~covered if probe.keep is not None else covered
         if not replace.any():
             continue
+        if fill == "noise":  # seeded per question: never shared
+            filler = _filler(image, fill, f"{probe.qid}|{probe.image_id}")
+        else:
+            filler = fills.get(id(image))
+            if filler is None:
+                filler = fills[id(image)] = _filler(image, fill, "")
         out = image.copy()
-        out[replace] = _filler(image, fill, f"{probe.qid}|{probe.image_id}")[replace]
+        out[replace] = filler[replace]
         images[row] = out
     return PixelInput(images, visual.boxes, visual.mask, visual.image_sizes)
