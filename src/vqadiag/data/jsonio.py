@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -129,3 +130,11 @@ def finite_float(value: Any, path: str | Path, label: str, what: str) -> float:
     if not math.isfinite(out):
         raise DataError(path, f"{what} is {value!r}, expected a finite number", label)
     return out
+
+
+_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def stable_hash(obj: Any) -> str:
+    """SHA-256 of the canonical JSON of ``obj`` (sorted keys), 16 hex characters."""
+    return hashlib.sha256(orjson.dumps(obj, option=_CANONICAL)).hexdigest()[:16]

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
+
+from vqadiag.data.jsonio import stable_hash as stable_hash  # re-exported: fingerprints
 
 #: Record fields that carry the gold answer or its annotations: never model input,
 #: so they do not enter the data fingerprint (fixing a gold answer keeps the cache).
@@ -42,13 +43,6 @@ GOLD_FIELDS = frozenset(
         "answer_list",
     }
 )
-
-_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-
-
-def stable_hash(obj: Any) -> str:
-    """SHA-256 of the canonical JSON of ``obj`` (sorted keys), 16 hex characters."""
-    return hashlib.sha256(orjson.dumps(obj, option=_OPTIONS)).hexdigest()[:16]
 
 
 def object_digest(features: np.ndarray, boxes: np.ndarray) -> str:

@@ -177,9 +177,10 @@ def build_bqd(
                     shared["java"] = java
     cache = None
     if out is not None:
-        from vqadiag.questions.chunk_cache import ChunkCache, chunk_key
+        from vqadiag.data.jsonio import stable_hash
+        from vqadiag.questions.chunk_cache import ChunkCache
 
-        key = chunk_key(
+        key = stable_hash(
             [ranker, top, yes_no, seed, lam, embedder, dim, str(meteor_jar), chunk_size,
              pool_texts, pool_ids, main_texts, exclude]
         )  # fmt: skip

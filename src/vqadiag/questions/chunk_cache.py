@@ -11,23 +11,15 @@ arrays are stored with their dtype and come back identical.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from vqadiag.data.jsonio import read_json, write_json
 from vqadiag.errors import DataError
-
-
-def chunk_key(parts: Sequence[Any]) -> str:
-    """Hex digest (16 chars) of everything that shapes the chunks' results."""
-    raw = orjson.dumps(list(parts), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
-    return hashlib.sha256(raw).hexdigest()[:16]
 
 
 def _encode(value: Any) -> Any:
