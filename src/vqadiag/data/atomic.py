@@ -12,7 +12,8 @@
   while a run writes the folder; a second run refuses with one line naming the holder
   (pid, host, start time, command). The kernel releases the lock when the holder
   dies, so a killed run never leaves a stale lock. Where ``fcntl`` does not exist
-  (Windows) the lock is not taken.
+  (Windows) the lock is not taken. Taking the lock removes the temporary files killed
+  writers left in the folder (:func:`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import BinaryIO
 
 import orjson
 
+from vqadiag.data.faults import write_point
 from vqadiag.errors import DataError
 
 LOCK_NAME = ".vqadiag.lock"
@@ -48,11 +50,43 @@ def atomic_write(path: str | Path) -> Iterator[BinaryIO]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        write_point(f"before rename {target.name}")
         os.replace(tmp, target)
+        write_point(f"after rename {target.name}")
     except BaseException:
         with suppress(OSError):
             tmp.unlink()
         raise
+
+
+def remove_stale_temporaries(
+    folder: str | Path, pattern: str = "*", *, recursive: bool = False
+) -> int:
+    """Delete the temporary files (``.{name}.{pid}.{random}.tmp``) that :func:`atomic_write`
+    calls of dead processes left in ``folder`` (names matching ``.{pattern}.*.tmp``; in its
+    subfolders too with ``recursive``); returns how many. A live writer's are kept."""
+    root = Path(folder)
+    glob = root.rglob if recursive else root.glob
+    removed = 0
+    for tmp in glob(f".{pattern}.*.tmp"):
+        parts = tmp.name.rsplit(".", 3)
+        if len(parts) != 4 or not parts[1].isdigit() or pid_alive(int(parts[1])):
+            continue
+        with suppress(OSError):
+            tmp.unlink()
+            removed += 1
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
@@ -108,6 +142,7 @@ class FolderLock:
         )
         fh.flush()
         self._fh = fh
+        remove_stale_temporaries(self.folder, recursive=True)
         return self
 
     def __exit__(
@@ -130,16 +165,24 @@ def _holder_text(raw: bytes) -> str:
         return "holder unknown"
 
 
-def writable_folder(path: str | Path) -> Path:
-    """``path`` as an output folder: created when missing, and checked that a file can be
-    written in it, before any long work starts; otherwise one :class:`DataError` naming
-    the folder (a file in its place, permission denied, read-only or full disk)."""
+def writable_folder(path: str | Path, *, create: bool = True) -> Path:
+    """``path`` as an output folder, checked before any long work starts: a file can be
+    written in it (created when missing; with ``create=False`` a missing folder is left
+    missing and its nearest existing parent is checked instead); otherwise one
+    :class:`DataError` naming the folder (a file in its place, permission denied,
+    read-only or full disk)."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise DataError(folder, "is a file, expected a folder")
+    probe_in = folder
+    if not create:
+        while not probe_in.exists() and probe_in != probe_in.parent:
+            probe_in = probe_in.parent
+        if not probe_in.is_dir():
+            raise DataError(folder, f"cannot write here: {probe_in} is not a folder")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".vqadiag-write-check.{os.getpid()}.{secrets.token_hex(4)}"
+        probe_in.mkdir(parents=True, exist_ok=True)
+        probe = probe_in / f".vqadiag-write-check.{os.getpid()}.{secrets.token_hex(4)}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
@@ -168,9 +211,9 @@ def check_reusable(folder: Path, ours: tuple[str, ...], what: str) -> None:
         raise DataError(folder, f"{why}; give a new or empty one")
 
 
-def output_folder(path: str | Path, ours: tuple[str, ...]) -> Path:
+def output_folder(path: str | Path, ours: tuple[str, ...], *, create: bool = True) -> Path:
     """:func:`writable_folder` after :func:`check_reusable` (``ours``: the names the
     command writes there)."""
     folder = Path(path)
     check_reusable(folder, ours, " / ".join(n for n in ours if n != LOCK_NAME))
-    return writable_folder(folder)
+    return writable_folder(folder, create=create)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from vqadiag.data.faults import write_point
 from vqadiag.errors import DataError
 
 SCHEMA = """
@@ -139,6 +140,8 @@ class PredictionStore:
             self.db.executemany(
                 "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
+            write_point("store batch before commit")
+        write_point("store batch after commit")
 
     def count(self, model: str | None = None) -> int:
         """Number of stored answers (of one model fingerprint when given)."""

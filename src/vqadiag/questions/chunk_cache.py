@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.data.atomic import remove_stale_temporaries
 from vqadiag.data.jsonio import read_json, write_json
 from vqadiag.errors import DataError
 
@@ -44,6 +45,10 @@ class ChunkCache:
         self.prefix = f".{target.name}.chunks-"
         self.parent = target.parent
         self.folder = self.parent / f"{self.prefix}{key}"
+        # killed builds' temporaries: of the dataset file, and of this build's chunks
+        remove_stale_temporaries(self.parent, target.name)
+        if self.folder.is_dir():
+            remove_stale_temporaries(self.folder)
 
     def get(self, index: int) -> list[dict[str, Any]] | None:
         """Chunk ``index``'s results, or None when not finished (or unreadable)."""

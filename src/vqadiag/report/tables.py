@@ -26,10 +26,12 @@ Parquet needs ``pyarrow``: ``pip install 'vqadiag[parquet]'``).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vqadiag.data.atomic import write_bytes_atomic
 from vqadiag.errors import DataError
 from vqadiag.report.results import ResultSet, load_result_dirs
 
@@ -132,14 +134,15 @@ def table_format(path: str | Path) -> str:
 
 
 def write_table(frame: pd.DataFrame, path: str | Path) -> str:
-    """Write ``frame`` as CSV, JSON Lines or Parquet (by suffix); returns the format."""
+    """Write ``frame`` as CSV, JSON Lines or Parquet (by suffix), atomically; returns the
+    format."""
     fmt = table_format(path)
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
     if fmt == "csv":
-        frame.to_csv(out, index=False)
+        frame.to_csv(buf, index=False)
     elif fmt == "jsonl":
-        frame.to_json(out, orient="records", lines=True, force_ascii=False)
+        frame.to_json(buf, orient="records", lines=True, force_ascii=False)
     else:
         try:
             import pyarrow  # noqa: F401
@@ -147,5 +150,6 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> str:
             raise DataError(
                 out, "writing Parquet needs pyarrow: pip install 'vqadiag[parquet]'"
             ) from None
-        frame.to_parquet(out, index=False)
+        frame.to_parquet(buf, index=False)
+    write_bytes_atomic(out, buf.getvalue())
     return fmt

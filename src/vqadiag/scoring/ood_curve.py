@@ -7,9 +7,12 @@ default α) can be drawn as a dashed reference line.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from vqadiag.data.atomic import write_bytes_atomic
 
 
 def plot_ood_curve(
@@ -20,7 +23,7 @@ def plot_ood_curve(
     reference: float | None = None,
     reference_label: str = "acc-all",
 ) -> Path:
-    """Write the acc-tail(α) curve to ``path`` (PNG, matplotlib Agg backend).
+    """Write the acc-tail(α) curve to ``path`` (PNG, matplotlib Agg backend), atomically.
 
     ``curve`` holds ``{alpha, acc_tail, n_tail}`` points; points whose
     ``acc_tail`` is undefined (empty tail) are left out. x = 1 + α, log scale.
@@ -37,7 +40,6 @@ def plot_ood_curve(
         if p.get("acc_tail") is not None and p["acc_tail"] == p["acc_tail"]
     ]
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=100)
     try:
         if points:
@@ -55,7 +57,8 @@ def plot_ood_curve(
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best")
         fig.tight_layout()
-        fig.savefig(out, format="png")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
     finally:
         plt.close(fig)
-    return out
+    return write_bytes_atomic(out, buf.getvalue())

@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from vqadiag import __version__
-from vqadiag.data.atomic import check_reusable, writable_folder
+from vqadiag.data.atomic import check_reusable, pid_alive, writable_folder
+from vqadiag.data.faults import write_point
 from vqadiag.data.jsonio import write_json
 from vqadiag.progress import progress_bar
 from vqadiag.synth import detector as det
@@ -505,26 +506,22 @@ def _partial_folder(final: Path) -> Path:
     """A fresh hidden sibling of ``final`` to build the world in, after checking ``final``
     can take a world: missing, empty, or an earlier world (it has ``world.json``); a
     non-empty folder of other files is refused before any work. Partial folders left by
-    killed runs (their pid is gone) are removed."""
+    killed runs (their pid is gone) are removed; a world such a run had moved aside to
+    put its new one in place is put back when nothing took its place, removed otherwise."""
     check_reusable(final, ("world.json",), "synthetic world (world.json)")
     parent = writable_folder(final.parent)
-    for stale in parent.glob(f".{final.name}.partial-*"):
-        pid = stale.name.rsplit("-", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+    for pattern in (f".{final.name}.old-*", f".{final.name}.partial-*"):
+        for stale in parent.glob(pattern):
+            pid = stale.name.rsplit("-", 2)[-2]
+            if not pid.isdigit() or pid_alive(int(pid)):
+                continue
+            if pattern.endswith(".old-*") and not final.exists():
+                stale.rename(final)  # killed while swapping worlds: put the old one back
+            else:
+                shutil.rmtree(stale, ignore_errors=True)
     out = parent / f".{final.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
     out.mkdir()
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _commit_world(out: Path, final: Path) -> None:
@@ -532,10 +529,13 @@ def _commit_world(out: Path, final: Path) -> None:
     if final.is_dir():
         old = final.with_name(f".{final.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
         final.rename(old)
+        write_point(f"world {final.name} moved aside")
         out.rename(final)
+        write_point(f"world {final.name} renamed into place")
         shutil.rmtree(old, ignore_errors=True)
     else:
         out.rename(final)
+        write_point(f"world {final.name} renamed into place")
 
 
 def _generate_into(
