@@ -194,6 +194,9 @@ def test_a_run_killed_while_building_the_bqd_never_leaves_it_for_another_ranker(
 def test_outputs_in_the_wrong_place_are_one_line_before_any_work(run_cli, world, prior, tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")
+    gqa, vqa = world / "gqa", world / "vqa2"
+    predictions = tmp_path / "p.json"
+    predictions.write_text("{}")
     cases = [
         (("train", "--data", world, "--model", "question-only", "--out", a_file),
          "is a file, expected a folder"),
@@ -204,6 +207,20 @@ def test_outputs_in_the_wrong_place_are_one_line_before_any_work(run_cli, world,
         (("diagnose", "--data", world, "--model", prior, "--out", a_file / "res"),
          "cannot write here"),
         (("synth", "--images", "20", "--out", a_file), "is a file, expected a folder"),
+        (("report", tmp_path, "--out", a_file), "is a file, expected a folder"),
+        (("score", "vqa", "--questions", vqa / "v2_OpenEnded_mscoco_val2014_questions.json",
+          "--annotations", vqa / "v2_mscoco_val2014_annotations.json",
+          "--predictions", predictions, "--per-question", tmp_path),
+         "is a folder, expected a file"),
+        (("bq", "build", "--pool", gqa / "train_balanced_questions.json", "--main",
+          gqa / "val_balanced_questions.json", "--ranker", "bleu1", "--out", tmp_path),
+         "is a folder, expected a file"),
+        (("bq", "noise", "--bqd", a_file, "--questions", gqa / "val_balanced_questions.json",
+          "--out", a_file), "is a file, expected a folder"),
+        (("score", "ood", "--questions", gqa / "val_balanced_questions.json",
+          "--write-split", a_file), "is a file, expected a folder"),
+        (("score", "ood", "--questions", gqa / "val_balanced_questions.json",
+          "--predictions", predictions, "--plot", tmp_path), "is a folder, expected a file"),
     ]  # fmt: skip
     for args, message in cases:
         started = time.perf_counter()
@@ -405,3 +422,28 @@ def test_process_substitutions_are_read_once(world, tmp_path):
     assert through_pipes.returncode == 0, through_pipes.stderr
     a, b = json.loads(direct.stdout), json.loads(through_pipes.stdout)
     assert a["truth"] == b["truth"] == "gqa" and a["partitions"] == b["partitions"]
+
+
+def test_optional_inputs_read_once_through_process_substitutions(world, tmp_path):
+    """``bq build --pool`` (repeatable, format sniffed before reading) through ``<(…)``
+    builds the dataset the plain files build."""
+    import shutil
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("needs bash for <(…)")
+    pool = world / "gqa" / "train_balanced_questions.json"
+    main = world / "gqa" / "val_balanced_questions.json"
+    line = f"{sys.executable} -m vqadiag bq build --ranker bleu1 -q --main {main} --out"
+    plain = subprocess.run(
+        [bash, "-c", f"{line} {tmp_path / 'a.json'} --pool {pool}"], capture_output=True, text=True
+    )
+    assert plain.returncode == 0, plain.stderr
+    piped = subprocess.run(
+        [bash, "-c", f"{line} {tmp_path / 'b.json'} --pool <(cat {pool})"],
+        capture_output=True,
+        text=True,
+    )
+    assert piped.returncode == 0, piped.stderr
+    a, b = (json.loads((tmp_path / n).read_text())["records"] for n in ("a.json", "b.json"))
+    assert a == b and len(a) == len(json.loads(main.read_text()))

@@ -9,7 +9,16 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, QuietFlag, cli_errors, emit, existing_file
+from vqadiag.cli.common import (
+    JsonFlag,
+    QuietFlag,
+    cli_errors,
+    emit,
+    existing_file,
+    output_dir,
+    output_file,
+    rereadable_paths,
+)
 
 bq_app = typer.Typer(
     help="Basic-question datasets (General / Yes/No BQD) and noisy question files.",
@@ -68,7 +77,11 @@ def _render_noise(result: Mapping[str, Any]) -> None:
 def build(
     pool: Annotated[
         list[Path],
-        typer.Option(..., help="Pool question files (GQA or VQA v2 questions); repeatable."),
+        typer.Option(
+            ...,
+            help="Pool question files (GQA or VQA v2 questions); repeatable.",
+            callback=rereadable_paths,
+        ),
     ],
     main: Annotated[Path, existing_file("Main questions (GQA or VQA v2 questions file).")],
     out: Annotated[Path | None, typer.Option(help="Write the BQD JSON here.")] = None,
@@ -107,7 +120,7 @@ def build(
     result = build_bqd(
         pool,
         main,
-        out,
+        output_file(out),
         ranker=ranker,
         embedder=embedder,
         top=top,
@@ -142,6 +155,11 @@ def noise(
     from vqadiag.questions.bqd_build import make_noise
 
     result = make_noise(
-        bqd, questions, out, partitions=partitions, size=size, max_words=max_words or None
+        bqd,
+        questions,
+        output_dir(out, ("manifest.json",)),
+        partitions=partitions,
+        size=size,
+        max_words=max_words or None,
     )
     emit(result, as_json, _render_noise)

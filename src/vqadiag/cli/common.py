@@ -128,8 +128,23 @@ def emit(result: Mapping[str, Any], as_json: bool, render: Callable[[Mapping[str
         render(result)
 
 
-def output_path(path: Path | None) -> Path | None:
-    """Create the parent folder of an optional output path."""
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+def output_file(path: Path | None) -> Path | None:
+    """An optional output file, checked before the work: not a folder, in a folder that
+    can be written (created when missing); otherwise one line naming it."""
+    from vqadiag.data.atomic import writable_file
+
+    return None if path is None else writable_file(path)
+
+
+def output_dir(path: Path | None, ours: tuple[str, ...] = ()) -> Path | None:
+    """An optional output folder, checked before the work (not created: a run that fails
+    on its inputs leaves nothing behind): writable; with ``ours`` (the names the command
+    writes there) a non-empty folder holding none of them is refused, so a user's own
+    files are never written among."""
+    from vqadiag.data.atomic import output_folder, writable_folder
+
+    if path is None:
+        return None
+    if ours:
+        return output_folder(path, ours, create=False)
+    return writable_folder(path, create=False)

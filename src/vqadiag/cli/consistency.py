@@ -17,9 +17,11 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     existing_file,
-    output_path,
+    output_dir,
+    output_file,
     print_json,
     rate_table,
+    rereadable_paths,
 )
 
 _LABELS = {
@@ -91,12 +93,15 @@ def consistency(
     ],
     annotations: Annotated[
         Path | None,
-        typer.Option(help="VQA v2 annotations: score mains by VQA accuracy."),
+        typer.Option(
+            help="VQA v2 annotations: score mains by VQA accuracy.", callback=rereadable_paths
+        ),
     ] = None,
     overall: Annotated[
         Path | None,
         typer.Option(
             help="Predictions on every question of --annotations (adds overall accuracy).",
+            callback=rereadable_paths,
         ),
     ] = None,
     threshold: Annotated[
@@ -149,7 +154,7 @@ def introspect_questions(
     """
     from vqadiag.scoring.consistency import introspect_questions as run
 
-    result = run(introspect, out, _types(sub_types))
+    result = run(introspect, output_dir(out), _types(sub_types))
     if as_json:
         print_json(result)
         return
@@ -175,7 +180,7 @@ def classify_questions(
     """Label questions Perception or Reasoning with the SQuINT paper's Table 2 rules."""
     from vqadiag.scoring.consistency import classify_questions as run
 
-    result = run(questions, output_path(out), seed=seed, n_bootstrap=n_bootstrap)
+    result = run(questions, output_file(out), seed=seed, n_bootstrap=n_bootstrap)
     if as_json:
         print_json(result)
         return

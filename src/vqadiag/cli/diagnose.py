@@ -17,6 +17,7 @@ from vqadiag.cli.common import (
     SeedOption,
     cli_errors,
     emit,
+    rereadable_paths,
 )
 
 
@@ -78,6 +79,7 @@ def diagnose_command(
         typer.Option(
             help="Basic-question dataset for robustness (default: build a General BQD "
             "from the GQA train questions, cached in OUT).",
+            callback=rereadable_paths,
         ),
     ] = None,
     bq_ranker: Annotated[

@@ -18,7 +18,9 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     fmt_rate,
+    output_dir,
     rate_table,
+    rereadable_paths,
 )
 
 explain_app = typer.Typer(
@@ -40,6 +42,7 @@ CandidatesOption = Annotated[
         "--candidates",
         help="Candidates file {qid: {image_id, candidates, complement_image_id}} "
         "(default: vqa2/synth_<split>2014_pair_candidates.json).",
+        callback=rereadable_paths,
     ),
 ]
 
@@ -174,7 +177,11 @@ def train_command(
     candidates: CandidatesOption = None,
     val_candidates: Annotated[
         Path | None,
-        typer.Option("--val-candidates", help="Candidates file of the validation split."),
+        typer.Option(
+            "--val-candidates",
+            help="Candidates file of the validation split.",
+            callback=rereadable_paths,
+        ),
     ] = None,
     option: Annotated[
         list[str] | None,
@@ -190,7 +197,7 @@ def train_command(
 
     result = train(
         data,
-        out,
+        output_dir(out, ("config.json",)),
         epochs=epochs,
         seed=seed,
         lambda_=lambda_,

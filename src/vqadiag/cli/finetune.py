@@ -9,7 +9,15 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, QuietFlag, ResamplesOption, cli_errors, emit, fmt_rate
+from vqadiag.cli.common import (
+    JsonFlag,
+    QuietFlag,
+    ResamplesOption,
+    cli_errors,
+    emit,
+    fmt_rate,
+    output_dir,
+)
 
 
 def _render(result: Mapping[str, Any]) -> None:
@@ -79,7 +87,7 @@ def finetune_command(
     result = finetune(
         model,
         data,
-        out,
+        output_dir(out, ("config.json", "introspect_val_before.json")),
         method=method,
         epochs=epochs,
         lr=lr,

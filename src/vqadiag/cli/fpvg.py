@@ -19,7 +19,9 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     existing_file,
+    output_file,
     rate_table,
+    rereadable_paths,
 )
 
 
@@ -68,7 +70,7 @@ def relevance_command(
         questions,
         scenes,
         detections,
-        out,
+        output_file(out),
         overlap_denominator=overlap_denominator.value,  # type: ignore[arg-type]
         official=not exact_geometry,
         progress=not quiet,
@@ -107,19 +109,27 @@ def _render_relevance(result: Mapping[str, Any]) -> None:
 def score_fpvg_command(
     questions: Annotated[Path, existing_file("GQA question file (gold answers).")],
     relevance: Annotated[Path, existing_file("R.json written by `vqadiag relevance`.")],
-    all_predictions: Annotated[Path, typer.Option("--all", help="Predictions with all boxes.")],
+    all_predictions: Annotated[
+        Path, typer.Option("--all", help="Predictions with all boxes.", callback=rereadable_paths)
+    ],
     rel_predictions: Annotated[
-        Path, typer.Option("--rel", help="Predictions with only relevant boxes.")
+        Path,
+        typer.Option(
+            "--rel", help="Predictions with only relevant boxes.", callback=rereadable_paths
+        ),
     ],
     irrel_predictions: Annotated[
         Path,
-        typer.Option("--irrel", help="Predictions with only irrelevant boxes."),
+        typer.Option(
+            "--irrel", help="Predictions with only irrelevant boxes.", callback=rereadable_paths
+        ),
     ],
     split_ids: Annotated[
         tuple[Path, Path] | None,
         typer.Option(
             "--split-ids",
             help="Two files ID.json OOD.json (id lists or question dicts): c2i per split.",
+            callback=rereadable_paths,
         ),
     ] = None,
     allow_missing: AllowMissing = False,

@@ -19,7 +19,10 @@ from vqadiag.cli.common import (
     emit,
     existing_file,
     fmt_rate,
+    output_dir,
+    output_file,
     rate_table,
+    rereadable_paths,
 )
 
 AllQuestions = Annotated[
@@ -79,7 +82,9 @@ def score_gqa_command(
     predictions: Annotated[Path, existing_file("Predictions (any supported shape).")],
     choices: Annotated[
         Path | None,
-        typer.Option(help="GQA choices file, for validity and plausibility."),
+        typer.Option(
+            help="GQA choices file, for validity and plausibility.", callback=rereadable_paths
+        ),
     ] = None,
     all_questions: AllQuestions = False,
     allow_missing: AllowMissing = False,
@@ -147,7 +152,9 @@ def score_ood_command(
     ],
     predictions: Annotated[
         Path | None,
-        typer.Option(help="Predictions; without them only the split is built."),
+        typer.Option(
+            help="Predictions; without them only the split is built.", callback=rereadable_paths
+        ),
     ] = None,
     alpha: Annotated[
         float, typer.Option(help="Tail size: tail answers have p < (1 + alpha) / K.")
@@ -182,8 +189,8 @@ def score_ood_command(
         predictions,
         alpha=alpha,
         curve=curve,
-        plot=plot,
-        write_split=write_split,
+        plot=output_file(plot),
+        write_split=output_dir(write_split),
         all_questions=all_questions,
         allow_missing=allow_missing,
         seed=seed,

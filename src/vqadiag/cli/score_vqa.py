@@ -17,7 +17,9 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     existing_file,
+    output_file,
     rate_table,
+    rereadable_paths,
 )
 
 Lenient = Annotated[
@@ -68,7 +70,7 @@ def score_vqa_command(
         predictions,
         lenient=lenient,
         allow_missing=allow_missing,
-        per_question=per_question,
+        per_question=output_file(per_question),
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
@@ -159,11 +161,17 @@ def _render_balance(result: Mapping[str, Any]) -> None:
 def balance_command(
     annotations: Annotations,
     questions: Annotated[
-        Path | None, typer.Option(help="VQA v2 questions JSON (checked; adds n_images).")
+        Path | None,
+        typer.Option(
+            help="VQA v2 questions JSON (checked; adds n_images).", callback=rereadable_paths
+        ),
     ] = None,
     prior_from: Annotated[
         Path | None,
-        typer.Option(help="Train annotations to take the prior baselines from (default: self)."),
+        typer.Option(
+            help="Train annotations to take the prior baselines from (default: self).",
+            callback=rereadable_paths,
+        ),
     ] = None,
     top: Annotated[int, typer.Option(min=1, help="Top answers listed per question type.")] = 5,
     as_json: JsonFlag = False,
