@@ -98,3 +98,45 @@ def test_bad_options(run_cli, tmp_path):
     (tmp_path / "file").write_text("x")
     res = run_cli("demo", "--out", tmp_path / "file", "--size", "tiny")
     assert res.exit_code == 2 and "file" in res.stderr and "expected the demo folder" in res.stderr
+
+
+def test_the_demos_findings_follow_from_its_figures(first_run):
+    """No finding without its test passing: blind models are never called grounded nor
+    said to use the image; a seeing model whose accuracy is not significantly above the
+    blind baseline's (after Holm) is flagged as relying on language priors, one that is
+    above is not; the symbolic model reads the scene and is found to use the image."""
+    from vqadiag.report.findings import holm
+
+    _, out = first_run
+    report = json.loads((out / "report" / "report.json").read_text())
+    f = report["findings"]
+    accuracy = {
+        r["model"]: r["cells"]["accuracy"]["estimate"]["value"] for r in report["card"]["rows"]
+    }
+    assert f["baseline"] == max(("question-only", "prior"), key=accuracy.get)  # the stronger
+    family = {(t["model"], t["key"], str(t["against"])): t for t in f["family"]}
+    assert [t["p_adjusted"] for t in f["family"]] == pytest.approx(
+        holm([t["p_value"] for t in f["family"]])
+    )
+    blind = {m["model"] for m in f["models"] if m["blind"]}
+    assert blind == {"prior", "question-only"}
+    for model in f["models"]:
+        verdicts = {i["verdict"]: i for i in model["items"]}
+        if model["blind"]:
+            assert not {"uses the image", "grounded", "weakly grounded"} & set(verdicts)
+            continue
+        acc = family[(model["model"], "accuracy", "blind")]
+        above = acc["p_adjusted"] < f["alpha"] and acc["difference"] > 0
+        assert ("uses the image" in verdicts) == above
+        assert ("relies on language priors" in verdicts) == (not above)
+        for item in model["items"]:  # every verdict's own test says what it claims
+            against = "blind" if item["baseline"] else None
+            tests = [t for k, t in family.items() if k[:2] == (model["model"], item["key"])]
+            test = family[(model["model"], item["key"], "blind")] if against else tests[0]
+            significant = test["p_adjusted"] < f["alpha"]
+            if item["verdict"] in ("relies on language priors", "not grounded"):
+                assert not (significant and test["difference"] > 0)
+            else:
+                assert significant
+    symbolic = next(m for m in f["models"] if m["model"] == "symbolic")
+    assert "uses the image" in {i["verdict"] for i in symbolic["items"]}

@@ -14,7 +14,7 @@ from vqadiag.workflows.report import report
 FIX = Path(__file__).parent / "fixtures"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-SECTIONS = ("models", "card", "comparisons", "plots", "drilldown", "about")
+SECTIONS = ("findings", "overview", "plots", "card", "comparisons", "drilldown", "models", "about")
 PLOTS = tuple(PLOT_DATA)  # every figure (tests/test_report_card.py pins the list)
 
 
@@ -73,3 +73,56 @@ def test_report_renders_in_chromium(driver, tmp_path):
     rgb = pixels[..., :3]
     colourful = (rgb.max(axis=-1) - rgb.min(axis=-1)) > 0.3
     assert colourful.mean() > 0.005
+
+
+def test_findings_and_every_model_fill_the_first_screen(driver, tmp_path):
+    """At 1400 × 900 the findings and the overview are on the first screen; every finding
+    links to an element of the page; the pairwise table is folded except against the
+    reference."""
+    out = tmp_path / "report"
+    # symbolic (other data) as the reference: updn's evidence against the blind baseline
+    # lies in the folded table of the other pairs
+    report([FIX / "results_a", FIX / "results_b", FIX / "results_c"], out, n_bootstrap=100,
+           reference="symbolic")  # fmt: skip
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+    )
+    try:
+        driver.get((out / "report.html").resolve().as_uri())
+        order = driver.execute_script(
+            "return [...document.querySelectorAll('body > section')].map(s => s.id)"
+        )
+        assert order == list(SECTIONS)  # findings first, plots before the long tables
+        for section in ("findings", "overview"):
+            top, bottom = driver.execute_script(
+                "const r = document.getElementById(arguments[0]).getBoundingClientRect();"
+                "return [r.top, r.bottom];",
+                section,
+            )
+            assert top >= 0 and bottom <= 900, (section, top, bottom)
+        verdicts = driver.find_elements("css selector", "#findings li[id^='finding-']")
+        assert len(verdicts) >= 3
+        links = driver.execute_script(
+            "return [...document.querySelectorAll('#findings a, #drilldown a, #overview a')]"
+            ".map(a => a.getAttribute('href'))"
+        )
+        assert links and all(h.startswith("#") for h in links)
+        missing = [h for h in links if not driver.find_elements("id", h[1:])]
+        assert missing == []
+        opened = driver.execute_script(
+            "return [...document.querySelectorAll('#comparisons details')].map(d => [d.id, d.open])"
+        )
+        assert opened == [["comparisons-reference", True], ["comparisons-others", False]]
+        # a verdict's evidence link inside the folded table opens it when followed
+        hidden = [h for h in links if driver.execute_script(
+            "return !!document.getElementById(arguments[0]).closest('details:not([open])')", h[1:]
+        )]  # fmt: skip
+        assert hidden
+        driver.get((out / "report.html").resolve().as_uri() + hidden[0])
+        assert driver.execute_script("return document.getElementById('comparisons-others').open")
+        shot = tmp_path / "first-screen.png"
+        driver.save_screenshot(str(shot))
+        print(f"screenshot: {shot}")
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

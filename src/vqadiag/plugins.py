@@ -3,7 +3,8 @@
 A plug-in is a Python module (or a ``.py`` file) that, when imported, registers
 
 * suites — subclasses of :class:`Suite` decorated with :func:`register_suite`
-  (figures declared with :class:`Figure`, failures with :class:`Drilldown`);
+  (figures declared with :class:`Figure`, failures with :class:`Drilldown`, the
+  report's verdicts with :class:`FindingRule`);
 * model adapters — :func:`register_adapter` ``("kind", loader)`` makes
   ``--model kind:SPEC`` load ``loader("SPEC")``; models declare
   :class:`Capabilities`;
@@ -38,6 +39,7 @@ _PUBLIC = {
     "SuiteOutput": "vqadiag.suites.base",
     "SuiteSkipped": "vqadiag.suites.base",
     "Figure": "vqadiag.suites.base",
+    "FindingRule": "vqadiag.suites.base",
     "Drilldown": "vqadiag.suites.base",
     "below_one": "vqadiag.suites.base",
     "is_zero": "vqadiag.suites.base",

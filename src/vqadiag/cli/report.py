@@ -64,6 +64,16 @@ def _render_report(result: Mapping[str, Any]) -> None:
 
     console = Console()
     console.print(_card_table(result["card"]))
+    findings = result.get("findings") or {}
+    if findings.get("models"):
+        console.print(f"findings (Holm-corrected over {findings['tests']} tests):")
+        for model in findings["models"]:
+            for item in model["items"]:
+                console.print(
+                    f"  {model['model']}: {item['verdict']}: {item['sentence']}",
+                    markup=False,
+                    highlight=False,
+                )
     console.print(f"report: {result['files']['html']}")
     console.print(f"data:   {result['files']['json']}")
 

@@ -8,6 +8,8 @@ from typing import Any
 from vqadiag.errors import DataError
 from vqadiag.report.card import build_card
 from vqadiag.report.drilldown import DEFAULT_EXAMPLES, drilldown
+from vqadiag.report.findings import findings
+from vqadiag.report.overview import overview
 from vqadiag.report.plots import plot_data
 from vqadiag.report.results import ResultSet
 
@@ -24,6 +26,22 @@ def pick_reference(sets: Sequence[ResultSet], reference: str | None) -> ResultSe
             return rs
     names = ", ".join(rs.label for rs in sets)
     raise DataError("--reference", f"no model named {reference!r} (models: {names})")
+
+
+def add_anchors(
+    card: dict[str, Any], comparisons: list[dict[str, Any]]
+) -> dict[tuple[str, str], str]:
+    """Give every report-card cell (``cell-<row>-<column>``) and pairwise comparison
+    (``cmp-<i>``) the id of its element on the page; returns ``(model, figure key)`` →
+    the cell's id, which the findings link to."""
+    anchors: dict[tuple[str, str], str] = {}
+    keys = [c["key"] for c in card["columns"]]
+    for r, row in enumerate(card["rows"]):
+        for c, key in enumerate(keys):
+            row["cells"][key]["anchor"] = anchors[(row["model"], key)] = f"cell-{r}-{c}"
+    for i, cmp in enumerate(comparisons):
+        cmp["anchor"] = f"cmp-{i}"
+    return anchors
 
 
 def model_entry(rs: ResultSet) -> dict[str, Any]:
@@ -55,9 +73,11 @@ def build_report(
     version: str = "",
 ) -> dict[str, Any]:
     """The report object: ``{kind, schema_version, vqadiag_version, created, seed,
-    n_bootstrap, models, card, comparisons, plots, drilldown, not_run}``."""
+    n_bootstrap, models, findings, overview, card, comparisons, plots, drilldown,
+    not_run}``."""
     ref = pick_reference(sets, reference)
     card, comparisons = build_card(sets, ref, seed=seed, n_bootstrap=n_bootstrap)
+    anchors = add_anchors(card, comparisons)
     return {
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -66,6 +86,8 @@ def build_report(
         "seed": seed,
         "n_bootstrap": n_bootstrap,
         "models": [model_entry(rs) for rs in sets],
+        "findings": findings(sets, comparisons, anchors, n_bootstrap=n_bootstrap),
+        "overview": overview(card),
         "card": card,
         "comparisons": comparisons,
         "plots": plot_data(sets),

@@ -45,7 +45,9 @@ def render_html(
     from jinja2 import Environment, StrictUndefined
 
     env = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=False)
-    env.globals.update(fmt=fmt, pfmt=pfmt, vs_title=vs_title)
+    from vqadiag.report.overview import shade
+
+    env.globals.update(fmt=fmt, pfmt=pfmt, vs_title=vs_title, shade=shade)
     return env.from_string(TEMPLATE).render(
         report=report, images=images, thumbnails=thumbnails or {}
     )

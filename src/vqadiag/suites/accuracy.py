@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from vqadiag.suites.base import Drilldown, Figure, Suite, SuiteOutput, below_one, register_suite
+from vqadiag.suites.base import (
+    Drilldown,
+    Figure,
+    FindingRule,
+    Suite,
+    SuiteOutput,
+    below_one,
+    register_suite,
+)
 from vqadiag.suites.sources import plain_run, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
@@ -17,6 +25,18 @@ class AccuracySuite(Suite):
     conditions = ("gqa.all",)
     display_order = 10
     figures = (Figure("accuracy", "GQA accuracy"),)
+    findings = (
+        FindingRule(
+            "accuracy", "blind", "above", "uses the image",
+            "accuracy {value} vs {other_value} for blind {other} ({diff}; {test}, {p})",
+            tone="good",
+        ),
+        FindingRule(
+            "accuracy", "blind", "not_above", "relies on language priors",
+            "accuracy {value} not above {other_value} for blind {other} ({test}, {p})",
+            tone="bad",
+        ),
+    )  # fmt: skip
     drilldown = Drilldown("Wrong answers", below_one("accuracy"))
 
     def run(self, state: DiagnoseState) -> SuiteOutput:

@@ -106,6 +106,38 @@ def is_zero(column: str) -> FailureRule:
 
 
 @dataclass(frozen=True)
+class FindingRule:
+    """A verdict the report states about a model when one figure's test supports it
+    (docs/report.md, "Findings"; evaluated by :mod:`vqadiag.report.findings`).
+
+    ``key``: the summary figure; ``compare``: ``"blind"`` (the paired test against the
+    strongest blind model's figure) or a number (a threshold the figure's 95% interval
+    is tested against); ``fires``: ``"above"`` / ``"below"`` (significantly, after Holm's
+    correction) or ``"not_above"`` (the test does not show the figure above);
+    ``min_value`` ≤ value < ``max_value``: optional bounds on the value itself;
+    ``verdict``: a few words; ``sentence``: its evidence, a format string with the
+    fields ``{label} {value} {ci} {other} {other_value} {diff} {p} {test} {threshold}``
+    (``{p}`` reads ``p = …`` or ``p < …``) and ``{summary[KEY]}`` (another figure of the
+    same model); ``tone``: ``"good"``, ``"bad"`` or ``"neutral"``.
+    """
+
+    key: str
+    compare: str | float
+    fires: str
+    verdict: str
+    sentence: str
+    tone: str = "neutral"
+    min_value: float | None = None
+    max_value: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.fires not in ("above", "below", "not_above"):
+            raise ValueError(f"FindingRule.fires must be above, below or not_above: {self.fires!r}")
+        if self.compare != "blind" and not isinstance(self.compare, (int, float)):
+            raise ValueError(f"FindingRule.compare must be 'blind' or a number: {self.compare!r}")
+
+
+@dataclass(frozen=True)
 class Drilldown:
     """The report's example failures of a suite: a title and the failure rule."""
 
@@ -131,6 +163,8 @@ class Suite:
     conditions: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[Mapping[str, str]] = {}
     figures: ClassVar[tuple[Figure, ...]] = ()
+    #: the verdicts the report may state from this suite's figures
+    findings: ClassVar[tuple[FindingRule, ...]] = ()
     drilldown: ClassVar[Drilldown | None] = None
     #: figure keys the report draws as one grouped bar chart per model (empty: no chart;
     #: the built-in suites have hand-made plots in :mod:`vqadiag.report.plots` instead)
@@ -226,6 +260,12 @@ def figures() -> list[tuple[Suite, Figure]]:
     declaration order)."""
     ordered = sorted(registered_suites().values(), key=lambda s: s.display_order)
     return [(s, f) for s in ordered for f in s.figures]
+
+
+def finding_rules() -> list[tuple[Suite, FindingRule]]:
+    """Every finding rule of every suite, in display order (like :func:`figures`)."""
+    ordered = sorted(registered_suites().values(), key=lambda s: s.display_order)
+    return [(s, r) for s in ordered for r in s.findings]
 
 
 def figure(key: str) -> tuple[Suite, Figure] | None:

@@ -20,6 +20,7 @@ from vqadiag.probes.conditions import Condition
 from vqadiag.suites.base import (
     Drilldown,
     Figure,
+    FindingRule,
     Suite,
     SuiteOutput,
     SuiteSkipped,
@@ -40,6 +41,14 @@ class ConsistencySuite(Suite):
     conditions = ("introspect.main", "introspect.sub")
     display_order = 70
     figures = (Figure("reasoning_consistency", "reasoning consistency", clusters=True),)
+    findings = (
+        FindingRule(
+            "reasoning_consistency", 50.0, "below", "reasoning not backed by perception",
+            "reasoning consistency {value} [{ci}] below 50: right reasoning answers, "
+            "wrong perception sub-answers",
+            tone="bad",
+        ),
+    )  # fmt: skip
     drilldown = Drilldown(
         "Inconsistent: main question right, sub-question wrong",
         is_zero("reasoning_consistency"),

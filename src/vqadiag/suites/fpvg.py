@@ -18,6 +18,7 @@ from vqadiag.probes.conditions import Condition
 from vqadiag.suites.base import (
     Drilldown,
     Figure,
+    FindingRule,
     Suite,
     SuiteOutput,
     SuiteSkipped,
@@ -38,6 +39,10 @@ FPVG_KEYS = (
     "acc_rel",
     "acc_irrel",
 )
+
+
+#: FPVG+ from which a model significantly above the blind baseline is called grounded
+GROUNDED_FPVG_PLUS = 20.0
 
 
 @register_suite
@@ -63,6 +68,24 @@ class FPVGSuite(Suite):
         Figure("acc_rel", "acc relevant only", card=False),
         Figure("acc_irrel", "acc irrelevant only", direction="lower", card=False),
     )
+    findings = (
+        FindingRule(
+            "fpvg_plus", "blind", "above", "grounded",
+            "FPVG+ {value} [{ci}] vs {other_value} for blind {other} ({test}, {p})",
+            tone="good", min_value=GROUNDED_FPVG_PLUS,
+        ),
+        FindingRule(
+            "fpvg_plus", "blind", "above", "weakly grounded",
+            "FPVG+ {value} [{ci}] above {other_value} for blind {other} ({test}, {p}) "
+            "but under 20",
+            tone="neutral", max_value=GROUNDED_FPVG_PLUS,
+        ),
+        FindingRule(
+            "fpvg_plus", "blind", "not_above", "not grounded",
+            "FPVG+ {value} [{ci}] not above {other_value} for blind {other} ({test}, {p})",
+            tone="bad",
+        ),
+    )  # fmt: skip
     drilldown = Drilldown(
         "FPVG− questions (grounding not faithful and plausible)", is_zero("fpvg_plus")
     )

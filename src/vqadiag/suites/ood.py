@@ -6,6 +6,7 @@ from vqadiag.metrics.compare import compare_statistic, ood_delta_columns, ood_de
 from vqadiag.suites.base import (
     Drilldown,
     Figure,
+    FindingRule,
     Suite,
     SuiteOutput,
     Units,
@@ -55,6 +56,14 @@ class OODSuite(Suite):
         Figure("acc_tail", "GQA-OOD acc-tail"),
         Figure("delta", "GQA-OOD Δ (head−tail)/tail", direction="lower", test=delta_test),
     )
+    findings = (
+        FindingRule(
+            "delta", 20.0, "above", "weak on rare answers",
+            "acc-tail {summary[acc_tail]} vs acc-head {summary[acc_head]}: "
+            "Δ {value} [{ci}] above 20",
+            tone="bad",
+        ),
+    )  # fmt: skip
     drilldown = Drilldown("Wrong answers on GQA-OOD tail questions", below_one("acc_tail"))
 
     def run(self, state: DiagnoseState) -> SuiteOutput:

@@ -18,6 +18,7 @@ from vqadiag.probes.conditions import Condition
 from vqadiag.suites.base import (
     Drilldown,
     Figure,
+    FindingRule,
     Suite,
     SuiteOutput,
     SuiteSkipped,
@@ -82,6 +83,13 @@ class RobustnessSuite(Suite):
         Figure("r_score", "R_score (partition 1)", unit="0–1", decimals=3, test=r_score_test),
         Figure("noise_accuracy", "accuracy, noise partition", many=True, card=False),
     )
+    findings = (
+        FindingRule(
+            "r_score", 0.5, "below", "fragile to related questions",
+            "R_score {value} [{ci}] below 0.5: related questions appended change its answers",
+            tone="bad",
+        ),
+    )  # fmt: skip
     drilldown = Drilldown(
         "Noise flips: right on the clean question, wrong with basic questions added", noise_flip
     )

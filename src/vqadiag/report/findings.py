@@ -1,0 +1,290 @@
+"""The report's findings: verdicts about each model that its figures support
+(docs/report.md, "Findings").
+
+Each suite declares its rules next to its figures (:class:`vqadiag.suites.base.FindingRule`).
+A rule reads one summary figure of one model and one test:
+
+* against the blind baseline (``compare="blind"``): the report's paired test of the
+  model's figure against the same figure of the strongest blind model in the report
+  (``capabilities.visual == "none"``, highest accuracy); the p-value and the test
+  (McNemar's exact test, or a paired bootstrap) are the pairwise table's;
+* against a threshold (``compare=<number>``): the figure's 95% bootstrap interval,
+  read as a normal one: ``se = (hi − lo) / (2 · 1.959964)``, ``z = (value − threshold) /
+  se``, two-sided ``p = 2 · (1 − Φ(|z|))`` (an interval of width 0 gives p = 0 when the
+  value differs from the threshold, 1 when it equals it).
+
+Every test behind some rule is one member of a family whose p-values are adjusted
+together with Holm's step-down method (:func:`holm`). A rule then fires when its
+adjusted test says so: ``"above"`` — significantly above the baseline or threshold
+(adjusted p < α and the difference positive); ``"below"`` — significantly below;
+``"not_above"`` — the test exists but does not show the figure above (an absence claim,
+e.g. accuracy not above the blind baseline). Optional ``min_value`` / ``max_value`` bound
+the figure's value. A rule whose figure, baseline or pairing is missing says nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scipy.stats import norm
+
+from vqadiag.report.html import fmt, pfmt
+from vqadiag.report.results import ResultSet
+from vqadiag.suites.base import FindingRule, figure, finding_rules
+
+ALPHA = 0.05
+Z95 = 1.959963984540054
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order.
+
+    With the m p-values sorted ascending ``p(1) ≤ … ≤ p(m)``:
+    ``adj(i) = max_{j ≤ i} min(1, (m − j + 1) · p(j))``. Rejecting where ``adj < α``
+    controls the family-wise error rate at α.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def interval_p(value: float, ci_low: float, ci_high: float, threshold: float) -> float:
+    """Two-sided p of ``value = threshold`` from a 95% interval read as a normal one
+    (module docstring)."""
+    se = (ci_high - ci_low) / (2 * Z95)
+    if se <= 0:
+        return 1.0 if value == threshold else 0.0
+    z = (value - threshold) / se
+    return float(2 * norm.sf(abs(z)))
+
+
+#: how the tests are named in the sentences
+TEST_NAMES = {
+    "mcnemar_exact": "McNemar exact test",
+    "paired_bootstrap": "paired bootstrap",
+    "interval": "95% interval vs threshold",
+}
+
+
+def p_text(p: float, resamples: int | None = None) -> str:
+    """``p = 0.0386`` or ``p < 1e-4`` (:func:`vqadiag.report.html.pfmt`)."""
+    text = pfmt(p, resamples)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
+def is_blind(rs: ResultSet) -> bool:
+    """The model reads no image (``capabilities.visual`` is ``"none"``)."""
+    caps = (rs.results.get("model") or {}).get("capabilities") or {}
+    return caps.get("visual") == "none"
+
+
+def blind_baseline(sets: Sequence[ResultSet]) -> ResultSet | None:
+    """The strongest blind model: the highest ``accuracy`` among blind ones (the first
+    blind one when none has it); None without a blind model."""
+    blind = [rs for rs in sets if is_blind(rs)]
+    if not blind:
+        return None
+
+    def accuracy(rs: ResultSet) -> float:
+        est = rs.summary.get("accuracy") or {}
+        value = est.get("value")
+        return -math.inf if value is None or value != value else float(value)
+
+    return max(blind, key=accuracy)
+
+
+def _comparison(
+    comparisons: Sequence[Mapping[str, Any]], model: str, other: str, key: str
+) -> tuple[int, float, float, str] | None:
+    """``(index in comparisons, model − other, p, test)`` of a paired comparison."""
+    for i, cmp in enumerate(comparisons):
+        if cmp["metric"] != key or not cmp["paired"] or cmp["p_value"] is None:
+            continue
+        if (cmp["a"], cmp["b"]) == (model, other):
+            sign = 1.0
+        elif (cmp["a"], cmp["b"]) == (other, model):
+            sign = -1.0
+        else:
+            continue
+        return i, sign * cmp["difference"]["value"], float(cmp["p_value"]), cmp["test"]
+    return None
+
+
+def _number(est: Mapping[str, Any] | None) -> bool:
+    """The estimate has a finite value."""
+    return bool(est) and isinstance(est.get("value"), (int, float)) and est["value"] == est["value"]
+
+
+def _blind_test(
+    rs: ResultSet, baseline: ResultSet, key: str, comparisons: Sequence[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """The paired test of ``rs`` against the blind baseline on figure ``key`` (None when
+    the baseline lacks the figure or the two are not paired)."""
+    other = baseline.summary.get(key)
+    found = _comparison(comparisons, rs.label, baseline.label, key)
+    if found is None or not _number(other):
+        return None
+    index, diff, p, test = found
+    return {
+        "p": p,
+        "difference": diff,
+        "test": test,
+        "evidence": comparisons[index]["anchor"],
+        "other": baseline.label,
+        "other_value": other["value"],
+    }
+
+
+def _threshold_test(
+    est: Mapping[str, Any], threshold: float, anchor: str | None
+) -> dict[str, Any] | None:
+    """The interval test of one estimate against ``threshold`` (None without an
+    interval)."""
+    lo, hi = est.get("ci_low"), est.get("ci_high")
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return None
+    return {
+        "p": interval_p(est["value"], lo, hi, threshold),
+        "difference": est["value"] - threshold,
+        "test": "interval",
+        "evidence": anchor,
+        "other": None,
+        "other_value": threshold,
+    }
+
+
+def findings(
+    sets: Sequence[ResultSet],
+    comparisons: Sequence[Mapping[str, Any]],
+    anchors: Mapping[tuple[str, str], str],
+    *,
+    n_bootstrap: int,
+    alpha: float = ALPHA,
+) -> dict[str, Any]:
+    """The report's ``findings`` object (docs/report.md, "Findings"): ``{alpha,
+    correction, tests, family, baseline, models, notes}``; ``family`` lists every test
+    (model, figure, ``"blind"`` or the threshold, difference, p, Holm-adjusted p).
+
+    ``comparisons``: the report's pairwise comparisons (their ``anchor`` links the
+    evidence); ``anchors``: ``(model, figure key)`` → the anchor of its report-card cell.
+    """
+    baseline = blind_baseline(sets)
+    # 1. every test some rule needs, once
+    tests: dict[tuple[str, str, Any], dict[str, Any]] = {}
+    planned: list[tuple[ResultSet, Any, FindingRule, tuple[str, str, Any]]] = []
+    for rs in sets:
+        for suite, rule in finding_rules():
+            est = rs.summary.get(rule.key)
+            if not _number(est):
+                continue
+            if rule.compare == "blind":
+                if baseline is None or is_blind(rs):
+                    continue
+                test_id, test = (
+                    (rs.label, rule.key, "blind"),
+                    _blind_test(rs, baseline, rule.key, comparisons),
+                )
+            else:
+                test_id, test = (
+                    (rs.label, rule.key, float(rule.compare)),
+                    _threshold_test(est, float(rule.compare), anchors.get((rs.label, rule.key))),
+                )
+            if test is None:
+                continue
+            tests[test_id] = test
+            planned.append((rs, suite, rule, test_id))
+    ids = list(tests)
+    for test_id, adj in zip(ids, holm([tests[t]["p"] for t in ids]), strict=True):
+        tests[test_id]["p_adjusted"] = adj
+    # 2. the rules that fire
+    by_model: dict[str, list[dict[str, Any]]] = {rs.label: [] for rs in sets}
+    for rs, suite, rule, test_id in planned:
+        t = tests[test_id]
+        significant = t["p_adjusted"] < alpha
+        fires = {
+            "above": significant and t["difference"] > 0,
+            "below": significant and t["difference"] < 0,
+            "not_above": not (significant and t["difference"] > 0),
+        }[rule.fires]
+        value = rs.summary[rule.key]["value"]
+        if rule.min_value is not None and not value >= rule.min_value:
+            fires = False
+        if rule.max_value is not None and not value < rule.max_value:
+            fires = False
+        if not fires:
+            continue
+        by_model[rs.label].append(
+            {
+                "suite": suite.name,
+                "key": rule.key,
+                "verdict": rule.verdict,
+                "tone": rule.tone,
+                "sentence": _sentence(rule, rs, t, n_bootstrap),
+                "test": t["test"],
+                "p_value": t["p"],
+                "p_adjusted": t["p_adjusted"],
+                "baseline": t["other"],
+                "evidence": t["evidence"],
+            }
+        )
+    notes = []
+    if baseline is None:
+        notes.append(
+            "No blind model among the results: the verdicts that compare a model with a "
+            "blind baseline (language priors, grounding) need one, e.g. a question-only run "
+            "(vqadiag train --model question-only, then diagnose it on the same data)."
+        )
+    family = [
+        {
+            "model": model,
+            "key": key,
+            "against": against,
+            "test": tests[(model, key, against)]["test"],
+            "difference": tests[(model, key, against)]["difference"],
+            "p_value": tests[(model, key, against)]["p"],
+            "p_adjusted": tests[(model, key, against)]["p_adjusted"],
+        }
+        for model, key, against in ids
+    ]
+    return {
+        "alpha": alpha,
+        "correction": "holm",
+        "tests": len(tests),
+        "family": family,
+        "baseline": None if baseline is None else baseline.label,
+        "models": [
+            {"model": rs.label, "blind": is_blind(rs), "items": by_model[rs.label]} for rs in sets
+        ],
+        "notes": notes,
+    }
+
+
+def _sentence(rule: FindingRule, rs: ResultSet, test: Mapping[str, Any], n_bootstrap: int) -> str:
+    """The rule's sentence with the figures filled in at their declared decimals."""
+    est = rs.summary[rule.key]
+    key = rule.key
+    summary = {
+        k: fmt((v or {}).get("value"), k) for k, v in rs.summary.items() if isinstance(v, dict)
+    }
+    found = figure(key)
+    label = found[1].label if found else key
+    resamples = n_bootstrap if test["test"] == "paired_bootstrap" else None
+    return rule.sentence.format(
+        label=label,
+        value=fmt(est["value"], key),
+        ci=f"{fmt(est.get('ci_low'), key)}, {fmt(est.get('ci_high'), key)}",
+        other=test["other"] or "",
+        other_value=fmt(test["other_value"], key),
+        diff=f"{'+' if test['difference'] >= 0 else '−'}{fmt(abs(test['difference']), key)}",
+        p=p_text(test["p"], resamples),
+        test=TEST_NAMES.get(test["test"], test["test"]),
+        threshold=fmt(test["other_value"], key),
+        summary=summary,
+    )

@@ -1,0 +1,83 @@
+"""The report's picture of every model: one row per model, one column per report-card
+figure, each cell shaded by where its value sits in that column's range across the
+models (docs/report.md, "Overview").
+
+For a column with values ``v_1 … v_k`` (the models that have it), ``lo = min v``,
+``hi = max v`` and a cell's position is ``s = (v − lo) / (hi − lo)`` (0.5 when all are
+equal). Its shade is the *goodness* ``g = s`` for a figure where higher is better,
+``1 − s`` where lower is better, and none for a figure without a better direction.
+The value is printed in the cell; a figure a model lacks is a grey "–".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vqadiag.report.html import fmt
+
+
+def goodness(value: float, lo: float, hi: float, direction: str) -> float | None:
+    """``g`` of the module docstring (None for direction "neither")."""
+    s = 0.5 if hi == lo else (value - lo) / (hi - lo)
+    if direction == "higher":
+        return s
+    if direction == "lower":
+        return 1.0 - s
+    return None
+
+
+def overview(card: Mapping[str, Any]) -> dict[str, Any]:
+    """``{columns: [{key, label, unit, direction, lo, hi}], rows: [{model, cells: [{value,
+    text, goodness, anchor}]}]}`` from the report card (columns no model has are left
+    out)."""
+    columns = []
+    for col in card["columns"]:
+        values = [
+            row["cells"][col["key"]]["estimate"]["value"]
+            for row in card["rows"]
+            if _value(row["cells"][col["key"]]) is not None
+        ]
+        if values:
+            columns.append({**_column_info(col), "lo": min(values), "hi": max(values)})
+    rows = []
+    for row in card["rows"]:
+        cells = []
+        for col in columns:
+            cell = row["cells"][col["key"]]
+            value = _value(cell)
+            g = None if value is None else goodness(value, col["lo"], col["hi"], col["direction"])
+            cells.append(
+                {
+                    "key": col["key"],
+                    "value": value,
+                    "text": fmt(value, col["key"]),
+                    "goodness": g,
+                    "anchor": cell.get("anchor"),
+                }
+            )
+        rows.append({"model": row["model"], "reference": row["reference"], "cells": cells})
+    return {"columns": columns, "rows": rows}
+
+
+def _column_info(col: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: col[k] for k in ("key", "label", "unit", "direction", "suite")}
+
+
+def _value(cell: Mapping[str, Any]) -> float | None:
+    est = cell.get("estimate")
+    value = None if not est else est.get("value")
+    if not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(value)
+
+
+def shade(g: float | None) -> str:
+    """The cell's CSS colours for goodness ``g``: a blue whose lightness falls from 96%
+    (worst in the column) to 42% (best); white text on the darker half; neutral grey
+    without a direction."""
+    if g is None:
+        return "background:#f1f1f3;color:#1d1d1f"
+    lightness = 96 - 54 * g
+    text = "#fff" if lightness < 62 else "#1d1d1f"
+    return f"background:hsl(212,62%,{lightness:.0f}%);color:{text}"
