@@ -447,3 +447,40 @@ def test_optional_inputs_read_once_through_process_substitutions(world, tmp_path
     assert piped.returncode == 0, piped.stderr
     a, b = (json.loads((tmp_path / n).read_text())["records"] for n in ("a.json", "b.json"))
     assert a == b and len(a) == len(json.loads(main.read_text()))
+
+
+def test_only_dead_writers_temporaries_are_removed(tmp_path):
+    import os
+
+    from vqadiag.data.atomic import remove_stale_temporaries
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    names = {
+        f".results.json.{dead}.0a1b2c3d.tmp": False,  # a dead writer's: removed
+        f".results.json.{os.getpid()}.0a1b2c3d.tmp": True,  # a live writer's: kept
+        f".notes.{dead}.anything.tmp": True,  # not a name atomic_write gives: kept
+        ".a.99999999999.0a1b2c3d.tmp": True,  # no such process id: not ours, kept
+    }
+    (tmp_path / "sub").mkdir()
+    for name in names:
+        (tmp_path / "sub" / name).write_text("x")
+    assert remove_stale_temporaries(tmp_path, recursive=True) == 1
+    assert {p.name for p in (tmp_path / "sub").iterdir()} == {
+        n for n, kept in names.items() if kept
+    }
+
+
+def test_a_killed_bq_noise_can_be_run_again(run_cli, world, tmp_path):
+    gqa = world / "gqa"
+    bqd = tmp_path / "bqd.json"
+    built = run_cli("bq", "build", "--pool", gqa / "train_balanced_questions.json",
+                    "--main", gqa / "val_balanced_questions.json", "--ranker", "bleu1", "-q",
+                    "--out", bqd)  # fmt: skip
+    assert built.exit_code == 0, built.stderr
+    out = tmp_path / "noise"
+    (out / "partition_1").mkdir(parents=True)  # what a run killed before its manifest leaves
+    res = run_cli("bq", "noise", "--bqd", bqd, "--questions", gqa / "val_balanced_questions.json",
+                  "--out", out)  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert (out / "manifest.json").is_file()

@@ -157,7 +157,7 @@ def noise(
     result = make_noise(
         bqd,
         questions,
-        output_dir(out, ("manifest.json",)),
+        output_dir(out, ("manifest.json", "partition_1")),
         partitions=partitions,
         size=size,
         max_words=max_words or None,

@@ -136,6 +136,11 @@ def output_file(path: Path | None) -> Path | None:
     return None if path is None else writable_file(path)
 
 
+#: what a run folder holds (``vqadiag.models.checkpoint``; weights first, config last):
+#: any of them marks a folder an earlier, maybe killed, run of vqadiag wrote
+RUN_FILES = ("config.json", "weights.safetensors", "answers.json")
+
+
 def output_dir(path: Path | None, ours: tuple[str, ...] = ()) -> Path | None:
     """An optional output folder, checked before the work (not created: a run that fails
     on its inputs leaves nothing behind): writable; with ``ours`` (the names the command

@@ -11,6 +11,7 @@ import typer
 
 from vqadiag.cli.apps import app
 from vqadiag.cli.common import (
+    RUN_FILES,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -197,7 +198,7 @@ def train_command(
 
     result = train(
         data,
-        output_dir(out, ("config.json",)),
+        output_dir(out, RUN_FILES),
         epochs=epochs,
         seed=seed,
         lambda_=lambda_,

@@ -10,6 +10,7 @@ import typer
 
 from vqadiag.cli.apps import app
 from vqadiag.cli.common import (
+    RUN_FILES,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -87,7 +88,7 @@ def finetune_command(
     result = finetune(
         model,
         data,
-        output_dir(out, ("config.json", "introspect_val_before.json")),
+        output_dir(out, (*RUN_FILES, "introspect_val_before.json")),
         method=method,
         epochs=epochs,
         lr=lr,

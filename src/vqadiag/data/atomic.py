@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import socket
 import sys
@@ -63,14 +64,16 @@ def remove_stale_temporaries(
     folder: str | Path, pattern: str = "*", *, recursive: bool = False
 ) -> int:
     """Delete the temporary files (``.{name}.{pid}.{random}.tmp``) that :func:`atomic_write`
-    calls of dead processes left in ``folder`` (names matching ``.{pattern}.*.tmp``; in its
-    subfolders too with ``recursive``); returns how many. A live writer's are kept."""
+    calls of dead processes left in ``folder`` (names matching ``.{pattern}.*.tmp``, a glob
+    pattern; in its subfolders too with ``recursive``); returns how many. A live writer's
+    are kept; so are files of other names. Process ids are this machine's: two machines
+    writing one folder over a network file system are not supported."""
     root = Path(folder)
     glob = root.rglob if recursive else root.glob
     removed = 0
     for tmp in glob(f".{pattern}.*.tmp"):
-        parts = tmp.name.rsplit(".", 3)
-        if len(parts) != 4 or not parts[1].isdigit() or pid_alive(int(parts[1])):
+        match = _TEMPORARY.match(tmp.name)
+        if match is None or pid_alive(int(match.group(1))):
             continue
         with suppress(OSError):
             tmp.unlink()
@@ -78,11 +81,15 @@ def remove_stale_temporaries(
     return removed
 
 
+#: the name :func:`atomic_write` gives its temporary files: ``.{name}.{pid}.{8 hex}.tmp``
+_TEMPORARY = re.compile(r"^\..+\.([0-9]{1,10})\.[0-9a-f]{8}\.tmp$", re.ASCII)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process ``pid`` exists on this machine."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True

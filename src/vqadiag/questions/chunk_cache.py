@@ -11,6 +11,7 @@ arrays are stored with their dtype and come back identical.
 
 from __future__ import annotations
 
+import glob
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,7 +47,7 @@ class ChunkCache:
         self.parent = target.parent
         self.folder = self.parent / f"{self.prefix}{key}"
         # killed builds' temporaries: of the dataset file, and of this build's chunks
-        remove_stale_temporaries(self.parent, target.name)
+        remove_stale_temporaries(self.parent, glob.escape(target.name))
         if self.folder.is_dir():
             remove_stale_temporaries(self.folder)
 

@@ -15,10 +15,12 @@ A rule reads one summary figure of one model and one test:
 
 Every test behind some rule is one member of a family whose p-values are adjusted
 together with Holm's step-down method (:func:`holm`). A rule then fires when its
-adjusted test says so: ``"above"`` — significantly above the baseline or threshold
-(adjusted p < α and the difference positive); ``"below"`` — significantly below;
-``"not_above"`` — the test exists but does not show the figure above (an absence claim,
-e.g. accuracy not above the blind baseline). Optional ``min_value`` / ``max_value`` bound
+test says so: ``"above"`` — significantly above the baseline or threshold (adjusted
+p < α and the difference positive); ``"below"`` — significantly below; ``"not_above"``
+— an absence claim (e.g. accuracy not above the blind baseline): the test exists and
+even *unadjusted* it does not show the figure above, so neither the correction nor a
+larger report can create one. Between the two (unadjusted p < α, adjusted not) the
+rules on that figure say nothing. Optional ``min_value`` / ``max_value`` bound
 the figure's value. A rule whose figure, baseline or pairing is missing says nothing.
 """
 
@@ -105,7 +107,8 @@ def _comparison(
 ) -> tuple[int, float, float, str] | None:
     """``(index in comparisons, model − other, p, test)`` of a paired comparison."""
     for i, cmp in enumerate(comparisons):
-        if cmp["metric"] != key or not cmp["paired"] or cmp["p_value"] is None:
+        p = cmp["p_value"]
+        if cmp["metric"] != key or not cmp["paired"] or p is None or not math.isfinite(p):
             continue
         if (cmp["a"], cmp["b"]) == (model, other):
             sign = 1.0
@@ -211,7 +214,9 @@ def findings(
         fires = {
             "above": significant and t["difference"] > 0,
             "below": significant and t["difference"] < 0,
-            "not_above": not (significant and t["difference"] > 0),
+            # an absence claim needs the *unadjusted* test to fail: the correction (or a
+            # larger report) never turns "not shown above" into a verdict
+            "not_above": not (t["p"] < alpha and t["difference"] > 0),
         }[rule.fires]
         value = rs.summary[rule.key]["value"]
         if rule.min_value is not None and not value >= rule.min_value:
@@ -266,13 +271,20 @@ def findings(
     }
 
 
+class _Figures(dict):
+    """A model's formatted figures for ``{summary[KEY]}``; a missing one reads ``-``."""
+
+    def __missing__(self, key: str) -> str:
+        return "-"
+
+
 def _sentence(rule: FindingRule, rs: ResultSet, test: Mapping[str, Any], n_bootstrap: int) -> str:
     """The rule's sentence with the figures filled in at their declared decimals."""
     est = rs.summary[rule.key]
     key = rule.key
-    summary = {
-        k: fmt((v or {}).get("value"), k) for k, v in rs.summary.items() if isinstance(v, dict)
-    }
+    summary = _Figures(
+        {k: fmt((v or {}).get("value"), k) for k, v in rs.summary.items() if isinstance(v, dict)}
+    )
     found = figure(key)
     label = found[1].label if found else key
     resamples = n_bootstrap if test["test"] == "paired_bootstrap" else None

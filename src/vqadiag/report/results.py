@@ -286,9 +286,12 @@ def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
     if not folders:
         raise DataError(None, "no result folder given")
     sets = [load_result_dir(f) for f in folders]
-    seen: dict[str, int] = {}
+    taken: set[str] = set()
     for rs in sets:
-        count = seen.get(rs.name, 0) + 1
-        seen[rs.name] = count
-        rs.label = rs.name if count == 1 else f"{rs.name} ({count})"
+        label, count = rs.name, 1
+        while label in taken:  # models named "m", "m" and "m (2)" stay three labels
+            count += 1
+            label = f"{rs.name} ({count})"
+        taken.add(label)
+        rs.label = label
     return sets

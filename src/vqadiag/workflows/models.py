@@ -85,7 +85,9 @@ def train(
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
     cls = model_class(model)
-    output_folder(out, ("config.json",))  # before training, not after
+    output_folder(
+        out, ("config.json", "weights.safetensors", "answers.json")
+    )  # before training, not after
     data = open_data(data_dir, dataset, images)
     data.questions(split)  # bad or missing question files fail before any work
     start = time.perf_counter()
