@@ -155,7 +155,7 @@ def test_score_gqa_missing_balanced_prediction(run_cli, gqa_files, write_json):
         ("q.json", '{"001": {"question": "a", ', "q.json: malformed JSON at line 1"),
         ("q.json", "", "q.json: file is empty"),
         ("p.json", '{"001": NaN}', "p.json: malformed JSON at line 1, column 9: NaN"),
-        ("p.json", '{"001": "blue", "999": "x"}', "p.json: record '999': question id is not"),
+        ("p.json", '{"001": "blue", "999": "x"}', "p.json: 2 of 3 questions have no prediction"),
     ],
 )
 def test_score_gqa_bad_files(run_cli, gqa_files, name, content, message):
@@ -317,3 +317,126 @@ def test_score_ood_bad_input(run_cli, write_json):
     res = run_cli("score", "ood", "--questions", write_json("ok.json", ood_questions()),
                   "--alpha", "-1")  # fmt: skip
     assert res.exit_code == 2
+
+
+# -- GQA-OOD's released split files and the official construction ----------------------
+
+
+def _released(write_json, questions, split_of):
+    """The three files of the GQA-OOD release, ``{qid: record}`` with sorted ids."""
+    files = {}
+    for name in ("all", "head", "tail"):
+        ids = sorted(q for q in questions if name == "all" or split_of[q] == name)
+        files[name] = write_json(f"ood_testdev_{name}.json", {q: questions[q] for q in ids})
+    return files
+
+
+def test_score_ood_scores_released_split_files_as_they_are(run_cli, write_json):
+    """The official evaluation scores each released file as it is: 3 head and 2 tail
+    questions, testdev-wide predictions (more ids than the split) counted, not refused."""
+    questions = {f"h{i}": rec("Is it?", "yes", "verify", "attr", None) for i in range(3)}
+    questions |= {f"t{i}": rec("Is it?", "no", "verify", "attr", None) for i in range(2)}
+    questions["t9"] = rec("Is it?", "no", "verify", "attr", None, balanced=False)
+    split_of = {q: "head" if q.startswith("h") else "tail" for q in questions}
+    files = _released(write_json, questions, split_of)
+    predictions = {q: r["answer"] for q, r in questions.items()}
+    predictions["h0"] = "no"  # head 2 of 3
+    predictions |= {"x1": "yes", "x2": "no"}  # testdev questions outside the split
+    p = write_json("testdev_predictions.json", predictions)
+    res = run_cli("score", "ood", "--head", files["head"], "--tail", files["tail"],
+                  "--predictions", p, "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    # t9 is not balanced: in the file, not scored (the official evaluation)
+    assert (out["n_all"], out["n_head"], out["n_tail"]) == (5, 3, 2)
+    assert out["acc_head"] == pytest.approx(200 / 3) and out["acc_tail"] == 100.0
+    assert out["acc_all"] == 80.0 and out["delta"] == pytest.approx(-100 / 3)
+    assert out["split"]["source"] == "released" and out["extra_predictions"] == 2
+    assert "2 predictions for questions outside the split were ignored" in res.stderr
+    # the all file may come along: it must be head ∪ tail
+    ok = run_cli("score", "ood", "--questions", files["all"], "--head", files["head"],
+                 "--tail", files["tail"], "--predictions", p, "--json")  # fmt: skip
+    assert ok.exit_code == 0 and ok.json()["acc_all"] == 80.0
+    other = write_json("other_all.json", {"h0": questions["h0"]})
+    bad = run_cli("score", "ood", "--questions", other, "--head", files["head"],
+                  "--tail", files["tail"], "--predictions", p)  # fmt: skip
+    assert bad.exit_code == 2 and "other_all.json" in bad.stderr and "head ∪ tail" in bad.stderr
+    # a released file is never rebuilt into a split inside it without a word
+    again = run_cli("score", "ood", "--questions", files["all"], "--predictions", p)
+    assert again.exit_code == 2
+    line = again.stderr.strip()
+    assert "\n" not in line and "ood_testdev_all.json" in line and "--head" in line
+    lonely = run_cli("score", "ood", "--head", files["head"], "--predictions", p)
+    assert lonely.exit_code == 2 and "--tail" in lonely.stderr
+    curve = run_cli("score", "ood", "--head", files["head"], "--tail", files["tail"],
+                    "--predictions", p, "--curve")  # fmt: skip
+    assert curve.exit_code == 2 and "--curve" in curve.stderr
+    overlap = run_cli("score", "ood", "--head", files["head"], "--tail", files["head"],
+                      "--predictions", p)  # fmt: skip
+    assert overlap.exit_code == 2 and "in both" in overlap.stderr
+
+
+def test_score_ood_builds_groups_from_every_question_scores_the_balanced(run_cli, write_json):
+    """The official build_gqa_ood.py groups every question of the file it is given; its
+    evaluation counts the balanced ones. 25 unbalanced "red" answers make group B
+    (red 30, blue 5: H = 0.59167) the one kept instead of A (yes 8, no 2: H = 0.72193):
+    H of A, B, C, D = 0.72193, 0.59167, 1, 1 → mean 0.82840, population std 0.17767,
+    threshold 0.65073."""
+    questions = ood_questions()
+    for i in range(25):
+        questions[f"u{i:02d}"] = rec("Is it?", "red", "verify", "attr", None, local="B",
+                                     balanced=False)  # fmt: skip
+    in_b = [q for q, r in questions.items() if r["groups"]["local"] == "B" and r["isBalanced"]]
+    predictions = {q: r["answer"] for q, r in questions.items()}
+    blue = [q for q in in_b if questions[q]["answer"] == "blue"]
+    predictions[blue[0]] = "red"  # tail: 4 of 5
+    q = write_json("mixed_questions.json", questions)
+    p = write_json("mixed_predictions.json", predictions)
+    res = run_cli("score", "ood", "--questions", q, "--predictions", p, "--json")
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    assert out["split"]["entropy_threshold"] == pytest.approx(0.65073, abs=1e-5)
+    assert out["split"]["n_groups_kept"] == 1 and out["split"]["n_questions"] == 52
+    # blue (p = 1/7 < 0.6) is tail, red head; scored: the 10 balanced questions of B
+    assert (out["n_all"], out["n_head"], out["n_tail"]) == (10, 5, 5)
+    assert out["acc_head"] == 100.0 and out["acc_tail"] == 80.0 and out["delta"] == 25.0
+
+
+def test_score_gqa_counts_predictions_for_other_questions(run_cli, gqa_files, write_json):
+    q, p, _ = gqa_files
+    predictions = json.loads(Path(p).read_text())
+    predictions += [{"questionId": "zzz1", "prediction": "blue"},
+                    {"questionId": "zzz2", "prediction": "no"}]  # fmt: skip
+    wide = write_json("wide_predictions.json", predictions)
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", wide, "--json")
+    assert res.exit_code == 0, res.stderr
+    narrow = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--json").json()
+    out = res.json()
+    assert out["extra_predictions"] == 2 and narrow["extra_predictions"] == 0
+    assert out["accuracy"] == narrow["accuracy"]
+    assert "2 predictions for questions outside" in res.stderr
+
+
+def test_score_gqa_counts_converted_and_null_predictions(run_cli, gqa_files, write_json):
+    """002 (gold "yes") predicted JSON true: read as "yes" and counted; 004 (gold "cup")
+    null: scored wrong, as the official script scores it, and counted."""
+    q, _, _ = gqa_files
+    p = write_json("typed.json", {"001": "blue", "002": True, "004": None})
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--json")
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    assert out["converted_predictions"] == 1 and out["null_predictions"] == 1
+    assert out["accuracy"] == pytest.approx(200 / 3)  # 001 and 002 right, 004 wrong
+    assert "note: 1 predictions were JSON booleans or numbers" in res.stderr
+    assert "note: 1 predictions were null, scored wrong" in res.stderr
+
+
+def test_score_pairs_help_shows_the_pair_shape():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "200"}
+    out = subprocess.run([sys.executable, "-m", "vqadiag", "score", "pairs", "--help"],
+                         capture_output=True, text=True, env=env, check=True).stdout  # fmt: skip
+    assert "JSON list of [qid_a, qid_b] pairs" in out

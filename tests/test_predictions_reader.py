@@ -98,3 +98,111 @@ def test_align_reports_extra_and_missing_ids():
     with pytest.raises(DataError, match="1 of 3 questions have no prediction, first 'c'"):
         align_predictions(preds, ["a", "b", "c"], "p.json")
     assert align_predictions(preds, ["a", "b", "c"], "p.json", allow_missing=True)[2] is None
+
+
+# -- files as the harnesses and model repositories write them ----------------------------
+
+
+def test_llava_answer_files(tmp_path):
+    """LLaVA's model_vqa*.py: one JSON line per question, the answer in ``text``."""
+    path = tmp_path / "llava-v1.5-7b.jsonl"
+    lines = [
+        {"question_id": 262148000, "prompt": "Is it red?\nAnswer the question using a single "
+         "word or phrase.", "text": "Yes", "answer_id": "Xk2", "model_id": "llava-v1.5-7b",
+         "metadata": {}},
+        {"question_id": "20968153", "prompt": "What is it?", "text": "A cat", "answer_id": "p9",
+         "model_id": "llava-v1.5-7b", "metadata": {}},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert read_predictions(path) == {
+        "262148000": Prediction("Yes"),
+        "20968153": Prediction("A cat"),
+    }
+
+
+def _lmms_line(doc_id, response, **extra):
+    """A line of lmms-eval ≥ 0.4's samples_*.jsonl (no ``doc``)."""
+    return {"doc_id": doc_id, "target": "", "arguments": [["<image> Q?", "{...}"]],
+            "resps": [[response]], "filtered_resps": [response], "doc_hash": "ab",
+            "prompt_hash": "cd", "target_hash": "ef", **extra}  # fmt: skip
+
+
+def test_lmms_eval_logs_from_0_4_on(tmp_path):
+    # VQA v2 test: the task's submission carries the question id
+    path = tmp_path / "samples_vqav2_test.jsonl"
+    lines = [_lmms_line(0, "Yes", submission={"question_id": 262148000, "answer": "yes"}),
+             _lmms_line(1, "2", submission={"question_id": 262148001, "answer": "2"})]  # fmt: skip
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert read_predictions(path) == {"262148000": Prediction("Yes"), "262148001": Prediction("2")}
+    # a task that logs only doc_id: no question id can be recovered, and row 0 is not one
+    path = tmp_path / "samples_gqa.jsonl"
+    path.write_text(json.dumps(_lmms_line(0, "yes", exact_match=1.0)) + "\n")
+    with pytest.raises(DataError) as err:
+        read_predictions(path)
+    message = str(err.value)
+    assert str(path) in message and "line 1" in message and "doc_id" in message
+    assert "row number" in message and "question id is not among" not in message
+
+
+def test_vlmevalkit_xlsx(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("openpyxl")
+    path = tmp_path / "llava_v1.5_7b_GQA_TestDev_Balanced.xlsx"
+    frame = pd.DataFrame({"index": [201307251, 201640614], "question": ["Is it?", "What?"],
+                          "answer": ["yes", "table"], "prediction": ["Yes", "desk"],
+                          "category": ["verify", "query"]})  # fmt: skip
+    frame.to_excel(path, index=False)
+    assert read_predictions(path) == {
+        "201307251": Prediction("Yes"),
+        "201640614": Prediction("desk"),
+    }
+    # the same workbook under another name is still read as one
+    renamed = tmp_path / "predictions.json"
+    renamed.write_bytes(path.read_bytes())
+    assert read_predictions(renamed) == read_predictions(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "kind"),
+    [
+        (
+            "p.pkl",
+            lambda p: p.write_bytes(__import__("pickle").dumps({"1": "yes"})),
+            "a Python pickle",
+        ),
+        (
+            "p.json",
+            lambda p: p.write_bytes(__import__("pickle").dumps({"1": "yes"})),
+            "a Python pickle",
+        ),
+        ("p.json", lambda p: p.write_bytes(b"PAR1" + b"\0" * 40), "a Parquet table"),
+        (
+            "p.json",
+            lambda p: p.write_bytes(__import__("gzip").compress(b"{}")),
+            "a gzip-compressed file",
+        ),
+        ("p.csv", lambda p: p.write_bytes(b"\x80\x04\x95" + bytes(range(256))), "a Python pickle"),
+        ("p.jsonl", lambda p: p.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 30), "an HDF5 file"),
+    ],
+)
+def test_binary_files_say_what_they_are(tmp_path, name, make, kind):
+    path = tmp_path / name
+    make(path)
+    with pytest.raises(DataError) as err:
+        read_predictions(path)
+    assert str(path) in str(err.value) and kind in str(err.value)
+    assert "malformed JSON" not in str(err.value)
+
+
+def test_a_pickle_given_to_score_vqa_is_one_line(run_cli, tmp_path, write_json):
+    import pickle
+
+    q = write_json("q.json", {"questions": [{"question_id": 1, "image_id": 1, "question": "Q?"}]})
+    answers = [{"answer": "yes", "answer_id": i} for i in range(1, 11)]
+    record = {"question_id": 1, "image_id": 1, "answer_type": "yes/no", "question_type": "is"}
+    a = write_json("a.json", {"annotations": [{**record, "answers": answers}]})
+    p = tmp_path / "results.pkl"
+    p.write_bytes(pickle.dumps([{"question_id": 1, "answer": "yes"}]))
+    res = run_cli("score", "vqa", "--questions", q, "--annotations", a, "--predictions", p)
+    assert res.exit_code == 2
+    assert res.stderr.strip() == f"error: {p}: is a Python pickle, not JSON"

@@ -105,17 +105,22 @@ def score_gqa_command(
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
+    _note_extra(result, "the questions file")
     emit(result, as_json, _render_gqa)
 
 
 def _render_ood(result: Mapping[str, Any]) -> None:
     ci = result["ci"]
     split = result["split"]
-    typer.echo(
-        f"GQA-OOD split at alpha = {result['alpha']:g}: {split['n_groups_kept']} of "
-        f"{split['n_groups']} local groups kept (entropy <= {split['entropy_threshold']:.4f}), "
-        f"{result['n_all']} questions: {result['n_head']} head, {result['n_tail']} tail"
-    )
+    counts = f"{result['n_all']} questions: {result['n_head']} head, {result['n_tail']} tail"
+    if split["source"] == "released":
+        typer.echo(f"GQA-OOD released split {split['head']} + {split['tail']}: {counts}")
+    else:
+        typer.echo(
+            f"GQA-OOD split at alpha = {result['alpha']:g}: {split['n_groups_kept']} of "
+            f"{split['n_groups']} local groups kept (entropy <= "
+            f"{split['entropy_threshold']:.4f}), {counts}"
+        )
     if result["acc_all"] is not None:
         rate_table(
             "GQA-OOD accuracy (%)",
@@ -148,12 +153,32 @@ def _render_ood(result: Mapping[str, Any]) -> None:
 @cli_errors
 def score_ood_command(
     questions: Annotated[
-        Path, existing_file("GQA question file the split is built from (e.g. testdev balanced).")
-    ],
+        Path | None,
+        typer.Option(
+            help="GQA question file the split is built from (e.g. testdev balanced); with "
+            "--head / --tail, optionally the released all file (checked = head ∪ tail).",
+            callback=rereadable_paths,
+        ),
+    ] = None,
     predictions: Annotated[
         Path | None,
         typer.Option(
             help="Predictions; without them only the split is built.", callback=rereadable_paths
+        ),
+    ] = None,
+    head: Annotated[
+        Path | None,
+        typer.Option(
+            help="A released GQA-OOD head file (ood_testdev_head.json): score this split as "
+            "it is, with --tail.",
+            callback=rereadable_paths,
+        ),
+    ] = None,
+    tail: Annotated[
+        Path | None,
+        typer.Option(
+            help="The released tail file (ood_testdev_tail.json), with --head.",
+            callback=rereadable_paths,
         ),
     ] = None,
     alpha: Annotated[
@@ -178,8 +203,9 @@ def score_ood_command(
     n_bootstrap: ResamplesOption = 1000,
     as_json: JsonFlag = False,
 ) -> None:
-    """GQA-OOD: build the official head/tail split (entropy <= mean - std, tail p < (1+alpha)/K)
-    and report acc-all, acc-head, acc-tail and delta."""
+    """GQA-OOD: build the official head/tail split (entropy <= mean - std, tail p < (1+alpha)/K),
+    or take the released --head / --tail files, and report acc-all, acc-head, acc-tail and
+    delta."""
     from vqadiag.scoring.gqa import score_ood
 
     if alpha <= -1:
@@ -187,6 +213,8 @@ def score_ood_command(
     result = score_ood(
         questions,
         predictions,
+        head=head,
+        tail=tail,
         alpha=alpha,
         curve=curve,
         plot=output_file(plot),
@@ -196,4 +224,19 @@ def score_ood_command(
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
+    _note_extra(result, "the split")
     emit(result, as_json, _render_ood)
+
+
+def _note_extra(result: Mapping[str, Any], where: str) -> None:
+    """Say on stderr how many predictions were ignored, converted or null."""
+    notes = {
+        "extra_predictions": f"predictions for questions outside {where} were ignored "
+        "(as the official script ignores them)",
+        "converted_predictions": "predictions were JSON booleans or numbers, read as "
+        "yes / no / digits (the official script compares raw values: they would be wrong)",
+        "null_predictions": "predictions were null, scored wrong (as officially)",
+    }
+    for key, text in notes.items():
+        if result.get(key):
+            typer.echo(f"note: {result[key]} {text}", err=True)

@@ -95,7 +95,9 @@ def _render_pairs(result: Mapping[str, Any]) -> None:
 @cli_errors
 def score_pairs_command(
     annotations: Annotations,
-    pairs: Annotated[Path, existing_file("Complementary pairs: JSON list of [qid_a, qid_b].")],
+    pairs: Annotated[
+        Path, existing_file("Complementary pairs: JSON list of \\[qid_a, qid_b] pairs.")
+    ],
     predictions: Annotated[Path, existing_file("Predictions (VQA results or any shape).")],
     pair_threshold: Annotated[
         float,

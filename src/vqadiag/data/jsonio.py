@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from vqadiag.data.binary_formats import binary_kind
 from vqadiag.data.json_keys import count_top_level_members, first_duplicate_key
 from vqadiag.errors import DataError, record_label
 
@@ -29,6 +30,9 @@ def _existing(path: str | Path) -> Path:
 
 
 def _decode_problem(raw: bytes, err: orjson.JSONDecodeError) -> str:
+    kind = binary_kind(raw[:4096])  # no JSON text starts like these formats
+    if kind is not None:
+        return f"is {kind}, not JSON"
     where = f"line {err.lineno}, column {err.colno}"
     if _NON_FINITE.match(raw, err.pos):
         return f"malformed JSON at {where}: NaN/Infinity is not valid JSON"
@@ -75,6 +79,10 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     p = _existing(path)
     seen = False
     with p.open("rb") as fh:
+        kind = binary_kind(fh.read(4096))
+        if kind is not None:
+            raise DataError(p, f"is {kind}, not JSON Lines")
+        fh.seek(0)
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -98,7 +106,33 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
     try:
         frame = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        with p.open("rb") as fh:
+            kind = binary_kind(fh.read(4096))
+        if kind is not None:
+            raise DataError(p, f"is {kind}, not a CSV / TSV table") from None
         raise DataError(p, f"malformed table: {err}") from None
+    return frame.to_dict(orient="records")
+
+
+def read_workbook(path: str | Path) -> list[dict[str, str]]:
+    """Read the first sheet of an Excel workbook (``.xlsx``) as string records (openpyxl,
+    the ``xlsx`` extra)."""
+    import pandas as pd
+
+    p = _existing(path)
+    try:
+        import openpyxl  # noqa: F401
+    except ImportError:
+        raise DataError(p, "reading .xlsx needs openpyxl: pip install 'vqadiag[xlsx]'") from None
+    try:
+        frame = pd.read_excel(p, dtype=str, keep_default_na=False, engine="openpyxl")
+    except (ValueError, KeyError, OSError) as err:
+        raise DataError(p, f"unreadable Excel workbook: {err}") from None
+    except Exception as err:  # openpyxl's own errors (a zip that is not a workbook …)
+        raise DataError(p, f"unreadable Excel workbook: {type(err).__name__}: {err}") from None
+    if frame.empty:
+        raise DataError(p, "no rows in the workbook's first sheet")
+    frame.columns = [str(c) for c in frame.columns]
     return frame.to_dict(orient="records")
 
 

@@ -5,12 +5,16 @@ Accepted shapes (detected from the file, not from flags):
 * JSON object ``{qid: answer}`` or ``{qid: {"answer": ..., "probs": {...}}}``;
 * VQA results ``[{"question_id": 1, "answer": "yes"}, ...]``;
 * GQA ``[{"questionId": "01", "prediction": "yes"}, ...]``;
-* JSON Lines with those fields, including lmms-eval sample logs
-  (``doc_id`` / ``doc.question_id`` with ``filtered_resps`` or ``resps``);
-* CSV / TSV with an id column (``question_id``, ``questionId``, ``qid``,
-  ``index``, ``id``) and an answer column (``prediction``, ``answer``,
-  ``pred``). VLMEvalKit files hold the ground truth in ``answer`` and the model
-  output in ``prediction``; ``prediction`` always wins.
+* JSON Lines with those fields, including LLaVA answer files (``question_id`` and
+  ``text``) and lmms-eval sample logs (``filtered_resps`` or ``resps`` with the id in
+  ``doc.question_id`` (before 0.4) or ``submission.question_id``; a log with only
+  ``doc_id``, a dataset row number, is refused with one line saying so);
+* CSV / TSV / Excel ``.xlsx`` (VLMEvalKit's default) with an id column
+  (``question_id``, ``questionId``, ``qid``, ``index``, ``id``) and an answer column
+  (``prediction``, ``answer``, ``pred``, ``text``). VLMEvalKit files hold the ground
+  truth in ``answer`` and the model output in ``prediction``; ``prediction`` always wins.
+
+A binary file of another kind (pickle, Parquet, zip …) is one line naming what it is.
 
 A record may carry ``probs``: a mapping answer → probability (the full softmax
 or its top-k), used for sufficiency / comprehensiveness (docs/protocols.md §5).
@@ -24,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table
+from vqadiag.data.binary_formats import is_xlsx
+from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
 from vqadiag.errors import DataError, record_label
 
 ID_FIELDS = ("question_id", "questionId", "qid", "index", "id")
-ANSWER_FIELDS = ("prediction", "answer", "pred")
+ANSWER_FIELDS = ("prediction", "answer", "pred", "text")
 PROB_FIELDS = ("probs", "scores")
 
 
@@ -59,9 +64,28 @@ def normalize_id(value: Any, path: str | Path, label: str) -> str:
     raise DataError(path, f"question id must be a string or integer, got {value!r}", label)
 
 
-def _answer_text(value: Any, path: str | Path, label: str) -> str:
+#: the answer a JSON ``null`` prediction becomes under ``null_as_wrong``: equal to no
+#: ground truth, so it is scored wrong, as the official GQA script scores it
+NULL_ANSWER = ""
+
+
+def _answer_text(
+    value: Any,
+    path: str | Path,
+    label: str,
+    notes: dict[str, int] | None = None,
+    null_as_wrong: bool = False,
+) -> str:
+    """The answer as a string: ``true`` / ``false`` become ``yes`` / ``no`` and numbers
+    their decimal text (counted in ``notes["converted"]``); ``null`` is an error, or with
+    ``null_as_wrong`` :data:`NULL_ANSWER` (counted in ``notes["null"]``)."""
     if isinstance(value, str):
         return value
+    if notes is not None and (value is not None or null_as_wrong):
+        key = "null" if value is None else "converted"
+        notes[key] = notes.get(key, 0) + 1
+    if value is None and null_as_wrong:
+        return NULL_ANSWER
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
@@ -91,21 +115,42 @@ def _first_string(value: Any) -> Any:
     return value
 
 
-def _from_record(record: Any, path: str | Path, position: str) -> tuple[str, Prediction]:
+#: why an lmms-eval ≥ 0.4 sample log of most tasks cannot be scored as it is
+LMMS_WITHOUT_IDS = (
+    "an lmms-eval sample log without question ids: lmms-eval 0.4 and later log only "
+    "'doc_id', the row number of the task's dataset, not its question id (and no 'doc'); "
+    "use a task whose results log the id (VQA v2's 'submission.question_id'), or write "
+    "{question_id: answer} from the dataset's rows in doc_id order"
+)
+
+
+def _is_lmms_sample(record: Mapping[str, Any]) -> bool:
+    """A line of an lmms-eval ``--log_samples`` file (model responses under ``resps``)."""
+    return "filtered_resps" in record or "resps" in record
+
+
+def _from_record(
+    record: Any,
+    path: str | Path,
+    position: str,
+    notes: dict[str, int] | None = None,
+    null_as_wrong: bool = False,
+) -> tuple[str, Prediction]:
     if not isinstance(record, Mapping):
         raise DataError(path, f"expected an object, got {type(record).__name__}", position)
     raw_id = next((record[f] for f in ID_FIELDS if f in record), None)
-    if raw_id is None and isinstance(record.get("doc"), Mapping):
-        doc = record["doc"]
-        raw_id = next((doc[f] for f in ID_FIELDS if f in doc), None)
-    if raw_id is None:
-        raw_id = record.get("doc_id")
+    for nested in ("doc", "submission"):  # lmms-eval: the dataset row, a task's submission
+        if raw_id is None and isinstance(record.get(nested), Mapping):
+            inner = record[nested]
+            raw_id = next((inner[f] for f in ID_FIELDS if f in inner), None)
+    if raw_id is None and "doc_id" in record and _is_lmms_sample(record):
+        raise DataError(path, LMMS_WITHOUT_IDS, position)
     if raw_id is None:
         fields = ", ".join(ID_FIELDS)
         raise DataError(path, f"missing question id (one of {fields})", position)
     qid = normalize_id(raw_id, path, position)
     label = record_label(qid)
-    if "filtered_resps" in record or "resps" in record:
+    if _is_lmms_sample(record):
         answer = _first_string(record.get("filtered_resps", record.get("resps")))
     else:
         field = next((f for f in ANSWER_FIELDS if f in record), None)
@@ -115,10 +160,10 @@ def _from_record(record: Any, path: str | Path, position: str) -> tuple[str, Pre
         answer = record[field]
     probs_field = next((f for f in PROB_FIELDS if f in record), None)
     probs = None if probs_field is None else _probs(record[probs_field], path, label)
-    return qid, Prediction(_answer_text(answer, path, label), probs)
+    return qid, Prediction(_answer_text(answer, path, label, notes, null_as_wrong), probs)
 
 
-_LINE_OR_TABLE_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".tab"}
+_LINE_OR_TABLE_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".tab", ".xlsx", ".xlsm"}
 
 
 def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
@@ -130,6 +175,10 @@ def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
         return
     if suffix in {".csv", ".tsv", ".tab"}:
         for i, row in enumerate(read_table(path), start=2):
+            yield f"row {i}", row
+        return
+    if suffix in {".xlsx", ".xlsm"} or (data is None and _starts_like_xlsx(path)):
+        for i, row in enumerate(read_workbook(path), start=2):
             yield f"row {i}", row
         return
     if data is None:
@@ -147,6 +196,15 @@ def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
         raise DataError(path, "expected a JSON object {qid: answer} or a list of records")
 
 
+def _starts_like_xlsx(path: Path) -> bool:
+    """An Excel workbook whatever its name (VLMEvalKit writes ``*.xlsx``)."""
+    try:
+        with path.open("rb") as fh:
+            return is_xlsx(fh.read(4096))
+    except OSError:
+        return False  # the reader that follows names the problem
+
+
 def _is_plain_answer_dict(data: Any) -> bool:
     """``{qid: "answer"}`` with clean, non-empty string ids: no per-record checks needed."""
     return (
@@ -156,19 +214,24 @@ def _is_plain_answer_dict(data: Any) -> bool:
     )
 
 
-def read_predictions(path: str | Path) -> dict[str, Prediction]:
+def read_predictions(
+    path: str | Path, *, notes: dict[str, int] | None = None, null_as_wrong: bool = False
+) -> dict[str, Prediction]:
     """Read a prediction file of any supported shape into ``{qid: Prediction}``.
 
     Raises ``DataError`` (naming file and record) for malformed files, missing
-    fields, non-string answers, NaN probabilities and duplicate ids.
+    fields, answers that are not text, numbers or booleans, NaN probabilities and
+    duplicate ids. ``notes`` receives how many answers were ``converted`` from JSON
+    booleans / numbers and how many were ``null`` (allowed with ``null_as_wrong``).
     """
     p = Path(path)
-    data = None if p.suffix.lower() in _LINE_OR_TABLE_SUFFIXES else read_json(p)
+    tabular = p.suffix.lower() in _LINE_OR_TABLE_SUFFIXES or _starts_like_xlsx(p)
+    data = None if tabular else read_json(p)
     if _is_plain_answer_dict(data):
         return {qid: Prediction(answer) for qid, answer in data.items()}
     out: dict[str, Prediction] = {}
     for position, record in _records(p, data):
-        qid, prediction = _from_record(record, p, position)
+        qid, prediction = _from_record(record, p, position, notes, null_as_wrong)
         if qid in out:
             raise DataError(p, "duplicate question id", record_label(qid))
         out[qid] = prediction

@@ -10,6 +10,7 @@ at full precision and has a ``{"value", "ci_low", "ci_high", "n"}`` twin under
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -98,17 +99,28 @@ def _read_answers(
     questions: Mapping[str, Any],
     required_ids: Sequence[str],
     allow_missing: bool,
-) -> dict[str, str]:
-    """Predictions as ``{qid: answer}``: ids outside ``questions`` are an error, and
-    so are ``required_ids`` without a prediction unless ``allow_missing``."""
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Predictions as ``{qid: answer}`` and counts: ``extra_predictions`` for questions
+    outside ``questions`` (ignored, as the official scripts ignore them: a prediction
+    file of a whole split may be scored against a subset), ``converted_predictions``
+    (JSON booleans / numbers turned into ``yes`` / ``no`` / digits, where the official
+    script compares the raw values and counts them wrong) and ``null_predictions``
+    (scored wrong, as officially). ``required_ids`` without a prediction are an error
+    unless ``allow_missing``."""
     p = Path(path)
+    notes: dict[str, int] = {}
     with paused_gc():
-        predictions = read_predictions(p)
-    for qid in predictions:
-        if qid not in questions:
-            raise DataError(p, "question id is not among the questions", record_label(qid))
+        predictions = read_predictions(p, notes=notes, null_as_wrong=True)
+    extra = [qid for qid in predictions if qid not in questions]
+    for qid in extra:
+        del predictions[qid]
     align_predictions(predictions, required_ids, p, allow_missing=allow_missing, allow_extra=True)
-    return {qid: pred.answer for qid, pred in predictions.items()}
+    counts = {
+        "extra_predictions": len(extra),
+        "converted_predictions": notes.get("converted", 0),
+        "null_predictions": notes.get("null", 0),
+    }
+    return {qid: pred.answer for qid, pred in predictions.items()}, counts
 
 
 # ----------------------------------------------------------------- rates + CIs
@@ -169,6 +181,8 @@ def score_gqa(
     validity and plausibility (with ``choices``), consistency and distribution.
     Predictions may cover only the scored questions; consistency then uses the
     entailed questions that have predictions and reports the rest as skipped.
+    Predictions for questions the file does not hold are ignored and counted
+    (``extra_predictions``), as the official script ignores them.
     """
     q_path = Path(questions)
     records = read_gqa_questions(q_path, require=("question", "answer"))
@@ -186,7 +200,7 @@ def score_gqa(
                 raise DataError(c_path, "no choices for this question", record_label(qid))
     for qid in scored:
         _check_scored_record(records[qid], q_path, qid, need_detailed=choice_data is not None)
-    answers = _read_answers(predictions, records, scored, allow_missing)
+    answers, counts = _read_answers(predictions, records, scored, allow_missing)
     ev = evaluate_gqa(records, answers, scored, choice_data)
     if units is not None:
         units.update(ids=list(scored), accuracy=np.asarray(ev.correct, np.float64))
@@ -227,6 +241,7 @@ def score_gqa(
         ci["distribution"] = Estimate.from_bootstrap(distribution, boot, n_grouped).to_dict()
     result["n"] = len(scored)
     result["balanced_only"] = not all_questions
+    result.update(counts)
     result["ci"] = ci
     return result
 
@@ -271,10 +286,69 @@ def _delta_ci(
     return est
 
 
+#: names of GQA-OOD's released split files (and of ``--write-split``'s)
+RELEASED_SPLIT_NAME = re.compile(r"^ood_(?:.+_)?(?:all|head|tail)\.json$")
+
+
+def _released_split(
+    head: Path, tail: Path, questions: Path | None
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The records of a released split (head ∪ tail) and the ids of its two files; the
+    optional ``all`` file must be exactly head ∪ tail."""
+    head_records = read_gqa_questions(head, require=("answer",))
+    tail_records = read_gqa_questions(tail, require=("answer",))
+    for qid in tail_records:
+        if qid in head_records:
+            raise DataError(tail, "question in both the --head and --tail files", record_label(qid))
+    records = {**head_records, **tail_records}
+    if questions is not None:
+        all_ids = set(read_gqa_questions(questions, require=("answer",)))
+        differ = sorted(all_ids ^ set(records))
+        if differ:
+            raise DataError(
+                questions,
+                f"is not head ∪ tail of the --head / --tail files ({len(differ)} ids differ, "
+                f"first {differ[0]!r})",
+            )
+    return records, list(head_records), list(tail_records)
+
+
+def _check_ood_arguments(
+    questions: Path | None, head: Path | None, tail: Path | None, curve: bool,
+    write_split: str | Path | None,
+) -> None:  # fmt: skip
+    """One line for arguments that do not define one split (docs/gqa.md)."""
+    if (head is None) != (tail is None):
+        raise DataError("--head / --tail", "give both released files: --head FILE --tail FILE")
+    if head is not None:
+        if curve:
+            raise DataError(
+                "--curve", "--curve and --plot rebuild the split for every α from a GQA "
+                "question file: give --questions without --head / --tail",
+            )  # fmt: skip
+        if write_split is not None:
+            raise DataError("--write-split", "--head / --tail are a split already")
+        return
+    if questions is None:
+        raise DataError(
+            "--questions", "give a GQA question file to build the split from, or a released "
+            "split as --head FILE --tail FILE",
+        )  # fmt: skip
+    if RELEASED_SPLIT_NAME.match(questions.name):
+        raise DataError(
+            questions, "is a GQA-OOD split file already; building a split inside it gives "
+            "another benchmark: score the released files as --head …_head.json --tail "
+            "…_tail.json, or build from the GQA question file (e.g. "
+            "testdev_balanced_questions.json)",
+        )  # fmt: skip
+
+
 def score_ood(
-    questions: str | Path,
+    questions: str | Path | None,
     predictions: str | Path | None = None,
     *,
+    head: str | Path | None = None,
+    tail: str | Path | None = None,
     alpha: float = DEFAULT_ALPHA,
     curve: bool = False,
     plot: str | Path | None = None,
@@ -285,47 +359,83 @@ def score_ood(
     n_bootstrap: int = 1000,
     units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """GQA-OOD: build the official head / tail split and score it (docs/protocols.md §3).
+    """GQA-OOD: build the official head / tail split, or take a released one, and score
+    it (docs/protocols.md §3, docs/gqa.md).
 
-    The split is built from the balanced questions of ``questions`` (all with
-    ``all_questions``). With ``predictions``: acc_all, acc_head, acc_tail,
-    delta (×100) and, with ``curve`` (or ``plot``), acc_tail over
-    :data:`OOD_ALPHA_GRID`; ``plot`` writes the curve PNG. Without predictions
-    only the split is built (counts, ``curve`` of tail sizes, ``write_split``).
-    ``units``, when given with predictions, receives the per-unit values of the same
-    computation: ``{"acc_head": {qid: 0/1}, "acc_tail": {qid: 0/1}}`` (head / tail questions).
+    Built (``questions``): groups from every question of the file, as the official
+    ``build_gqa_ood.py``; the ``isBalanced`` questions of the split are scored (all with
+    ``all_questions``), as the official evaluation. Released (``head`` and ``tail``, the
+    ``ood_*_{head,tail}.json`` files; ``questions`` may name their ``all`` file): each
+    file is the split as it is, its balanced questions scored. With ``predictions``:
+    acc_all, acc_head, acc_tail, delta (×100) and, with ``curve`` (or ``plot``; built
+    only), acc_tail over :data:`OOD_ALPHA_GRID`; ``plot`` writes the curve PNG.
+    Predictions for questions outside the file(s) are ignored and counted
+    (``extra_predictions``). Without predictions only the split is built (counts,
+    ``curve`` of tail sizes, ``write_split``). ``units``, when given with predictions,
+    receives the per-unit values of the same computation: ``{"acc_head": {qid: 0/1},
+    "acc_tail": {qid: 0/1}}`` (scored head / tail questions).
     """
-    q_path = Path(questions)
-    records = read_gqa_questions(q_path, require=("answer", "groups"))
-    for qid, record in records.items():
-        if all_questions or is_balanced(record):
-            _check_local_group(record, q_path, qid)
-    groups = ood_groups(records, balanced_only=not all_questions)
-    if not groups.question_ids:
-        raise DataError(
-            q_path, "no balanced questions (isBalanced true); use --all-questions to use all"
-        )
-    split = groups.split(alpha)
+    q_path = None if questions is None else Path(questions)
+    h_path = None if head is None else Path(head)
+    t_path = None if tail is None else Path(tail)
     if plot is not None and predictions is None:
         raise DataError(None, "--plot needs --predictions (the curve plots acc_tail)")
     want_curve = curve or plot is not None
+    _check_ood_arguments(q_path, h_path, t_path, want_curve, write_split)
+
+    def scored(ids: Sequence[str]) -> list[str]:
+        return [q for q in ids if all_questions or is_balanced(records[q])]
+
+    groups = split = None
+    if h_path is not None and t_path is not None:
+        records, head_all, tail_all = _released_split(h_path, t_path, q_path)
+        head_ids, tail_ids = scored(head_all), scored(tail_all)
+        split_info: dict[str, Any] = {
+            "source": "released",
+            "head": str(h_path),
+            "tail": str(t_path),
+            "balanced_only": not all_questions,
+            "n_questions": len(records),
+        }
+        source = h_path
+    else:
+        assert q_path is not None
+        records = read_gqa_questions(q_path, require=("answer", "groups"))
+        for qid, record in records.items():
+            _check_local_group(record, q_path, qid)
+        groups = ood_groups(records, balanced_only=False)
+        split = groups.split(alpha)
+        head_ids, tail_ids = scored(split.head_ids), scored(split.tail_ids)
+        summary = split.summary()
+        split_info = {"source": "built", "balanced_only": not all_questions} | {
+            k: summary[k] for k in ("n_questions", "n_groups", "n_groups_kept", "entropy_threshold")
+        }
+        source = q_path
+    tail_set = set(tail_ids)
+    head_set = set(head_ids)
+    all_ids = [q for q in records if q in tail_set or q in head_set]
+    if not all_ids:
+        raise DataError(
+            source, "no balanced questions (isBalanced true) in the split; use --all-questions "
+            "to score all",
+        )  # fmt: skip
 
     result: dict[str, Any] = {"alpha": float(alpha)}
     ci: dict[str, Any] = {}
     answers: dict[str, str] | None = None
     if predictions is not None:
-        answers = _read_answers(predictions, records, split.all_ids, allow_missing)
+        answers, counts = _read_answers(predictions, records, all_ids, allow_missing)
+        result.update(counts)
     correct_of: dict[str, float] = {}
     if answers is not None:
-        for qid in split.all_ids:
+        for qid in all_ids:
             pred = answers.get(qid)
             correct_of[qid] = 1.0 if pred is not None and pred == records[qid]["answer"] else 0.0
 
     def outcomes(ids: Sequence[str]) -> np.ndarray:
         return np.fromiter((correct_of[q] for q in ids), dtype=np.float64, count=len(ids))
 
-    for key, ids in (("acc_all", split.all_ids), ("acc_head", split.head_ids),
-                     ("acc_tail", split.tail_ids)):  # fmt: skip
+    for key, ids in (("acc_all", all_ids), ("acc_head", head_ids), ("acc_tail", tail_ids)):
         if answers is None:
             result[key], ci[key] = None, None
             continue
@@ -339,23 +449,19 @@ def score_ood(
         delta = delta_percent(
             *(float("nan") if result[k] is None else result[k] for k in ("acc_head", "acc_tail"))
         )
-        tail_set = set(split.tail_ids)
-        is_tail = np.array([q in tail_set for q in split.all_ids], dtype=bool)
+        is_tail = np.array([q in tail_set for q in all_ids], dtype=bool)
         result["delta"] = _clean(delta)
-        ci["delta"] = _delta_ci(outcomes(split.all_ids), is_tail, delta, seed, n_bootstrap)
-    result["n_all"] = len(split.all_ids)
-    result["n_head"] = len(split.head_ids)
-    result["n_tail"] = len(split.tail_ids)
-    summary = split.summary()
-    result["split"] = {
-        k: summary[k]
-        for k in ("balanced_only", "n_questions", "n_groups", "n_groups_kept", "entropy_threshold")
-    }
+        ci["delta"] = _delta_ci(outcomes(all_ids), is_tail, delta, seed, n_bootstrap)
+    result["n_all"] = len(all_ids)
+    result["n_head"] = len(head_ids)
+    result["n_tail"] = len(tail_ids)
+    result["split"] = split_info
     if want_curve:
         points: list[dict[str, Any]] = []
         ci_points: list[dict[str, Any]] = []
+        assert groups is not None
         for a in OOD_ALPHA_GRID:
-            tail_ids = groups.split(a).tail_ids
+            tail_ids = scored(groups.split(a).tail_ids)
             point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": len(tail_ids)}
             ci_point: dict[str, Any] = {"alpha": a, "acc_tail": None}
             if answers is not None:
@@ -372,6 +478,7 @@ def score_ood(
 
         result["plot"] = str(plot_ood_curve(result["curve"], plot, reference=result["acc_all"]))
     if write_split is not None:
+        assert split is not None
         result["split_files"] = write_ood_split(records, split, write_split)
     result["ci"] = ci
     return result
