@@ -269,3 +269,92 @@ def test_relevance_then_score_round_trip(run_cli, tmp_path, write_json):
     ).json()  # fmt: skip
     assert out["n"] == 1 and out["fpvg_plus"] == 100.0
     assert out["excluded"]["no_annotated_objects"] == 1
+
+
+# -- FPVG's own files: object pickles and pickled predictions -----------------------------
+
+
+def _official_pickles(tmp_path, files):
+    """The FPVG repository's relevant / irrelevant object pickles for the same R.json:
+    ``{imageId: {qid: [box indices]}}`` (q6 has no relevant boxes; q7, q8 are absent)."""
+    import json
+    import pickle
+
+    relevance = json.loads(files["r"].read_text())
+    rel = {"img": {q: r["relevant"] for q, r in relevance.items() if q != "q7"}}
+    irrel = {"img": {q: r["irrelevant"] for q, r in relevance.items() if q != "q7"}}
+    paths = []
+    for name, obj in (("relevant_objects.pkl", rel), ("irrelevant_objects.pkl", irrel)):
+        path = tmp_path / name
+        path.write_bytes(pickle.dumps(obj, protocol=4))
+        paths.append(path)
+    return paths
+
+
+def test_fpvg_object_pickles_and_pickled_predictions(run_cli, files, tmp_path):
+    import pickle
+
+    rel_pkl, irrel_pkl = _official_pickles(tmp_path, files)
+    for key in ("all", "rel", "irrel"):  # FPVG's prediction files are pickled dicts too
+        path = tmp_path / f"{key}_predictions.pkl"
+        path.write_bytes(pickle.dumps(__import__("json").loads(files[key].read_text())))
+        files[f"{key}_pkl"] = path
+    args = ["score", "fpvg", "--questions", files["q"], "--relevant-objects", rel_pkl,
+            "--irrelevant-objects", irrel_pkl, "--all", files["all_pkl"], "--rel",
+            files["rel_pkl"], "--irrel", files["irrel_pkl"], "--n-bootstrap", "100",
+            "--json"]  # fmt: skip
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.stderr
+    reference = run_cli(*_args(files, "--json")).json()
+    out = result.json()
+    for key in ("n", "fpvg_plus", "fpvg_minus", "acc_all", "acc_rel", "acc_irrel", "c2i"):
+        assert out[key] == reference[key], key
+    # q7 is absent from the pickles (R.json excluded it): not in relevance
+    assert out["excluded"]["no_relevant_boxes"] == 1 and out["excluded"]["not_in_relevance"] == 2
+    runs = ("--all", files["all"], "--rel", files["rel"], "--irrel", files["irrel"])
+    pickles = ("--relevant-objects", rel_pkl, "--irrelevant-objects", irrel_pkl)
+    both = run_cli("score", "fpvg", "--questions", files["q"], "--relevance", files["r"],
+                   *pickles, *runs)  # fmt: skip
+    assert both.exit_code == 2 and "--relevance" in both.stderr
+    one = run_cli("score", "fpvg", "--questions", files["q"], "--relevant-objects", rel_pkl,
+                  *runs)  # fmt: skip
+    assert one.exit_code == 2 and "--irrelevant-objects" in one.stderr
+
+
+class _Payload:
+    """A pickle that would create a file when loaded by pickle.load."""
+
+    def __init__(self, target):
+        self.target = str(target)
+
+    def __reduce__(self):
+        return (open, (self.target, "w"))
+
+
+def test_pickles_never_run_code(tmp_path):
+    import pickle
+
+    import numpy as np
+
+    from vqadiag.data.safe_pickle import load_plain_pickle
+    from vqadiag.errors import DataError
+
+    plain = tmp_path / "plain.pkl"
+    value = {"img": {"q1": [0, 2], "q2": []}, "t": (1, 2.5, None, True), "s": {1, 2}}
+    plain.write_bytes(pickle.dumps(value, protocol=2))
+    assert load_plain_pickle(plain) == value
+    evil = tmp_path / "evil.pkl"
+    created = tmp_path / "created-by-the-pickle"
+    evil.write_bytes(pickle.dumps({"q1": _Payload(created)}))
+    with pytest.raises(DataError) as err:
+        load_plain_pickle(evil)
+    assert not created.exists()
+    assert str(evil) in str(err.value) and "asks for io.open" in str(err.value)
+    arrays = tmp_path / "arrays.pkl"
+    arrays.write_bytes(pickle.dumps({"q1": np.array([0, 1])}))
+    with pytest.raises(DataError, match="numpy.*convert the file to JSON"):
+        load_plain_pickle(arrays)
+    torn = tmp_path / "torn.pkl"
+    torn.write_bytes(pickle.dumps(value)[:-5])
+    with pytest.raises(DataError, match="malformed pickle"):
+        load_plain_pickle(torn)

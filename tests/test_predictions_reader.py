@@ -165,24 +165,18 @@ def test_vlmevalkit_xlsx(tmp_path):
 @pytest.mark.parametrize(
     ("name", "make", "kind"),
     [
-        (
-            "p.pkl",
-            lambda p: p.write_bytes(__import__("pickle").dumps({"1": "yes"})),
-            "a Python pickle",
-        ),
-        (
-            "p.json",
-            lambda p: p.write_bytes(__import__("pickle").dumps({"1": "yes"})),
-            "a Python pickle",
-        ),
         ("p.json", lambda p: p.write_bytes(b"PAR1" + b"\0" * 40), "a Parquet table"),
         (
             "p.json",
             lambda p: p.write_bytes(__import__("gzip").compress(b"{}")),
             "a gzip-compressed file",
         ),
-        ("p.csv", lambda p: p.write_bytes(b"\x80\x04\x95" + bytes(range(256))), "a Python pickle"),
         ("p.jsonl", lambda p: p.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 30), "an HDF5 file"),
+        (
+            "p.csv",
+            lambda p: p.write_bytes(b"SQLite format 3\x00" + bytes(range(256))),
+            "an SQLite database",
+        ),
     ],
 )
 def test_binary_files_say_what_they_are(tmp_path, name, make, kind):
@@ -194,15 +188,37 @@ def test_binary_files_say_what_they_are(tmp_path, name, make, kind):
     assert "malformed JSON" not in str(err.value)
 
 
-def test_a_pickle_given_to_score_vqa_is_one_line(run_cli, tmp_path, write_json):
+def test_pickled_predictions_are_read_without_running_code(tmp_path):
+    """FPVG writes its predictions as pickled dicts; anything beyond plain values is
+    refused before it can run."""
     import pickle
+
+    import numpy as np
+
+    for name in ("predictions.pkl", "predictions.json"):  # the name does not matter
+        path = tmp_path / name
+        path.write_bytes(pickle.dumps({"q1": "yes", 2: "red"}))
+        assert read_predictions(path) == {"q1": Prediction("yes"), "2": Prediction("red")}
+    path = tmp_path / "arrays.pkl"
+    path.write_bytes(pickle.dumps({"q1": np.str_("yes")}))
+    with pytest.raises(DataError) as err:
+        read_predictions(path)
+    assert str(path) in str(err.value) and "asks for numpy" in str(err.value)
+
+
+def test_a_pickle_of_objects_given_to_score_vqa_is_one_line(run_cli, tmp_path, write_json):
+    import pickle
+    from fractions import Fraction
 
     q = write_json("q.json", {"questions": [{"question_id": 1, "image_id": 1, "question": "Q?"}]})
     answers = [{"answer": "yes", "answer_id": i} for i in range(1, 11)]
     record = {"question_id": 1, "image_id": 1, "answer_type": "yes/no", "question_type": "is"}
     a = write_json("a.json", {"annotations": [{**record, "answers": answers}]})
     p = tmp_path / "results.pkl"
-    p.write_bytes(pickle.dumps([{"question_id": 1, "answer": "yes"}]))
+    p.write_bytes(pickle.dumps([{"question_id": 1, "answer": "yes", "score": Fraction(1, 2)}]))
     res = run_cli("score", "vqa", "--questions", q, "--annotations", a, "--predictions", p)
     assert res.exit_code == 2
-    assert res.stderr.strip() == f"error: {p}: is a Python pickle, not JSON"
+    line = res.stderr.strip()
+    assert "\n" not in line and line.startswith(
+        f"error: {p}: the pickle asks for fractions.Fraction"
+    )

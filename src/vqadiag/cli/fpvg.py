@@ -108,7 +108,6 @@ def _render_relevance(result: Mapping[str, Any]) -> None:
 @cli_errors
 def score_fpvg_command(
     questions: Annotated[Path, existing_file("GQA question file (gold answers).")],
-    relevance: Annotated[Path, existing_file("R.json written by `vqadiag relevance`.")],
     all_predictions: Annotated[
         Path, typer.Option("--all", help="Predictions with all boxes.", callback=rereadable_paths)
     ],
@@ -124,6 +123,28 @@ def score_fpvg_command(
             "--irrel", help="Predictions with only irrelevant boxes.", callback=rereadable_paths
         ),
     ],
+    relevance: Annotated[
+        Path | None,
+        typer.Option(
+            help="R.json written by `vqadiag relevance` (or give FPVG's two object pickles).",
+            callback=rereadable_paths,
+        ),
+    ] = None,
+    relevant_objects: Annotated[
+        Path | None,
+        typer.Option(
+            help="FPVG's relevant-object pickle {imageId: {qid: [box indices]}}, with "
+            "--irrelevant-objects (read without running code).",
+            callback=rereadable_paths,
+        ),
+    ] = None,
+    irrelevant_objects: Annotated[
+        Path | None,
+        typer.Option(
+            help="FPVG's irrelevant-object pickle, with --relevant-objects.",
+            callback=rereadable_paths,
+        ),
+    ] = None,
     split_ids: Annotated[
         tuple[Path, Path] | None,
         typer.Option(
@@ -138,11 +159,19 @@ def score_fpvg_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Faithful & Plausible Visual Grounding of three prediction runs (docs/protocols.md §5)."""
+    from vqadiag.errors import DataError
     from vqadiag.scoring.fpvg import score_fpvg
 
+    pickles = (relevant_objects, irrelevant_objects)
+    if relevance is not None and any(p is not None for p in pickles):
+        raise DataError("--relevance", "give R.json or the two object pickles, not both")
+    if relevance is None and (relevant_objects is None or irrelevant_objects is None):
+        raise DataError(
+            "--relevance", "give R.json, or both --relevant-objects and --irrelevant-objects"
+        )
     result = score_fpvg(
         questions,
-        relevance,
+        relevance if relevance is not None else (relevant_objects, irrelevant_objects),
         all_predictions,
         rel_predictions,
         irrel_predictions,

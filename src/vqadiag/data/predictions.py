@@ -14,7 +14,10 @@ Accepted shapes (detected from the file, not from flags):
   (``prediction``, ``answer``, ``pred``, ``text``). VLMEvalKit files hold the ground
   truth in ``answer`` and the model output in ``prediction``; ``prediction`` always wins.
 
-A binary file of another kind (pickle, Parquet, zip …) is one line naming what it is.
+* a pickled dict or list of those shapes (FPVG's prediction files), read without
+  running any code (:mod:`vqadiag.data.safe_pickle`).
+
+A binary file of another kind (Parquet, zip …) is one line naming what it is.
 
 A record may carry ``probs``: a mapping answer → probability (the full softmax
 or its top-k), used for sufficiency / comprehensiveness (docs/protocols.md §5).
@@ -28,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.binary_formats import is_xlsx
+from vqadiag.data.binary_formats import binary_kind, is_xlsx
 from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
+from vqadiag.data.safe_pickle import load_plain_pickle
 from vqadiag.errors import DataError, record_label
 
 ID_FIELDS = ("question_id", "questionId", "qid", "index", "id")
@@ -177,7 +181,7 @@ def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
         for i, row in enumerate(read_table(path), start=2):
             yield f"row {i}", row
         return
-    if suffix in {".xlsx", ".xlsm"} or (data is None and _starts_like_xlsx(path)):
+    if suffix in {".xlsx", ".xlsm"} or (data is None and is_xlsx(_head(path))):
         for i, row in enumerate(read_workbook(path), start=2):
             yield f"row {i}", row
         return
@@ -196,13 +200,14 @@ def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
         raise DataError(path, "expected a JSON object {qid: answer} or a list of records")
 
 
-def _starts_like_xlsx(path: Path) -> bool:
-    """An Excel workbook whatever its name (VLMEvalKit writes ``*.xlsx``)."""
+def _head(path: Path) -> bytes:
+    """The first bytes of a file, to recognise a workbook or a pickle whatever its name
+    (empty when unreadable: the reader that follows names the problem)."""
     try:
         with path.open("rb") as fh:
-            return is_xlsx(fh.read(4096))
+            return fh.read(4096)
     except OSError:
-        return False  # the reader that follows names the problem
+        return b""
 
 
 def _is_plain_answer_dict(data: Any) -> bool:
@@ -210,7 +215,10 @@ def _is_plain_answer_dict(data: Any) -> bool:
     return (
         isinstance(data, Mapping)
         and bool(data)
-        and all(isinstance(v, str) and k and k.strip() == k for k, v in data.items())
+        and all(
+            isinstance(v, str) and isinstance(k, str) and k and k.strip() == k
+            for k, v in data.items()
+        )
     )
 
 
@@ -225,8 +233,12 @@ def read_predictions(
     booleans / numbers and how many were ``null`` (allowed with ``null_as_wrong``).
     """
     p = Path(path)
-    tabular = p.suffix.lower() in _LINE_OR_TABLE_SUFFIXES or _starts_like_xlsx(p)
-    data = None if tabular else read_json(p)
+    head = _head(p)
+    tabular = p.suffix.lower() in _LINE_OR_TABLE_SUFFIXES or is_xlsx(head)
+    if binary_kind(head) == "a Python pickle":
+        data = load_plain_pickle(p)  # FPVG's prediction files; no code is ever run
+    else:
+        data = None if tabular else read_json(p)
     if _is_plain_answer_dict(data):
         return {qid: Prediction(answer) for qid, answer in data.items()}
     out: dict[str, Prediction] = {}

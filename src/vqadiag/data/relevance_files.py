@@ -52,6 +52,45 @@ def read_relevance(path: str | Path) -> dict[str, tuple[list[int], list[int], st
     return out
 
 
+def read_object_pickles(
+    relevant: str | Path, irrelevant: str | Path
+) -> dict[str, tuple[list[int], list[int], str | None]]:
+    """FPVG's own relevance files, ``{imageId: {qid: [box indices]}}`` pickles of the
+    relevant and the irrelevant objects (read without running code,
+    :mod:`vqadiag.data.safe_pickle`) → the :func:`read_relevance` mapping. A question in
+    only one file has no boxes of the other kind."""
+    from vqadiag.data.safe_pickle import load_plain_pickle
+
+    lists: list[dict[str, list[int]]] = []
+    for path in (Path(relevant), Path(irrelevant)):
+        data = load_plain_pickle(path)
+        if not isinstance(data, dict) or not data:
+            raise DataError(path, "expected a pickled dict {imageId: {qid: [box indices]}}")
+        boxes: dict[str, list[int]] = {}
+        for image_id, per_question in data.items():
+            if not isinstance(per_question, dict):
+                raise DataError(
+                    path, "expected {qid: [box indices]} per image", record_label(image_id)
+                )
+            for qid, indices in per_question.items():
+                label = record_label(qid)
+                if str(qid) in boxes:
+                    raise DataError(path, "question id under two images", label)
+                boxes[str(qid)] = _index_list(list(indices), path, label, "boxes")
+        lists.append(boxes)
+    rel_boxes, irrel_boxes = lists
+    out: dict[str, tuple[list[int], list[int], str | None]] = {}
+    for qid in dict.fromkeys([*rel_boxes, *irrel_boxes]):
+        rel, irrel = rel_boxes.get(qid, []), irrel_boxes.get(qid, [])
+        if set(rel) & set(irrel):
+            raise DataError(
+                Path(irrelevant), "a box is both relevant and irrelevant", record_label(qid)
+            )
+        reason = NO_RELEVANT_BOXES if not rel else NO_IRRELEVANT_BOXES if not irrel else None
+        out[qid] = (rel, irrel, reason)
+    return out
+
+
 def read_split_ids(path: str | Path) -> list[str]:
     """Question ids of a split: a JSON list of ids or a GQA-format question dict (its keys)."""
     p = Path(path)

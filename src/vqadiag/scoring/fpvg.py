@@ -19,7 +19,7 @@ from vqadiag.data.relevance import (
     OverlapDenominator,
     compute_relevance,
 )
-from vqadiag.data.relevance_files import read_relevance, read_split_ids
+from vqadiag.data.relevance_files import read_object_pickles, read_relevance, read_split_ids
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.fpvg import (
     c2i_report,
@@ -138,7 +138,7 @@ def _suff_comp(
 
 def score_fpvg(
     questions: str | Path,
-    relevance: str | Path,
+    relevance: str | Path | tuple[str | Path, str | Path],
     all_predictions: str | Path,
     rel_predictions: str | Path,
     irrel_predictions: str | Path,
@@ -150,17 +150,23 @@ def score_fpvg(
 ) -> dict[str, Any]:
     """FPVG of three prediction runs (all / relevant-only / irrelevant-only boxes), protocols.md §5.
 
-    Scored questions: those of ``relevance`` with relevant and irrelevant boxes
-    (paper App. A); correctness is exact match with the GQA ``answer``.
+    Scored questions: those of ``relevance`` (an ``R.json``, or FPVG's pair of relevant /
+    irrelevant object pickles) with relevant and irrelevant boxes (paper App. A);
+    correctness is exact match with the GQA ``answer``.
     Prediction ids outside ``questions`` are an error; scored questions without
     a prediction are an error unless ``allow_missing`` (then wrong, and unequal
     to every answer). ``split_ids = (ID, OOD)`` adds c2i per split and the
     relative c2i drops. ``suff_comp`` appears when every prediction carries
     ``probs``.
     """
-    qpath, rpath = Path(questions), Path(relevance)
+    qpath = Path(questions)
     qs = read_gqa_questions(qpath, require=("answer",))
-    rel_file = read_relevance(rpath)
+    if isinstance(relevance, tuple):  # FPVG's relevant / irrelevant object pickles
+        rpath = Path(relevance[0])
+        rel_file = read_object_pickles(*relevance)
+    else:
+        rpath = Path(relevance)
+        rel_file = read_relevance(rpath)
     for qid in rel_file:
         if qid not in qs:
             raise DataError(rpath, "question id is not among the questions", record_label(qid))
