@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from vqadiag.data.bqd import read_bqd, sibling_annotations, write_bqd
@@ -100,3 +103,40 @@ def test_sibling_annotations_official_names(tmp_path):
     a = tmp_path / "v2_mscoco_val2014_annotations.json"
     a.write_text("{}")
     assert sibling_annotations(q) == a
+
+
+def test_vqabq_shapes_without_image_ids_and_with_the_main_question_ranked(
+    run_cli, tmp_path, write_json
+):
+    """VQABQ's files: keyed by question id or a bare list, no image_id, and the main
+    question itself among its basic questions (ranked first, score 1): dropped."""
+    questions = {"questions": [
+        {"question_id": 1, "image_id": 10, "question": "Is it red?"},
+        {"question_id": 2, "image_id": 11, "question": "How many?"},
+    ]}  # fmt: skip
+    q = write_json("v2_OpenEnded_mscoco_val2014_questions.json", questions)
+    keyed = {
+        "1": {"question": "Is it red?", "basic": [
+            {"question": "Is it red? ", "score": 1.0},
+            {"question": "Is it blue?", "score": 0.4},
+            {"question": "What color?", "score": 0.2}]},
+        "2": {"question": "How many?", "basic": [
+            {"question": "How many cats?", "score": 0.5},
+            {"question": "Is it big?", "score": 0.1}]},
+    }  # fmt: skip
+    records = read_bqd(write_json("keyed.json", keyed))
+    assert [r["image_id"] for r in records] == [None, None]
+    assert [b["question"] for b in records[0]["basic"]] == ["Is it blue?", "What color?"]
+    assert [r["dropped_identical"] for r in records] == [1, 0]
+    bare = write_json("combined.json", [{"question_id": k, **v} for k, v in keyed.items()])
+    assert read_bqd(bare) == records
+    res = run_cli("bq", "noise", "--bqd", bare, "--questions", q, "--out", tmp_path / "noise",
+                  "--partitions", "2", "--size", "1", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    assert out["dropped_identical"] == 1
+    first = json.loads((tmp_path / "noise" / "partition_1" / Path(q).name).read_text())
+    assert [x["question"] for x in first["questions"]] == [
+        "Is it red? Is it blue?",
+        "How many? How many cats?",
+    ]

@@ -34,18 +34,27 @@ def _string(value: Any, path: Path, label: str, what: str) -> str:
 
 
 def read_bqd(path: str | Path) -> list[dict[str, Any]]:
-    """Read a BQD file (``{"meta", "records"}`` or a bare list) into checked records.
+    """Read a BQD file into checked records: vqadiag's ``{"meta", "records"}``, a bare
+    list of records (VQABQ's ``combine.py`` output) or an object keyed by question id
+    (VQABQ's per-question shape, ``{qid: {question, basic, ...}}``).
 
-    Every record needs ``image_id``, ``question_id`` (strings or integers, kept
-    as strings), a string ``question`` and a ``basic`` list of
-    ``{"question": str, "score": finite number}``. Other keys are kept. Problems
-    raise :class:`DataError` naming the file and the record.
+    Every record needs a ``question_id`` (strings or integers, kept as strings; the key
+    in the keyed shape), a string ``question`` and a ``basic`` list of
+    ``{"question": str, "score": finite number}``; ``image_id`` is optional (None when
+    absent). A basic question identical to its main question (whitespace aside) is
+    dropped, as VQABQ's own code drops it; ``dropped_identical`` counts them per record.
+    Other keys are kept. Problems raise :class:`DataError` naming the file and the record.
     """
     p = Path(path)
     data = read_json(p)
-    if isinstance(data, Mapping):
-        if "records" not in data:
-            raise DataError(p, "expected a BQD object with a 'records' list (or a bare list)")
+    if isinstance(data, Mapping) and "records" not in data:
+        if not data or not all(isinstance(v, Mapping) and "basic" in v for v in data.values()):
+            raise DataError(
+                p, "expected a BQD object with a 'records' list, a list of records, or "
+                "{question_id: {question, basic}}",
+            )  # fmt: skip
+        data = [{"question_id": qid, **record} for qid, record in data.items()]
+    elif isinstance(data, Mapping):
         data = data["records"]
     if not isinstance(data, list):
         raise DataError(p, "'records' must be a list of records")
@@ -60,7 +69,8 @@ def read_bqd(path: str | Path) -> list[dict[str, Any]]:
         if qid in seen:
             raise DataError(p, "duplicate question id", label)
         seen.add(qid)
-        image = _string(require_field(record, "image_id", p, label), p, label, "image_id")
+        image = record.get("image_id")
+        image = None if image is None else _string(image, p, label, "image_id")
         question = require_field(record, "question", p, label)
         if not isinstance(question, str):
             raise DataError(p, f"'question' must be a string, got {question!r}", label)
@@ -68,12 +78,16 @@ def read_bqd(path: str | Path) -> list[dict[str, Any]]:
         if not isinstance(basic, list):
             raise DataError(p, f"'basic' must be a list, got {type(basic).__name__}", label)
         checked = []
+        dropped = 0
         for k, item in enumerate(basic):
             where_k = f"{label}: basic {k}"
             text = require_field(item, "question", p, where_k)
             if not isinstance(text, str):
                 raise DataError(p, f"'question' must be a string, got {text!r}", where_k)
             score = finite_float(require_field(item, "score", p, where_k), p, where_k, "score")
+            if text.strip() == question.strip():
+                dropped += 1  # the main question itself: noise it is not
+                continue
             checked.append({**item, "question": text, "score": score})
         out.append(
             {
@@ -82,6 +96,7 @@ def read_bqd(path: str | Path) -> list[dict[str, Any]]:
                 "image_id": image,
                 "question": question,
                 "basic": checked,
+                "dropped_identical": dropped,
             }
         )
     return out

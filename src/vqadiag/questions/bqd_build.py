@@ -290,6 +290,7 @@ def make_noise(
         "max_words": max_words or None,
         "mains": len(records),
         "short_records": short,
+        "dropped_identical": sum(r["dropped_identical"] for r in records),
         "truncated": truncated,
         "files": files,
     }
