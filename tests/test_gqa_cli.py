@@ -440,3 +440,73 @@ def test_score_pairs_help_shows_the_pair_shape():
     out = subprocess.run([sys.executable, "-m", "vqadiag", "score", "pairs", "--help"],
                          capture_output=True, text=True, env=env, check=True).stdout  # fmt: skip
     assert "JSON list of [qid_a, qid_b] pairs" in out
+
+
+# -- grounding (eval.py --grounding) ------------------------------------------------------
+
+
+def test_grounding_score_hand_worked():
+    """Image 100 × 100, object "A" at x 0–50, y 0–50 → region (0, 0, .5, .5)."""
+    from vqadiag.metrics.gqa_grounding import grounding_score, intersection_rate
+
+    scene = {"width": 100, "height": 100,
+             "objects": {"A": {"x": 0, "y": 0, "w": 50, "h": 50}}}  # fmt: skip
+    step = {"operation": "select", "argument": "scene", "dependencies": []}
+    question = {"annotations": {"question": {"0": "A"}, "fullAnswer": {}}, "semantic": [step]}
+    # 2 × 2 map: cell (0, 0) = (0, 0, .5, .5) lies inside the region; the others outside
+    grid = [[0.6, 0.1], [0.2, 0.1]]
+    assert grounding_score(question, scene, grid, map_size=2) == pytest.approx(0.6)
+    # named in the full answer too: the region counts twice (the official sum can pass 1);
+    # the "scene" argument does not add the whole image ("scene" in a dict tests its keys)
+    twice = {**question, "annotations": {"question": {"0": "A"}, "fullAnswer": {"2": "A"}}}
+    assert grounding_score(twice, scene, grid, map_size=2) == pytest.approx(1.2)
+    # 4 × 4 map with all weight on cell (1, 2) = (.25, .5, .5, .75): outside (y ≥ .5)
+    grid4 = [[0.0] * 4 for _ in range(4)]
+    grid4[1][1] = 1.0  # (.25, .25, .5, .5): inside
+    assert grounding_score(question, scene, grid4, map_size=4) == pytest.approx(1.0)
+    grid4[1][1], grid4[1][2] = 0.0, 1.0
+    assert grounding_score(question, scene, grid4, map_size=4) == 0.0
+    # object boxes: (0, 0, .25, .5) inside → .5; (.25, .25, .75, .75) a quarter inside → .125
+    boxes = [[0, 0, 0.25, 0.5, 0.5], [0.25, 0.25, 0.75, 0.75, 0.5]]
+    assert grounding_score(question, scene, boxes, object_boxes=True) == pytest.approx(0.625)
+    assert intersection_rate((0.3, 0.3, 0.3, 0.6), (0, 0, 1, 1)) == 0.0  # a zero-area cell
+
+
+def test_score_gqa_grounding_end_to_end(run_cli, gqa_files, write_json):
+    q, p, _ = gqa_files
+    questions = json.loads(Path(q).read_text())
+    for qid in questions:
+        questions[qid]["imageId"] = "img"
+        questions[qid]["annotations"] = {"question": {"0": "A"}, "fullAnswer": {}}
+    q = write_json("q_annotated.json", questions)
+    scenes = write_json("scenes.json", {"img": {"width": 100, "height": 100, "objects": {
+        "A": {"name": "sky", "x": 0, "y": 0, "w": 50, "h": 50}}}})  # fmt: skip
+    # scored (balanced): 001 → 0.6, 002 → 0.2, 004 → 1.0: grounding = 100 · 1.8 / 3 = 60
+    maps = write_json("att.json", [
+        {"questionId": "001", "attention": [[0.6, 0.4], [0.0, 0.0]]},
+        {"questionId": "002", "attention": [[0.2, 0.0], [0.8, 0.0]]},
+        {"questionId": "004", "attention": [[1.0, 0.0], [0.0, 0.0]]},
+    ])  # fmt: skip
+    args = ("score", "gqa", "--questions", q, "--predictions", p, "--attentions", maps,
+            "--map-size", "2")  # fmt: skip
+    res = run_cli(*args, "--scene-graphs", scenes, "--json")
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    assert out["grounding"] == pytest.approx(60.0) and out["ci"]["grounding"]["n"] == 3
+    assert out["grounding_missing"] == 0
+    no_scenes = run_cli(*args)
+    assert no_scenes.exit_code == 2 and "--scene-graphs" in no_scenes.stderr
+    bad = write_json("att_bad.json", [{"questionId": "001", "attention": [[0.6, 0.4]]}])
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--attentions", bad,
+                  "--map-size", "2", "--scene-graphs", scenes)  # fmt: skip
+    assert res.exit_code == 2
+    assert "att_bad.json: record '001': attention must be a 2 x 2 grid" in res.stderr
+    partial = write_json("att_partial.json", [{"questionId": "001", "attention": [[1, 0], [0, 0]]}])
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--attentions", partial,
+                  "--map-size", "2", "--scene-graphs", scenes)  # fmt: skip
+    assert res.exit_code == 2 and "no attention map for this scored question" in res.stderr
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--attentions", partial,
+                  "--map-size", "2", "--scene-graphs", scenes, "--allow-missing",
+                  "--json")  # fmt: skip
+    assert res.exit_code == 0 and res.json()["grounding"] == pytest.approx(100.0)
+    assert res.json()["grounding_missing"] == 2

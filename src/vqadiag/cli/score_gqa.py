@@ -57,6 +57,8 @@ def _render_gqa(result: Mapping[str, Any]) -> None:
         ("consistency", ci["consistency"], detail["n_questions"]),
         ("distribution (lower is better)", ci["distribution"], None),
     ]
+    if ci.get("grounding") is not None:
+        rows.append(("grounding", ci["grounding"], ci["grounding"]["n"]))
     rate_table(f"GQA ({scope}, n = {result['n']})", rows)
     if result["validity"] is None:
         typer.echo("validity / plausibility: pass --choices to compute them")
@@ -86,6 +88,28 @@ def score_gqa_command(
             help="GQA choices file, for validity and plausibility.", callback=rereadable_paths
         ),
     ] = None,
+    attentions: Annotated[
+        Path | None,
+        typer.Option(
+            help="Attention maps [{questionId, attention}] for the grounding score "
+            "(eval.py --grounding; needs --scene-graphs).",
+            callback=rereadable_paths,
+        ),
+    ] = None,
+    scene_graphs: Annotated[
+        Path | None,
+        typer.Option(help="GQA scene graphs of the images (grounding).", callback=rereadable_paths),
+    ] = None,
+    map_size: Annotated[
+        int, typer.Option(min=1, help="Side of the spatial attention grid (grounding).")
+    ] = 7,
+    object_attention: Annotated[
+        bool,
+        typer.Option(
+            "--object-attention",
+            help="Attention is a list of [x0, y0, x1, y1, weight] object boxes (0-1 coords).",
+        ),
+    ] = False,
     all_questions: AllQuestions = False,
     allow_missing: AllowMissing = False,
     seed: SeedOption = 0,
@@ -100,6 +124,10 @@ def score_gqa_command(
         questions,
         predictions,
         choices=choices,
+        attentions=attentions,
+        scene_graphs=scene_graphs,
+        map_size=map_size,
+        object_attention=object_attention,
         all_questions=all_questions,
         allow_missing=allow_missing,
         seed=seed,

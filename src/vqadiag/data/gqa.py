@@ -130,3 +130,48 @@ def read_choices(path: str | Path) -> dict[str, dict[str, list[str]]]:
             if not isinstance(value, list):
                 raise DataError(p, f"{field!r} must be a list of answers", label)
     return data
+
+
+def read_attentions(
+    path: str | Path, *, map_size: int = 7, object_boxes: bool = False
+) -> dict[str, list[Any]]:
+    """Attention maps for GQA's grounding score (docs/gqa.md, "Grounding"): the official
+    ``[{"questionId": ..., "attention": ...}]`` list (or ``{qid: attention}``). Each
+    attention is a ``map_size × map_size`` grid of finite numbers, or with
+    ``object_boxes`` a list of ``[x0, y0, x1, y1, weight]`` in 0–1 image coordinates."""
+    p = Path(path)
+    data = read_json(p)
+    if isinstance(data, list):
+        pairs = []
+        for i, record in enumerate(data):
+            qid = require_field(record, "questionId", p, f"item {i}")
+            pairs.append((str(qid), require_field(record, "attention", p, record_label(qid))))
+    elif isinstance(data, dict):
+        pairs = [(str(k), v) for k, v in data.items()]
+    else:
+        raise DataError(p, "expected a list of {questionId, attention} or {qid: attention}")
+    if not pairs:
+        raise DataError(p, "no attention maps in file")
+    out: dict[str, list[Any]] = {}
+    for qid, attention in pairs:
+        label = record_label(qid)
+        if qid in out:
+            raise DataError(p, "duplicate question id", label)
+        rows = attention if isinstance(attention, list) else None
+        if object_boxes:
+            ok = rows is not None and all(isinstance(r, list) and len(r) == 5 for r in rows)
+            shape = "a list of [x0, y0, x1, y1, weight] boxes"
+        else:
+            ok = (
+                rows is not None
+                and len(rows) == map_size
+                and all(isinstance(r, list) and len(r) == map_size for r in rows)
+            )
+            shape = f"a {map_size} x {map_size} grid (--map-size)"
+        if not ok:
+            raise DataError(p, f"attention must be {shape}", label)
+        for row in rows:
+            for value in row:
+                finite_float(value, p, label, "attention")
+        out[qid] = rows
+    return out

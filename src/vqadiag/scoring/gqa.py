@@ -165,6 +165,10 @@ def score_gqa(
     predictions: str | Path,
     *,
     choices: str | Path | None = None,
+    attentions: str | Path | None = None,
+    scene_graphs: str | Path | None = None,
+    map_size: int = 7,
+    object_attention: bool = False,
     all_questions: bool = False,
     allow_missing: bool = False,
     seed: int = 0,
@@ -172,6 +176,10 @@ def score_gqa(
     units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """GQA's official eval.py metrics with 95% bootstrap intervals (docs/protocols.md §7).
+
+    With ``attentions`` (and the ``scene_graphs`` of the questions' images): the
+    grounding score of ``eval.py --grounding`` (:mod:`vqadiag.metrics.gqa_grounding`;
+    a ``map_size`` grid, or object boxes with ``object_attention``).
 
     ``units``, when given, receives the per-unit values of the same computation:
     ``{"ids": scored question ids, "accuracy": 0/1 per question}``.
@@ -231,6 +239,11 @@ def score_gqa(
         "entailed_skipped": cons.entailed_skipped,
         "questions_skipped": cons.questions_skipped,
     }
+    if attentions is not None:
+        result["grounding"], ci["grounding"], result["grounding_missing"] = _grounding(
+            records, scored, attentions, scene_graphs, map_size, object_attention,
+            allow_missing, seed, n_bootstrap,
+        )  # fmt: skip
     distribution = _clean(ev.distribution)
     result["distribution"] = distribution
     if distribution is None:
@@ -244,6 +257,65 @@ def score_gqa(
     result.update(counts)
     result["ci"] = ci
     return result
+
+
+def _grounding(
+    records: Mapping[str, Any],
+    scored: Sequence[str],
+    attentions: str | Path,
+    scene_graphs: str | Path | None,
+    map_size: int,
+    object_attention: bool,
+    allow_missing: bool,
+    seed: int,
+    n_bootstrap: int,
+) -> tuple[float | None, dict[str, Any] | None, int]:
+    """``eval.py --grounding``: 100 · mean grounding score over the scored questions with
+    an attention map (every one unless ``allow_missing``; the others are counted)."""
+    from vqadiag.data.gqa import read_attentions, read_scene_graphs
+    from vqadiag.metrics.gqa_grounding import grounding_score
+
+    a_path = Path(attentions)
+    if scene_graphs is None:
+        raise DataError(a_path, "the grounding score needs --scene-graphs (the objects' boxes)")
+    if map_size < 1:
+        raise DataError("--map-size", f"must be at least 1, got {map_size}")
+    maps = read_attentions(a_path, map_size=map_size, object_boxes=object_attention)
+    s_path = Path(scene_graphs)
+    scenes = read_scene_graphs(s_path)
+    values, missing = [], 0
+    for qid in scored:
+        if qid not in maps:
+            if not allow_missing:
+                raise DataError(
+                    a_path, "no attention map for this scored question (use --allow-missing "
+                    "to leave such questions out of grounding)", record_label(qid),
+                )  # fmt: skip
+            missing += 1
+            continue
+        record = records[qid]
+        scene = scenes.get(str(record.get("imageId")))
+        if scene is None or "width" not in scene or "height" not in scene:
+            raise DataError(
+                s_path, f"no scene graph with width and height for image {record.get('imageId')!r}",
+                record_label(qid),
+            )  # fmt: skip
+        try:
+            values.append(
+                grounding_score(
+                    record, scene, maps[qid], map_size=map_size, object_boxes=object_attention
+                )
+            )
+        except KeyError as err:
+            raise DataError(
+                s_path, f"the question's annotations name object {err.args[0]!r}, which is not "
+                f"in image {record.get('imageId')!r}", record_label(qid),
+            ) from None  # fmt: skip
+    if not values:
+        return None, None, missing
+    array = 100.0 * np.asarray(values, dtype=np.float64)
+    est = mean_ci(array, n_resamples=n_bootstrap, seed=seed).to_dict()
+    return float(array.mean()), est, missing
 
 
 # ----------------------------------------------------------------- score ood
