@@ -257,3 +257,32 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     differ = [rel for rel in files if (a / rel).read_bytes() != (c / rel).read_bytes()]
     assert "gqa/train_balanced_questions.json" in {str(r) for r in differ}
+
+
+def test_choices_are_like_gqas_valid_broader_than_plausible_broader_than_gold(world, tmp_path):
+    """GQA's choices: ``valid`` answers are of the question's kind, ``plausible`` the
+    valid ones that make sense for that kind of object; so validity is not accuracy."""
+    import json
+
+    for split in SPLITS:
+        questions = read_gqa_questions(world / "gqa" / f"{split}_balanced_questions.json")
+        choices = read_choices(world / "gqa" / f"{split}_choices.json")
+        broader = 0
+        for qid, q in questions.items():
+            valid, plausible = set(choices[qid]["valid"]), set(choices[qid]["plausible"])
+            assert q["answer"] in plausible <= valid, qid
+            if valid == {"yes", "no"}:
+                assert plausible == valid, qid
+            broader += len(valid) > 1
+        assert broader > 0.9 * len(questions)
+    # scored like GQA: answering "yes" to everything is valid far more often than right
+    questions_file = world / "gqa" / "val_balanced_questions.json"
+    questions = json.loads(questions_file.read_text())
+    predictions = tmp_path / "yes.json"
+    predictions.write_text(json.dumps({qid: "yes" for qid in questions}))
+    from vqadiag.scoring.gqa import score_gqa
+
+    out = score_gqa(questions_file, predictions, choices=world / "gqa" / "val_choices.json",
+                    n_bootstrap=10)  # fmt: skip
+    assert out["validity"] > out["accuracy"] + 10
+    assert out["accuracy"] <= out["plausibility"] <= out["validity"]

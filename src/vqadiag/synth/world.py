@@ -218,11 +218,30 @@ def _gqa_split(
             facts[i] = _facts(names, i, triples)
         progress.advance(task, hi - lo)
     gq.mark_balanced(questions, balance_rng)
+    return questions, graphs, _choices(questions)
+
+
+YES_NO = ["no", "yes"]
+
+
+def _choices(questions: dict[str, Any]) -> dict[str, Any]:
+    """GQA-style choices (docs/synth.md): ``valid`` = every answer of the question's kind
+    (the generator's answer family: yes / no, all colours, both options …); ``plausible``
+    = the valid answers that some question of the same local group (same question kind
+    about the same kind of object) has as its answer in this split, and the gold answer
+    (both for a yes / no question).
+    Pops each record's ``_plausible`` (the family the generator drew the answer from)."""
+    by_group: dict[Any, set[str]] = {}
+    for rec in questions.values():
+        by_group.setdefault(rec["groups"]["local"], set()).add(rec["answer"])
     choices = {}
     for qid, rec in questions.items():
-        plausible = rec.pop("_plausible")
-        choices[qid] = {"valid": [rec["answer"]], "plausible": plausible}
-    return questions, graphs, choices
+        valid = sorted(set(rec.pop("_plausible")) | {rec["answer"]})
+        local = rec["groups"]["local"]
+        seen = by_group[local] if local is not None and valid != YES_NO else set(valid)
+        plausible = sorted((seen & set(valid)) | {rec["answer"]})
+        choices[qid] = {"valid": valid, "plausible": plausible}
+    return choices
 
 
 def _vqa_split(
