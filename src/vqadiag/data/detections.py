@@ -9,6 +9,8 @@ Two layouts are accepted (docs/protocols.md §5, ARCHITECTURE.md "data/"):
   (N × 100 × D). ``read_detections`` takes the info JSON or the folder holding it.
   Each h5 file is opened once, on first use; rows are sliced on demand, and
   ``features`` is only touched by :meth:`Detections.features`.
+* **LXMERT**: a ``*_obj36.tsv`` file (base64 boxes and features per image line,
+  :mod:`vqadiag.data.lxmert_tsv`).
 * **Simple**: a JSON or ``.npz`` file ``{imageId: [[x1, y1, x2, y2], ...]}``.
 
 Boxes are validated when an image is read: every coordinate finite and
@@ -239,6 +241,55 @@ class BoxListDetections(Detections):
             closer()
 
 
+class LXMERTTsvDetections(Detections):
+    """LXMERT's ``*_obj36.tsv`` (:mod:`vqadiag.data.lxmert_tsv`): boxes, features and the
+    image size per line, decoded on demand."""
+
+    def __init__(self, path: Path) -> None:
+        from vqadiag.data.lxmert_tsv import scan_offsets
+
+        super().__init__(path)
+        self._offsets = scan_offsets(path)
+
+    def _ids(self) -> Mapping[str, Any]:
+        return self._offsets
+
+    def _row(self, image_id: str) -> Mapping[str, str]:
+        from vqadiag.data.lxmert_tsv import read_row
+
+        if image_id not in self._offsets:
+            raise UnknownImageError(
+                self.source, "image is not in the detections", image_label(image_id)
+            )
+        return read_row(self.source, self._offsets[image_id])
+
+    def _boxes(self, image_id: str) -> np.ndarray:
+        from vqadiag.data.lxmert_tsv import decode_array
+
+        boxes = decode_array(self._row(image_id), "boxes", self.source, image_id)
+        if boxes.shape[1] != 4:
+            raise DataError(
+                self.source, "'boxes' must hold 4 numbers per box", image_label(image_id)
+            )
+        return check_boxes(boxes.astype(np.float64), self.source, image_id)
+
+    def features(self, image_id: str) -> np.ndarray:
+        """The image's ``num_boxes × D`` features (float32)."""
+        from vqadiag.data.lxmert_tsv import decode_array
+
+        return decode_array(self._row(image_id), "features", self.source, image_id)
+
+    def image_size(self, image_id: str) -> tuple[float, float] | None:
+        """``(img_w, img_h)`` of the line."""
+        row = self._row(image_id)
+        try:
+            return float(row["img_w"]), float(row["img_h"])
+        except ValueError:
+            raise DataError(
+                self.source, "'img_w' / 'img_h' are not numbers", image_label(image_id)
+            ) from None
+
+
 def _info_file(folder: Path) -> Path:
     found = sorted(folder.glob(f"*{INFO_SUFFIX}"))
     if not found:
@@ -250,7 +301,8 @@ def _info_file(folder: Path) -> Path:
 
 
 def read_detections(path: str | Path) -> Detections:
-    """Open detected boxes: a GQA info JSON (or its folder), a box-list JSON or an npz file.
+    """Open detected boxes: a GQA info JSON (or its folder), LXMERT's ``*_obj36.tsv``, a
+    box-list JSON or an npz file.
 
     Nothing is read from the h5 files until an image is asked for.
     """
@@ -267,6 +319,8 @@ def read_detections(path: str | Path) -> Detections:
         return BoxListDetections(p, archive)
     if p.name.endswith(INFO_SUFFIX):
         return GQAFeatureDetections(p)
+    if p.suffix.lower() == ".tsv":
+        return LXMERTTsvDetections(p)
     data = read_json(p)
     if not isinstance(data, dict) or not data:
         raise DataError(p, "expected a JSON object {imageId: [[x1, y1, x2, y2], ...]}")
