@@ -95,3 +95,36 @@ def test_score_vqa_refuses_duplicate_prediction_ids(run_cli, tmp_path):
     assert res.exit_code == 2, res.stdout
     line = res.stderr.strip()
     assert "\n" not in line and "p.json" in line and "'1'" in line and "duplicate key" in line
+
+
+def test_the_few_keys_shortcut_proves_uniqueness_or_defers_to_the_count(tmp_path):
+    from vqadiag.data.json_keys import keys_surely_unique
+    from vqadiag.data.jsonio import read_json
+    from vqadiag.errors import DataError
+
+    big = b'{"info": {"v": 1}, "annotations": [' + b'{"question_id": 1},' * 1000 + b"{}]}"
+    assert keys_surely_unique(big, {"info": 0, "annotations": 0})
+    # a key twice: two occurrences, no proof; the count finds the duplicate
+    twice = b'{"annotations": [1], "info": 2, "annotations": [3]}'
+    assert not keys_surely_unique(twice, {"annotations": 0, "info": 0})
+    # the same key written with an escape: a backslash in the file, no proof either
+    escaped = b'{"annotations": [1], "\\u0061nnotations": [3]}'
+    assert not keys_surely_unique(escaped, {"annotations": 0})
+    # a value equal to a key is two occurrences too: no proof, and no duplicate
+    assert not keys_surely_unique(b'{"a": "a"}', {"a": 0})
+    # escapes in values (not keys) do not stop the proof, even an escaped key look-alike
+    values = b'{"info": "a\\nb \\"annotations\\": \\\\", "annotations": [1]}'
+    assert json.loads(values) == {"info": 'a\nb "annotations": \\', "annotations": [1]}
+    assert keys_surely_unique(values, {"info": 0, "annotations": 0})
+    # a key with an escape anywhere in the file (even nested) stops it
+    nested = b'{"info": {"k\\u0065y": 1}, "annotations": [1]}'
+    assert not keys_surely_unique(nested, {"info": 0, "annotations": 0})
+    for name, raw, duplicate in (("twice", twice, True), ("escaped", escaped, True),
+                                 ("value", b'{"a": "a"}', False), ("big", big, False)):  # fmt: skip
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(raw)
+        if duplicate:
+            with pytest.raises(DataError, match="duplicate key"):
+                read_json(path)
+        else:
+            read_json(path)

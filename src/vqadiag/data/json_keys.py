@@ -12,7 +12,9 @@ bytes in chunks with numpy (no Python object per byte or token):
 * the members of the top-level object are its commas at depth 1, plus one.
 
 Only when the counts differ is the file decoded again, slowly, to name the duplicate
-key (:func:`first_duplicate_key`).
+key (:func:`first_duplicate_key`). An object with a few keys is first checked in one
+pass of ``bytes.count`` per key (:func:`keys_surely_unique`), which skips the scan for
+files such as VQA v2's annotations (one key holding 180 MB).
 """
 
 from __future__ import annotations
@@ -95,6 +97,46 @@ def _has_member(
         text = np.flatnonzero(~_WHITESPACE[rest[:window]])
         if text.size:
             return int(rest[text[0]]) not in (ord("}"), ord("]"))
+    return False
+
+
+#: at most this many top-level keys are checked by :func:`keys_surely_unique`
+FEW_KEYS = 64
+
+
+def keys_surely_unique(raw: bytes, keys: Any) -> bool:
+    """A cheap proof that the top-level object of the valid JSON text ``raw`` has no
+    duplicate key, for files whose object has a few keys and one huge value (VQA v2's
+    ``{"info", …, "annotations": [...]}``). When no key anywhere in ``raw`` holds an
+    escape (:func:`_escaped_key`), every key is written byte for byte as its UTF-8, so
+    a key written twice shows ``"key"`` twice; if each of the (at most
+    :data:`FEW_KEYS`) parsed keys occurs exactly once, there is no duplicate. False
+    means "not proven" (the full count decides), never "duplicate"."""
+    if len(keys) > FEW_KEYS or _escaped_key(raw):
+        return False
+    return all(raw.count(b'"' + str(key).encode() + b'"') == 1 for key in keys)
+
+
+def _escaped_key(raw: bytes) -> bool:
+    """Whether some string holding a backslash escape is followed by ``:`` (a key). Each
+    backslash found is inside a string (valid JSON); its string ends at the next quote
+    not preceded by an odd run of backslashes."""
+    i = raw.find(b"\\")
+    while i != -1:
+        q = raw.find(b'"', i)
+        while True:
+            k = q - 1
+            while raw[k] == _BACKSLASH:
+                k -= 1
+            if (q - 1 - k) % 2 == 0:
+                break
+            q = raw.find(b'"', q + 1)
+        m = q + 1
+        while raw[m] in b" \t\r\n":
+            m += 1
+        if raw[m] == ord(":"):
+            return True
+        i = raw.find(b"\\", q + 1)
     return False
 
 

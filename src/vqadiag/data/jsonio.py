@@ -14,7 +14,11 @@ from typing import Any
 import orjson
 
 from vqadiag.data.binary_formats import binary_kind
-from vqadiag.data.json_keys import count_top_level_members, first_duplicate_key
+from vqadiag.data.json_keys import (
+    count_top_level_members,
+    first_duplicate_key,
+    keys_surely_unique,
+)
 from vqadiag.errors import DataError, record_label
 
 _NON_FINITE = re.compile(rb"\s*-?(NaN|Infinity|inf|nan)\b")
@@ -68,7 +72,12 @@ def read_json(path: str | Path) -> Any:
             obj = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         raise DataError(p, _decode_problem(raw, err)) from None
-    if isinstance(obj, dict) and obj and count_top_level_members(raw) != len(obj):
+    if (
+        isinstance(obj, dict)
+        and obj
+        and not keys_surely_unique(raw, obj)
+        and count_top_level_members(raw) != len(obj)
+    ):
         key = first_duplicate_key(raw)
         raise DataError(p, "duplicate key (a JSON reader keeps only the last)", record_label(key))
     return obj

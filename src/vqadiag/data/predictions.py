@@ -210,6 +210,27 @@ def _head(path: Path) -> bytes:
         return b""
 
 
+_VQA_RESULT_KEYS = {"question_id", "answer"}
+
+
+def _plain_vqa_results(data: Any) -> dict[str, Prediction] | None:
+    """VQA results ``[{"question_id": int, "answer": str}, ...]`` whose every record is
+    exactly that (the official format), read without per-record checks; None for any
+    other content (the general reader then checks it record by record and names the
+    problem)."""
+    if not isinstance(data, list) or not data:
+        return None
+    out: dict[str, Prediction] = {}
+    for record in data:
+        if type(record) is not dict or record.keys() != _VQA_RESULT_KEYS:
+            return None
+        qid, answer = record["question_id"], record["answer"]
+        if type(qid) is not int or type(answer) is not str:
+            return None
+        out[str(qid)] = Prediction(answer)
+    return out if len(out) == len(data) else None  # a repeated id: the general reader names it
+
+
 def _is_plain_answer_dict(data: Any) -> bool:
     """``{qid: "answer"}`` with clean, non-empty string ids: no per-record checks needed."""
     return (
@@ -241,6 +262,9 @@ def read_predictions(
         data = None if tabular else read_json(p)
     if _is_plain_answer_dict(data):
         return {qid: Prediction(answer) for qid, answer in data.items()}
+    plain = _plain_vqa_results(data)
+    if plain is not None:
+        return plain
     out: dict[str, Prediction] = {}
     for position, record in _records(p, data):
         qid, prediction = _from_record(record, p, position, notes, null_as_wrong)
