@@ -10,7 +10,7 @@ not all identical, step 2 (:func:`~vqadiag.metrics.vqa_normalize.normalize_answe
 on the prediction and every answer). ``lenient=True`` always normalizes.
 
 How it is fast: every distinct string is cleaned and normalized once; strings
-become integer codes (pandas ``factorize``); matches are counted with numpy.
+become integer codes (one dict lookup each); matches are counted with numpy.
 With ``c`` = number of annotators equal to the prediction, annotator ``i``
 scores ``min(1, (c − 1)/3)`` when it matches and ``min(1, c/3)`` otherwise. The
 N terms are added in annotator order, exactly as the official loop adds them,
@@ -32,11 +32,13 @@ _PAD_CODE = -1
 
 
 def _factorize(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Integer codes of ``values`` and the list of distinct values (first-seen order)."""
-    import pandas as pd
-
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object), sort=False)
-    return codes.astype(np.int64, copy=False), list(uniques)
+    """Integer codes of ``values`` and the list of distinct values (first-seen order, as
+    ``pandas.factorize(sort=False)`` numbers them; one dict lookup per value, without
+    importing pandas)."""
+    index: dict[str, int] = {}
+    code_of = index.setdefault
+    codes = np.fromiter((code_of(v, len(index)) for v in values), dtype=np.int64, count=len(values))
+    return codes, list(index)
 
 
 def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
