@@ -17,7 +17,6 @@ from vqadiag.cli.common import (
     existing_file,
     output_dir,
     output_file,
-    rereadable_paths,
 )
 
 bq_app = typer.Typer(
@@ -77,11 +76,7 @@ def _render_noise(result: Mapping[str, Any]) -> None:
 def build(
     pool: Annotated[
         list[Path],
-        typer.Option(
-            ...,
-            help="Pool question files (GQA or VQA v2 questions); repeatable.",
-            callback=rereadable_paths,
-        ),
+        existing_file("Pool question files (GQA or VQA v2 questions); repeatable."),
     ],
     main: Annotated[Path, existing_file("Main questions (GQA or VQA v2 questions file).")],
     out: Annotated[Path | None, typer.Option(help="Write the BQD JSON here.")] = None,

@@ -48,11 +48,18 @@ def rereadable_paths(value: Any) -> Any:
     return rereadable(value)
 
 
-def existing_file(help_text: str) -> Any:
-    """A required ``--option PATH``: existence and kind are checked by the readers, not by
-    click, so a folder or unreadable file is one line (``cli_errors``), not a usage box; a
-    pipe is read once (:func:`rereadable_paths`)."""
-    return typer.Option(..., help=help_text, callback=rereadable_paths)
+def existing_file(help_text: str, *names: str) -> Any:
+    """A required ``--option PATH`` (``names``: its flags when not the parameter's own):
+    existence and kind are checked by the readers, not by click, so a folder or unreadable
+    file is one line (``cli_errors``), not a usage box; a pipe is read once
+    (:func:`rereadable_paths`)."""
+    return typer.Option(..., *names, help=help_text, callback=rereadable_paths)
+
+
+def optional_file(help_text: str, *names: str) -> Any:
+    """An optional input ``--option PATH`` (default None in the signature), read like
+    :func:`existing_file`'s."""
+    return typer.Option(*names, help=help_text, callback=rereadable_paths)
 
 
 def cli_errors(fn: F) -> F:

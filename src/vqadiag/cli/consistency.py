@@ -17,11 +17,11 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     existing_file,
+    optional_file,
     output_dir,
     output_file,
     print_json,
     rate_table,
-    rereadable_paths,
 )
 
 _LABELS = {
@@ -93,16 +93,11 @@ def consistency(
     ],
     annotations: Annotated[
         Path | None,
-        typer.Option(
-            help="VQA v2 annotations: score mains by VQA accuracy.", callback=rereadable_paths
-        ),
+        optional_file("VQA v2 annotations: score mains by VQA accuracy."),
     ] = None,
     overall: Annotated[
         Path | None,
-        typer.Option(
-            help="Predictions on every question of --annotations (adds overall accuracy).",
-            callback=rereadable_paths,
-        ),
+        optional_file("Predictions on every question of --annotations (adds overall accuracy)."),
     ] = None,
     threshold: Annotated[
         float,

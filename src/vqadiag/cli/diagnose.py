@@ -17,7 +17,7 @@ from vqadiag.cli.common import (
     SeedOption,
     cli_errors,
     emit,
-    rereadable_paths,
+    optional_file,
 )
 
 
@@ -76,10 +76,9 @@ def diagnose_command(
     ] = Replacement.drop,
     bqd: Annotated[
         Path | None,
-        typer.Option(
-            help="Basic-question dataset for robustness (default: build a General BQD "
-            "from the GQA train questions, cached in OUT).",
-            callback=rereadable_paths,
+        optional_file(
+            "Basic-question dataset for robustness (default: build a General BQD "
+            "from the GQA train questions, cached in OUT)."
         ),
     ] = None,
     bq_ranker: Annotated[

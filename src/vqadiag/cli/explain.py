@@ -19,9 +19,9 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     fmt_rate,
+    optional_file,
     output_dir,
     rate_table,
-    rereadable_paths,
 )
 
 explain_app = typer.Typer(
@@ -39,11 +39,10 @@ RunOption = Annotated[
 ]
 CandidatesOption = Annotated[
     Path | None,
-    typer.Option(
-        "--candidates",
-        help="Candidates file {qid: {image_id, candidates, complement_image_id}} "
+    optional_file(
+        "Candidates file {qid: {image_id, candidates, complement_image_id}} "
         "(default: vqa2/synth_<split>2014_pair_candidates.json).",
-        callback=rereadable_paths,
+        "--candidates",
     ),
 ]
 
@@ -178,11 +177,7 @@ def train_command(
     candidates: CandidatesOption = None,
     val_candidates: Annotated[
         Path | None,
-        typer.Option(
-            "--val-candidates",
-            help="Candidates file of the validation split.",
-            callback=rereadable_paths,
-        ),
+        optional_file("Candidates file of the validation split.", "--val-candidates"),
     ] = None,
     option: Annotated[
         list[str] | None,

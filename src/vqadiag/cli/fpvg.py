@@ -19,9 +19,9 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     existing_file,
+    optional_file,
     output_file,
     rate_table,
-    rereadable_paths,
 )
 
 
@@ -108,49 +108,34 @@ def _render_relevance(result: Mapping[str, Any]) -> None:
 @cli_errors
 def score_fpvg_command(
     questions: Annotated[Path, existing_file("GQA question file (gold answers).")],
-    all_predictions: Annotated[
-        Path, typer.Option("--all", help="Predictions with all boxes.", callback=rereadable_paths)
-    ],
+    all_predictions: Annotated[Path, optional_file("Predictions with all boxes.", "--all")],
     rel_predictions: Annotated[
         Path,
-        typer.Option(
-            "--rel", help="Predictions with only relevant boxes.", callback=rereadable_paths
-        ),
+        optional_file("Predictions with only relevant boxes.", "--rel"),
     ],
     irrel_predictions: Annotated[
         Path,
-        typer.Option(
-            "--irrel", help="Predictions with only irrelevant boxes.", callback=rereadable_paths
-        ),
+        optional_file("Predictions with only irrelevant boxes.", "--irrel"),
     ],
     relevance: Annotated[
         Path | None,
-        typer.Option(
-            help="R.json written by `vqadiag relevance` (or give FPVG's two object pickles).",
-            callback=rereadable_paths,
-        ),
+        optional_file("R.json written by `vqadiag relevance` (or give FPVG's two object pickles)."),
     ] = None,
     relevant_objects: Annotated[
         Path | None,
-        typer.Option(
-            help="FPVG's relevant-object pickle {imageId: {qid: [box indices]}}, with "
-            "--irrelevant-objects (read without running code).",
-            callback=rereadable_paths,
+        optional_file(
+            "FPVG's relevant-object pickle {imageId: {qid: [box indices]}}, with "
+            "--irrelevant-objects (read without running code)."
         ),
     ] = None,
     irrelevant_objects: Annotated[
         Path | None,
-        typer.Option(
-            help="FPVG's irrelevant-object pickle, with --relevant-objects.",
-            callback=rereadable_paths,
-        ),
+        optional_file("FPVG's irrelevant-object pickle, with --relevant-objects."),
     ] = None,
     split_ids: Annotated[
         tuple[Path, Path] | None,
-        typer.Option(
-            "--split-ids",
-            help="Two files ID.json OOD.json (id lists or question dicts): c2i per split.",
-            callback=rereadable_paths,
+        optional_file(
+            "Two files ID.json OOD.json (id lists or question dicts): c2i per split.", "--split-ids"
         ),
     ] = None,
     allow_missing: AllowMissing = False,

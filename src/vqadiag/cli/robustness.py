@@ -18,6 +18,7 @@ from vqadiag.cli.common import (
     emit,
     existing_file,
     fmt_rate,
+    optional_file,
     rate_table,
     rereadable_paths,
 )
@@ -76,21 +77,16 @@ def robustness(
     clean: Annotated[Path, existing_file("Predictions on the clean main questions.")],
     noisy: Annotated[
         list[Path],
-        typer.Option(
-            ...,
-            help="Predictions on the noisy questions of partitions 1..7, in order "
-            "(several paths after one --noisy, or --noisy repeated).",
-            callback=rereadable_paths,
+        existing_file(
+            "Predictions on the noisy questions of partitions 1..7, in order "
+            "(several paths after one --noisy, or --noisy repeated)."
         ),
     ],
     t: Annotated[float, typer.Option("--t", help="R_score tolerance t (0 ≤ t < m).")] = DEFAULT_T,
     m: Annotated[float, typer.Option("--m", help="R_score limit m (t < m ≤ 100).")] = DEFAULT_M,
     questions: Annotated[
         Path | None,
-        typer.Option(
-            help="Only these questions (id list, VQA or GQA questions file).",
-            callback=rereadable_paths,
-        ),
+        optional_file("Only these questions (id list, VQA or GQA questions file)."),
     ] = None,
     all_questions: Annotated[
         bool, typer.Option("--all-questions", help="GQA: also unbalanced questions.")

@@ -19,10 +19,10 @@ from vqadiag.cli.common import (
     emit,
     existing_file,
     fmt_rate,
+    optional_file,
     output_dir,
     output_file,
     rate_table,
-    rereadable_paths,
 )
 
 AllQuestions = Annotated[
@@ -84,21 +84,18 @@ def score_gqa_command(
     predictions: Annotated[Path, existing_file("Predictions (any supported shape).")],
     choices: Annotated[
         Path | None,
-        typer.Option(
-            help="GQA choices file, for validity and plausibility.", callback=rereadable_paths
-        ),
+        optional_file("GQA choices file, for validity and plausibility."),
     ] = None,
     attentions: Annotated[
         Path | None,
-        typer.Option(
-            help="Attention maps [{questionId, attention}] for the grounding score "
-            "(eval.py --grounding; needs --scene-graphs).",
-            callback=rereadable_paths,
+        optional_file(
+            "Attention maps [{questionId, attention}] for the grounding score "
+            "(eval.py --grounding; needs --scene-graphs)."
         ),
     ] = None,
     scene_graphs: Annotated[
         Path | None,
-        typer.Option(help="GQA scene graphs of the images (grounding).", callback=rereadable_paths),
+        optional_file("GQA scene graphs of the images (grounding)."),
     ] = None,
     map_size: Annotated[
         int, typer.Option(min=1, help="Side of the spatial attention grid (grounding).")
@@ -182,32 +179,25 @@ def _render_ood(result: Mapping[str, Any]) -> None:
 def score_ood_command(
     questions: Annotated[
         Path | None,
-        typer.Option(
-            help="GQA question file the split is built from (e.g. testdev balanced); with "
-            "--head / --tail, optionally the released all file (checked = head ∪ tail).",
-            callback=rereadable_paths,
+        optional_file(
+            "GQA question file the split is built from (e.g. testdev balanced); with "
+            "--head / --tail, optionally the released all file (checked = head ∪ tail)."
         ),
     ] = None,
     predictions: Annotated[
         Path | None,
-        typer.Option(
-            help="Predictions; without them only the split is built.", callback=rereadable_paths
-        ),
+        optional_file("Predictions; without them only the split is built."),
     ] = None,
     head: Annotated[
         Path | None,
-        typer.Option(
-            help="A released GQA-OOD head file (ood_testdev_head.json): score this split as "
-            "it is, with --tail.",
-            callback=rereadable_paths,
+        optional_file(
+            "A released GQA-OOD head file (ood_testdev_head.json): score this split as "
+            "it is, with --tail."
         ),
     ] = None,
     tail: Annotated[
         Path | None,
-        typer.Option(
-            help="The released tail file (ood_testdev_tail.json), with --head.",
-            callback=rereadable_paths,
-        ),
+        optional_file("The released tail file (ood_testdev_tail.json), with --head."),
     ] = None,
     alpha: Annotated[
         float, typer.Option(help="Tail size: tail answers have p < (1 + alpha) / K.")

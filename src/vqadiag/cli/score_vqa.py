@@ -17,9 +17,9 @@ from vqadiag.cli.common import (
     cli_errors,
     emit,
     existing_file,
+    optional_file,
     output_file,
     rate_table,
-    rereadable_paths,
 )
 
 Lenient = Annotated[
@@ -164,16 +164,11 @@ def balance_command(
     annotations: Annotations,
     questions: Annotated[
         Path | None,
-        typer.Option(
-            help="VQA v2 questions JSON (checked; adds n_images).", callback=rereadable_paths
-        ),
+        optional_file("VQA v2 questions JSON (checked; adds n_images)."),
     ] = None,
     prior_from: Annotated[
         Path | None,
-        typer.Option(
-            help="Train annotations to take the prior baselines from (default: self).",
-            callback=rereadable_paths,
-        ),
+        optional_file("Train annotations to take the prior baselines from (default: self)."),
     ] = None,
     top: Annotated[int, typer.Option(min=1, help="Top answers listed per question type.")] = 5,
     as_json: JsonFlag = False,
