@@ -32,8 +32,8 @@ from typing import Any
 
 from scipy.stats import norm
 
-from vqadiag.report.html import fmt, pfmt
-from vqadiag.report.results import ResultSet
+from vqadiag.report.html import fmt, p_text
+from vqadiag.report.results import ResultSet, estimate_value
 from vqadiag.suites.base import FindingRule, figure, finding_rules
 
 ALPHA = 0.05
@@ -75,12 +75,6 @@ TEST_NAMES = {
 }
 
 
-def p_text(p: float, resamples: int | None = None) -> str:
-    """``p = 0.0386`` or ``p < 1e-4`` (:func:`vqadiag.report.html.pfmt`)."""
-    text = pfmt(p, resamples)
-    return f"p {text}" if text.startswith("<") else f"p = {text}"
-
-
 def is_blind(rs: ResultSet) -> bool:
     """The model reads no image (``capabilities.visual`` is ``"none"``)."""
     caps = (rs.results.get("model") or {}).get("capabilities") or {}
@@ -120,11 +114,6 @@ def _comparison(
     return None
 
 
-def _number(est: Mapping[str, Any] | None) -> bool:
-    """The estimate has a finite value."""
-    return bool(est) and isinstance(est.get("value"), (int, float)) and est["value"] == est["value"]
-
-
 def _blind_test(
     rs: ResultSet, baseline: ResultSet, key: str, comparisons: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any] | None:
@@ -132,7 +121,7 @@ def _blind_test(
     the baseline lacks the figure or the two are not paired)."""
     other = baseline.summary.get(key)
     found = _comparison(comparisons, rs.label, baseline.label, key)
-    if found is None or not _number(other):
+    if found is None or estimate_value(other) is None:
         return None
     index, diff, p, test = found
     return {
@@ -185,7 +174,7 @@ def findings(
     for rs in sets:
         for suite, rule in finding_rules():
             est = rs.summary.get(rule.key)
-            if not _number(est):
+            if estimate_value(est) is None:
                 continue
             if rule.compare == "blind":
                 if baseline is None or is_blind(rs):

@@ -27,6 +27,12 @@ def pfmt(p: Any, resamples: int | None = None) -> str:
     return "< 1e-4" if p < 1e-4 else f"{p:.4g}"
 
 
+def p_text(p: Any, resamples: int | None = None) -> str:
+    """``p = 0.0386`` or ``p < 1e-4`` (:func:`pfmt` with its relation)."""
+    text = pfmt(p, resamples)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
 def vs_title(vs: Mapping[str, Any]) -> str:
     """The hover text of a report-card cell: difference to the reference and the test."""
     if not vs["paired"]:
@@ -47,7 +53,7 @@ def render_html(
     env = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=False)
     from vqadiag.report.overview import shade
 
-    env.globals.update(fmt=fmt, pfmt=pfmt, vs_title=vs_title, shade=shade)
+    env.globals.update(fmt=fmt, pfmt=pfmt, p_text=p_text, vs_title=vs_title, shade=shade)
     return env.from_string(TEMPLATE).render(
         report=report, images=images, thumbnails=thumbnails or {}
     )

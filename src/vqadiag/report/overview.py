@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vqadiag.report.html import fmt
+from vqadiag.report.results import estimate_value
 
 
 def goodness(value: float, lo: float, hi: float, direction: str) -> float | None:
@@ -33,11 +34,8 @@ def overview(card: Mapping[str, Any]) -> dict[str, Any]:
     out)."""
     columns = []
     for col in card["columns"]:
-        values = [
-            row["cells"][col["key"]]["estimate"]["value"]
-            for row in card["rows"]
-            if _value(row["cells"][col["key"]]) is not None
-        ]
+        found = (estimate_value(row["cells"][col["key"]].get("estimate")) for row in card["rows"])
+        values = [v for v in found if v is not None]
         if values:
             columns.append({**_column_info(col), "lo": min(values), "hi": max(values)})
     rows = []
@@ -45,7 +43,7 @@ def overview(card: Mapping[str, Any]) -> dict[str, Any]:
         cells = []
         for col in columns:
             cell = row["cells"][col["key"]]
-            value = _value(cell)
+            value = estimate_value(cell.get("estimate"))
             g = None if value is None else goodness(value, col["lo"], col["hi"], col["direction"])
             cells.append(
                 {
@@ -62,14 +60,6 @@ def overview(card: Mapping[str, Any]) -> dict[str, Any]:
 
 def _column_info(col: Mapping[str, Any]) -> dict[str, Any]:
     return {k: col[k] for k in ("key", "label", "unit", "direction", "suite")}
-
-
-def _value(cell: Mapping[str, Any]) -> float | None:
-    est = cell.get("estimate")
-    value = None if not est else est.get("value")
-    if not isinstance(value, (int, float)) or value != value:
-        return None
-    return float(value)
 
 
 def shade(g: float | None) -> str:

@@ -281,6 +281,15 @@ def load_result_dir(folder: str | Path) -> ResultSet:
     return ResultSet(root, results, rows)
 
 
+def estimate_value(est: Mapping[str, Any] | None) -> float | None:
+    """The finite ``value`` of a summary estimate ``{value, ci_low, ci_high, n}``, or None
+    (missing estimate, missing or NaN value)."""
+    value = None if not est else est.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(value)
+
+
 def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
     """Load every folder and give each a unique label (the model name, ``name (2)`` …)."""
     if not folders:

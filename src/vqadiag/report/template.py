@@ -51,7 +51,7 @@ resamples. Every figure is a value with its 95% bootstrap interval and its numbe
 {% for m in F.models %}{% set mi = loop.index0 %}
 <div class="model-findings"><h3>{{ m.model }}{% if m.blind %} <span class="quiet">reads no image: a baseline</span>{% endif %}</h3>
 <ul>
-{% for f in m['items'] %}<li id="finding-{{ mi }}-{{ loop.index0 }}" class="tone-{{ f.tone }}"><span class="verdict">{{ f.verdict }}</span> {{ f.sentence }} <span class="quiet">Holm p {{ pfmt(f.p_adjusted) if pfmt(f.p_adjusted).startswith('<') else '= ' ~ pfmt(f.p_adjusted) }}{% if f.evidence %} · <a href="#{{ f.evidence }}">evidence</a>{% endif %}</span></li>
+{% for f in m['items'] %}<li id="finding-{{ mi }}-{{ loop.index0 }}" class="tone-{{ f.tone }}"><span class="verdict">{{ f.verdict }}</span> {{ f.sentence }} <span class="quiet">Holm {{ p_text(f.p_adjusted) }}{% if f.evidence %} · <a href="#{{ f.evidence }}">evidence</a>{% endif %}</span></li>
 {% else %}<li class="quiet">no verdict: no rule's evidence is significant.</li>{% endfor %}
 </ul></div>
 {% endfor %}

@@ -455,13 +455,9 @@ def score_ood(
     want_curve = curve or plot is not None
     _check_ood_arguments(q_path, h_path, t_path, want_curve, write_split)
 
-    def scored(ids: Sequence[str]) -> list[str]:
-        return [q for q in ids if all_questions or is_balanced(records[q])]
-
     groups = split = None
     if h_path is not None and t_path is not None:
         records, head_all, tail_all = _released_split(h_path, t_path, q_path)
-        head_ids, tail_ids = scored(head_all), scored(tail_all)
         split_info: dict[str, Any] = {
             "source": "released",
             "head": str(h_path),
@@ -477,12 +473,17 @@ def score_ood(
             _check_local_group(record, q_path, qid)
         groups = ood_groups(records, balanced_only=False)
         split = groups.split(alpha)
-        head_ids, tail_ids = scored(split.head_ids), scored(split.tail_ids)
+        head_all, tail_all = split.head_ids, split.tail_ids
         summary = split.summary()
         split_info = {"source": "built", "balanced_only": not all_questions} | {
             k: summary[k] for k in ("n_questions", "n_groups", "n_groups_kept", "entropy_threshold")
         }
         source = q_path
+
+    def scored(ids: Sequence[str]) -> list[str]:  # the official evaluation's questions
+        return [q for q in ids if all_questions or is_balanced(records[q])]
+
+    head_ids, tail_ids = scored(head_all), scored(tail_all)
     tail_set = set(tail_ids)
     head_set = set(head_ids)
     all_ids = [q for q in records if q in tail_set or q in head_set]
