@@ -30,10 +30,45 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap i
 ResamplesOption = Annotated[
     int, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples for 95% intervals.")
 ]
+ModelArgsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model-args",
+        help="Settings of an adapter model, KEY=VALUE,… (hf: device, dtype, batch_size, "
+        "prompt, extraction, max_new_tokens; openai: model, in_flight, timeout, max_retries, "
+        "api_key_env, image_format, revision, prompt, extraction, max_new_tokens).",
+    ),
+]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option("--device", help="Device of an in-process hf: model (cpu, cuda, cuda:1 …)."),
+]
+DtypeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dtype", help="Weights dtype of an in-process hf: model (auto, float32, bfloat16 …)."
+    ),
+]
 AllowMissing = Annotated[
     bool,
     typer.Option("--allow-missing", help="Count questions without a prediction as wrong."),
 ]
+
+
+def model_settings(
+    model_args: str | None, device: str | None = None, dtype: str | None = None
+) -> dict[str, str]:
+    """``--model-args`` parsed, with ``--device`` / ``--dtype`` added (given twice: an error)."""
+    from vqadiag.models.model_args import parse_model_args
+
+    settings = parse_model_args(model_args)
+    for key, value in (("device", device), ("dtype", dtype)):
+        if value is None:
+            continue
+        if key in settings:
+            raise DataError(f"--{key}", f"also given in --model-args ({key}={settings[key]})")
+        settings[key] = value
+    return settings
 
 
 def rereadable_paths(value: Any) -> Any:

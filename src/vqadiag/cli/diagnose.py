@@ -11,12 +11,16 @@ import typer
 
 from vqadiag.cli.apps import app
 from vqadiag.cli.common import (
+    DeviceOption,
+    DtypeOption,
     JsonFlag,
+    ModelArgsOption,
     PluginOption,
     ResamplesOption,
     SeedOption,
     cli_errors,
     emit,
+    model_settings,
     optional_file,
 )
 
@@ -52,7 +56,8 @@ def diagnose_command(
         typer.Option(
             ...,
             help="A run folder (vqadiag train) or an adapter: files:PREDICTIONS.json "
-            "(plain-prediction suites only), hf:MODEL_DIR, or a plug-in's KIND:SPEC.",
+            "(plain-prediction suites only), hf:MODEL_DIR (a local transformers chat VLM, "
+            "ViLT or BLIP), openai:URL (an OpenAI-compatible server), or a plug-in's KIND:SPEC.",
         ),
     ],
     out: Annotated[Path, typer.Option(..., help="Result folder (results.json, store.sqlite).")],
@@ -112,12 +117,16 @@ def diagnose_command(
     ] = False,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
+    model_args: ModelArgsOption = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
     plugin: PluginOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a model under every diagnostic condition (cached, resumable) and score it all."""
     from vqadiag.diagnosis.diagnose import diagnose
 
+    settings = model_settings(model_args, device, dtype)
     result = diagnose(
         data,
         model,
@@ -138,6 +147,7 @@ def diagnose_command(
         images=images,
         pixel_fill=pixel_fill.value,
         allow_missing_images=allow_missing,
+        model_args=settings,
     )
     emit(result, as_json, _render)
 

@@ -11,12 +11,16 @@ import typer
 
 from vqadiag.cli.apps import app
 from vqadiag.cli.common import (
+    DeviceOption,
+    DtypeOption,
     JsonFlag,
+    ModelArgsOption,
     PluginOption,
     QuietFlag,
     ResamplesOption,
     cli_errors,
     emit,
+    model_settings,
     rate_table,
 )
 from vqadiag.errors import DataError
@@ -125,7 +129,8 @@ def predict_command(
     model: Annotated[
         Path,
         typer.Option(
-            "--model", help="Run folder written by train, or an adapter: hf:MODEL_DIR, KIND:SPEC."
+            "--model",
+            help="Run folder written by train, or an adapter: hf:MODEL_DIR, openai:URL, KIND:SPEC.",
         ),
     ],
     data: DataOption,
@@ -139,6 +144,9 @@ def predict_command(
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
     images: ImagesOption = None,
+    model_args: ModelArgsOption = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
     quiet: QuietFlag = False,
     plugin: PluginOption = None,
     as_json: JsonFlag = False,
@@ -161,5 +169,6 @@ def predict_command(
         n_bootstrap=n_bootstrap,
         dataset=dataset,
         images=images,
+        model_args=model_settings(model_args, device, dtype),
     )
     emit(result, as_json, _render_predict)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -90,6 +90,13 @@ def _datasets(state: DiagnoseState) -> dict[str, Any]:
     return out
 
 
+def _model_settings(model: Any) -> dict[str, Any]:
+    """``{"settings": …}`` for a model that reports how it is asked (generative models:
+    prompt, extraction, served model …), else nothing."""
+    settings = getattr(model, "settings", None)
+    return {"settings": settings()} if callable(settings) else {}
+
+
 def diagnose(
     data: str | Path,
     model: str,
@@ -111,13 +118,15 @@ def diagnose(
     images: str | Path | None = None,
     pixel_fill: str = "mean",
     allow_missing_images: bool = False,
+    model_args: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
 
     ``images``: the folder of the image files (default: found in the data folder);
     ``pixel_fill``: how a pixel model's replaced pixels are filled (mean, blur, noise);
     ``allow_missing_images``: leave out (and count) questions whose image is missing
-    instead of stopping. ``plugins``: modules or ``.py`` files that register more suites or model
+    instead of stopping. ``model_args``: an adapter's settings (``--model-args``,
+    docs/vlms.md). ``plugins``: modules or ``.py`` files that register more suites or model
     adapters (:func:`vqadiag.plugins.load_plugins`). Returns the ``results.json``
     object (also written to ``out``).
     """
@@ -152,7 +161,7 @@ def diagnose(
         fill=pixel_fill,
         allow_missing_images=bool(allow_missing_images),
     )
-    the_model = load_model_spec(model)
+    the_model = load_model_spec(model, model_args)
     out_dir = output_folder(out, ("results.json", "store.sqlite", LOCK_NAME))
     with FolderLock(out_dir):
         return _diagnose_into(the_model, model, options, out_dir, root)
@@ -201,6 +210,7 @@ def _diagnose_into(
             "run": model,
             "fingerprint": model_fp,
             "capabilities": the_model.capabilities.to_json(),
+            **_model_settings(the_model),
         },
         "data": {
             "root": str(root.resolve()),
@@ -230,9 +240,11 @@ def _diagnose_into(
     results["per_question_rows"] = len(rows)
     results["per_question_sha256"] = file_digest(table)
     write_json(out_dir / "results.json", results, indent=True)
-    timing = {
+    timing: dict[str, Any] = {
         "seconds": time.perf_counter() - started,
         "conditions": {n: r.seconds for n, r in sorted(state.runs.items())},
     }
+    if hasattr(the_model, "requests_sent"):
+        timing["requests_sent"] = int(the_model.requests_sent)
     write_json(out_dir / "timing.json", timing, indent=True)
     return results

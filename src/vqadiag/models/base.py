@@ -30,11 +30,13 @@ from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch
 
 @dataclass(frozen=True)
 class ModelOutput:
-    """Answers of a batch; ``probs`` (B, A) over ``answer_vocab``; ``attention`` (B, N)."""
+    """Answers of a batch; ``probs`` (B, A) over ``answer_vocab``; ``attention`` (B, N);
+    ``texts``: a generative model's raw text per question, before it became the answer."""
 
     answers: list[str]
     probs: np.ndarray | None = None
     attention: np.ndarray | None = None
+    texts: list[str] | None = None
 
     def top_probs(self, answer_vocab: Sequence[str], k: int = 5) -> list[dict[str, float]]:
         """Per question, the ``k`` most probable answers as ``{answer: p}`` (prediction files)."""

@@ -93,3 +93,15 @@ def run_fingerprint(run_dir: str | Path) -> str:
         if path.is_file():
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def folder_digest(folder: Path, settings: Mapping[str, Any]) -> str:
+    """SHA-256 (16 hex) over ``settings`` and every file of ``folder`` (names relative to
+    it, contents): a copied folder has the same digest, a changed weight another."""
+    digest = hashlib.sha256(repr(sorted(settings.items())).encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode())
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]

@@ -23,7 +23,6 @@ accepts such a run folder or the ``save_pretrained`` folder itself.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,14 +33,16 @@ from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.jsonio import read_json
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
-from vqadiag.models.checkpoint import CONFIG, load_checkpoint, save_checkpoint
+from vqadiag.models.checkpoint import CONFIG, folder_digest, load_checkpoint, save_checkpoint
+from vqadiag.models.model_args import ModelArgs
 
 NAME = "hf"
 KINDS = {"vilt": "ViltForQuestionAnswering", "blip": "BlipForQuestionAnswering"}
 
 
-def _kind_of(model_dir: Path) -> str:
-    """``"vilt"`` or ``"blip"`` from the folder's transformers ``config.json``."""
+def _kind_of(model_dir: Path) -> str | None:
+    """``"vilt"`` or ``"blip"`` from the folder's transformers ``config.json``; None for
+    any other model."""
     path = model_dir / CONFIG
     config = read_json(path)
     if not isinstance(config, dict):
@@ -51,12 +52,28 @@ def _kind_of(model_dir: Path) -> str:
         if cls_name in arch:
             return kind
     model_type = str(config.get("model_type", ""))
-    if model_type in KINDS:
-        return model_type
-    raise DataError(
-        path,
-        f"not a ViLT or BLIP question-answering model (architectures {arch}, "
-        f"model_type {model_type!r})",
+    return model_type if model_type in KINDS else None
+
+
+def load_hf(spec: str, args: Mapping[str, Any] | None = None) -> Any:
+    """``--model hf:DIR``: a ViLT / BLIP folder gives :class:`HFModel` (settings ``probs``,
+    ``batch_size``, ``max_new_tokens``, ``device``); any other folder a generative chat
+    model, :class:`vqadiag.models.chat_vlm.ChatVLM` (docs/vlms.md)."""
+    folder = Path(spec)
+    if not (folder / CONFIG).is_file():
+        raise DataError(folder, "no transformers config.json in the model folder")
+    if _kind_of(folder) is None:
+        from vqadiag.models.chat_vlm import ChatVLM
+
+        return ChatVLM.from_args(folder, args)
+    reader = ModelArgs(args, "hf")
+    probs = reader.choice("probs", "softmax", ("softmax", "sigmoid"))
+    batch_size = reader.integer("batch_size", 32)
+    max_new_tokens = reader.integer("max_new_tokens", 10)
+    device = reader.text("device", "cpu") or "cpu"
+    reader.finish()
+    return HFModel(
+        folder, probs=probs, batch_size=batch_size, max_new_tokens=max_new_tokens, device=device
     )
 
 
@@ -87,7 +104,10 @@ class HFModel:
             raise DataError(self.model_dir, "no transformers config.json in the model folder")
         if probs not in ("softmax", "sigmoid"):
             raise ValueError("probs must be 'softmax' or 'sigmoid'")
-        self.kind = _kind_of(self.model_dir)
+        kind = _kind_of(self.model_dir)
+        if kind is None:
+            raise DataError(self.model_dir / CONFIG, "not a ViLT or BLIP question-answering model")
+        self.kind = kind
         self.probs_mode = probs
         self.batch_size = int(batch_size)
         self.max_new_tokens = int(max_new_tokens)
@@ -183,13 +203,7 @@ class HFModel:
         folder (not its location: a copied folder has the same fingerprint)."""
         if self._fingerprint is None:
             settings = {k: v for k, v in self.run_config().items() if k != "path"}
-            digest = hashlib.sha256(repr(sorted(settings.items())).encode())
-            for path in sorted(p for p in self.model_dir.rglob("*") if p.is_file()):
-                digest.update(str(path.relative_to(self.model_dir)).encode())
-                with path.open("rb") as fh:
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(chunk)
-            self._fingerprint = digest.hexdigest()[:16]
+            self._fingerprint = folder_digest(self.model_dir, settings)
         return self._fingerprint
 
     # -- prediction -------------------------------------------------------------------

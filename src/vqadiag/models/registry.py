@@ -4,7 +4,8 @@
   a dotted path ``module:Class``; nothing (in particular not torch) is imported
   until a model is asked for. ``TRAINABLE`` are the names ``vqadiag train`` offers.
 * Adapters turn ``--model KIND:SPEC`` into a model: ``files:PREDICTIONS.json``
-  (prediction files), ``hf:MODEL_DIR`` (Hugging Face ViLT / BLIP), and whatever a
+  (prediction files), ``hf:MODEL_DIR`` (a local transformers chat VLM, or ViLT / BLIP),
+  ``openai:URL`` (an OpenAI-compatible server), and whatever a
   plug-in adds with :func:`register_adapter`.
 
 :func:`load_model_spec` is the only place a model spec is parsed: a run folder
@@ -14,7 +15,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ MODELS: dict[str, str] = {
     "symbolic": "vqadiag.models.symbolic:SymbolicModel",
     "pixel": "vqadiag.models.pixel:PixelModel",
     "hf": "vqadiag.models.hf_adapter:HFModel",
+    "hf-chat": "vqadiag.models.chat_vlm:ChatVLM",
     "files": "vqadiag.models.file_adapter:PredictionFileModel",
     "counterexample": "vqadiag.models.counterexample:CounterExampleModel",
 }
@@ -44,12 +47,24 @@ class Adapter:
     load: Callable[[str], Any] | str
     description: str
 
-    def __call__(self, spec: str) -> Any:
+    def __call__(self, spec: str, args: Mapping[str, Any] | None = None) -> Any:
+        """``load(SPEC)``, or ``load(SPEC, args)`` when settings are given (``--model-args``);
+        an adapter whose loader takes no settings refuses them."""
         target = self.load
         if isinstance(target, str):
             module, _, attr = target.partition(":")
             target = getattr(importlib.import_module(module), attr)
-        return target(spec)
+        if not args:
+            return target(spec)
+        try:
+            inspect.signature(target).bind(spec, args)
+        except TypeError:
+            raise DataError(
+                "--model-args", f"the {self.kind!r} adapter takes no settings"
+            ) from None
+        except ValueError:  # no signature to inspect (a builtin): try it
+            pass
+        return target(spec, args)
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -58,7 +73,16 @@ ADAPTERS: dict[str, Adapter] = {
         "vqadiag.models.file_adapter:PredictionFileModel",
         "prediction files (plain condition only)",
     ),
-    "hf": Adapter("hf", "vqadiag.models.hf_adapter:HFModel", "Hugging Face ViLT / BLIP"),
+    "hf": Adapter(
+        "hf",
+        "vqadiag.models.hf_adapter:load_hf",
+        "a local transformers folder: a chat VLM, or ViLT / BLIP",
+    ),
+    "openai": Adapter(
+        "openai",
+        "vqadiag.models.openai_endpoint:load_endpoint",
+        "an OpenAI-compatible chat-completions server: vLLM, SGLang, Ollama …",
+    ),
 }
 
 
@@ -104,14 +128,19 @@ def load_model(run_dir: str | Path) -> Any:
     return model_class(config["model"], path).load(folder)
 
 
-def load_model_spec(spec: str) -> Any:
+def load_model_spec(spec: str, model_args: Mapping[str, Any] | None = None) -> Any:
     """The model of ``--model``: a run folder, or ``KIND:SPEC`` of a registered adapter
-    (callers load plug-ins first: :func:`vqadiag.plugins.load_plugins`)."""
+    with its ``--model-args`` settings (callers load plug-ins first:
+    :func:`vqadiag.plugins.load_plugins`)."""
     kind, sep, rest = spec.partition(":")
     if sep and kind in ADAPTERS and not Path(spec).exists():
         if not rest:
             raise DataError("--model", f"adapter {kind!r} needs a path: {kind}:PATH")
-        return ADAPTERS[kind](rest)
+        return ADAPTERS[kind](rest, model_args)
+    if model_args:
+        raise DataError(
+            "--model-args", "settings apply to adapters (hf:…, openai:…), not run folders"
+        )
     if sep and kind.isidentifier() and not Path(spec).exists() and len(kind) > 1:
         known = ", ".join(f"{k}:" for k in ADAPTERS)
         raise DataError("--model", f"unknown model adapter {kind!r} (known: {known})")

@@ -6,7 +6,10 @@ the rest. The batch plan is fixed (consecutive ``batch_size`` slices of the
 probe list): a batch is computed only when one of its probes is missing, and is
 committed as a whole, so a run killed at any point and restarted computes
 exactly the batches an uninterrupted run would have, with the same inputs, and
-ends with the same numbers. ``workers`` threads build the object inputs of the
+ends with the same numbers. A model with ``predict_stream`` (a served model, whose
+answers do not depend on the batch) hands its answers over one at a time and each is
+committed as it arrives, so a killed run asks again only for the answers it never got.
+``workers`` threads build the object inputs of the
 next batches (detector features from h5, masks, replacements) while the model
 runs on the current one.
 """
@@ -27,7 +30,7 @@ import numpy as np
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
-from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch, VQAModel
+from vqadiag.models.base import ModelOutput, ObjectInput, PixelInput, QuestionBatch, VQAModel
 from vqadiag.probes.conditions import (
     Condition,
     Probe,
@@ -213,17 +216,35 @@ class ProbeContext:
             records=[p.record for p in probes],
         )
 
-    def _answers(
+    def _answer_chunks(
         self,
         probes: Sequence[Probe],
         condition: Condition,
         visual: ObjectInput | PixelInput | None,
         want_vector: bool,
-    ) -> list[Answer]:
+    ) -> Iterator[tuple[list[int], list[Answer]]]:
+        """``(positions in probes, their answers)``: one chunk for the whole batch, or, for
+        a model with ``predict_stream`` (a served model), one per answer as it arrives."""
         batch = self.question_batch(probes)
         if condition.kind == "gradcam":
-            return self._gradcam(batch, probes, visual)
-        out = self.model.predict(batch, visual)
+            yield list(range(len(probes))), self._gradcam(batch, probes, visual)
+            return
+        stream = getattr(self.model, "predict_stream", None)
+        if stream is None:
+            out = self.model.predict(batch, visual)
+            yield list(range(len(probes))), self._to_answers(probes, out, visual, want_vector)
+            return
+        for rows, out in stream(batch, visual):
+            yield rows, self._to_answers([probes[i] for i in rows], out, visual, want_vector)
+
+    def _to_answers(
+        self,
+        probes: Sequence[Probe],
+        out: ModelOutput,
+        visual: ObjectInput | PixelInput | None,
+        want_vector: bool,
+    ) -> list[Answer]:
+        """Store rows from a model output over ``probes`` (in order)."""
         probs = out.probs
         tops = out.top_probs(self.vocab, TOP_K) if probs is not None else None
         answers = []
@@ -240,8 +261,9 @@ class ProbeContext:
             if want_vector and out.attention is not None and visual is not None:
                 n = self.n_objects(p.image_id)
                 vector = np.asarray(out.attention[i, :n], np.float32)
+            raw = None if out.texts is None else out.texts[i]
             answers.append(
-                Answer(a, p_answer, p.ref, p_ref, None if tops is None else tops[i], vector)
+                Answer(a, p_answer, p.ref, p_ref, None if tops is None else tops[i], vector, raw)
             )
         return answers
 
@@ -295,11 +317,12 @@ class ProbeContext:
             bar.advance(task, cached)
             for rows, visual in self._prefetch(todo, probes, condition):
                 sub = [probes[i] for i in rows]
-                got = self._answers(sub, condition, visual, want_vector)
-                for i, a in zip(rows, got, strict=True):
-                    answers[i] = a
-                self.store.put_many((keys[i], a) for i, a in zip(rows, got, strict=True))
-                bar.advance(task, len(rows))
+                for local, got in self._answer_chunks(sub, condition, visual, want_vector):
+                    done = [rows[i] for i in local]
+                    for i, a in zip(done, got, strict=True):
+                        answers[i] = a
+                    self.store.put_many((keys[i], a) for i, a in zip(done, got, strict=True))
+                    bar.advance(task, len(done))
         final = [a for a in answers if a is not None]
         return ConditionRun(
             condition,

@@ -11,7 +11,9 @@ fingerprints of :mod:`vqadiag.probes.fingerprints` and the question id — holds
 * ``top``: the top-5 answers with probabilities (JSON), for prediction files,
 * ``vector``: a float32 vector over the image's objects (attention for plain
   conditions when the model has it; the GradCAM scores for the ``gradcam``
-  condition), NULL otherwise.
+  condition), NULL otherwise,
+* ``raw``: a generative model's text before it became ``answer`` (NULL otherwise;
+  added in schema 2, a schema-1 store gains the column when opened).
 
 The database runs in WAL mode and the runner commits after every batch, so a
 process killed at any point (even SIGKILL) leaves only whole batches; a restart
@@ -43,11 +45,14 @@ CREATE TABLE IF NOT EXISTS answers (
     p_ref REAL,
     top TEXT,
     vector BLOB,
+    raw TEXT,
     PRIMARY KEY (model, data, condition, qid)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+#: schema versions this vqadiag upgrades in place (adding the ``raw`` column)
+UPGRADABLE = ("1",)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class Answer:
     p_ref: float | None = None
     top: dict[str, float] | None = None
     vector: np.ndarray | None = None
+    raw: str | None = None
 
     def probs(self) -> dict[str, float] | None:
         """``top`` plus the reference answer's probability (what prediction files carry)."""
@@ -91,6 +97,10 @@ class PredictionStore:
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
             self.db.commit()
+        elif row[0] in UPGRADABLE:
+            with self.db:
+                self.db.execute("ALTER TABLE answers ADD COLUMN raw TEXT")
+                self.db.execute("UPDATE meta SET value=? WHERE key='schema'", (SCHEMA_VERSION,))
         elif row[0] != SCHEMA_VERSION:
             raise DataError(
                 self.path, f"store schema {row[0]}, this vqadiag writes {SCHEMA_VERSION}"
@@ -109,13 +119,13 @@ class PredictionStore:
     def get(self, key: Key) -> Answer | None:
         """The stored answer under ``key``, or None."""
         row = self.db.execute(
-            "SELECT answer, p_answer, ref, p_ref, top, vector FROM answers "
+            "SELECT answer, p_answer, ref, p_ref, top, vector, raw FROM answers "
             "WHERE model=? AND data=? AND condition=? AND qid=?",
             key,
         ).fetchone()
         if row is None:
             return None
-        answer, p_answer, ref, p_ref, top, vector = row
+        answer, p_answer, ref, p_ref, top, vector, raw = row
         return Answer(
             answer,
             p_answer,
@@ -123,6 +133,7 @@ class PredictionStore:
             p_ref,
             None if top is None else orjson.loads(top),
             None if vector is None else np.frombuffer(vector, dtype=np.float32).copy(),
+            raw,
         )
 
     def get_many(self, keys: Sequence[Key]) -> list[Answer | None]:
@@ -135,10 +146,10 @@ class PredictionStore:
         for key, a in items:
             top = None if a.top is None else orjson.dumps(a.top)
             vec = None if a.vector is None else np.asarray(a.vector, np.float32).tobytes()
-            rows.append((*key, a.answer, a.p_answer, a.ref, a.p_ref, top, vec))
+            rows.append((*key, a.answer, a.p_answer, a.ref, a.p_ref, top, vec, a.raw))
         with self.db:
             self.db.executemany(
-                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
             write_point("store batch before commit")
         write_point("store batch after commit")

@@ -11,7 +11,7 @@ from vqadiag.suites.base import (
     below_one,
     register_suite,
 )
-from vqadiag.suites.sources import plain_run, unit_row
+from vqadiag.suites.sources import plain_run, raw_texts, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 
@@ -68,6 +68,7 @@ def accuracy_suite(state: DiagnoseState) -> SuiteOutput:
             src.records[q],
             answers={"all": a.answer},
             values={"accuracy": int(accuracy_of[q])},
+            **raw_texts({"all": a}),
         )
         for q, a in zip(src.qids, run.answers, strict=True)
     ]

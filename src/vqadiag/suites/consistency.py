@@ -27,7 +27,13 @@ from vqadiag.suites.base import (
     is_zero,
     register_suite,
 )
-from vqadiag.suites.sources import needs_visual, vqa_context, vqa_data, vqa_probe
+from vqadiag.suites.sources import (
+    needs_visual,
+    raw_texts,
+    vqa_context,
+    vqa_data,
+    vqa_probe,
+)
 from vqadiag.suites.state import DiagnoseState, estimate_of, hash_order, write_predictions
 
 
@@ -175,6 +181,7 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
                 "sub_truth": s.answer,
                 "answers": {"main": main_answer[s.main_id].answer, "sub": a.answer},
                 "values": values,
+                **raw_texts({"main": main_answer[s.main_id], "sub": a}),
             }
         )
     summary = {"reasoning_consistency": estimate_of(result["ci"], "consistency")}

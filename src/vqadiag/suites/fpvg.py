@@ -25,7 +25,14 @@ from vqadiag.suites.base import (
     is_zero,
     register_suite,
 )
-from vqadiag.suites.sources import gqa_source, needs_visual, plain_run, probe_of, unit_row
+from vqadiag.suites.sources import (
+    gqa_source,
+    needs_visual,
+    plain_run,
+    probe_of,
+    raw_texts,
+    unit_row,
+)
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 #: the FPVG figures of the summary (docs/results-schema.md ``summary``)
@@ -209,6 +216,7 @@ def fpvg_suite(state: DiagnoseState) -> SuiteOutput:
                 values=values,
                 relevant=fs.relevant[q],
                 irrelevant=fs.irrelevant[q],
+                **raw_texts({"all": a_all, "rel": a_rel, "irrel": a_irrel}),
             )
         )
     ci = result["ci"]

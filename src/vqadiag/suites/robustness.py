@@ -25,7 +25,7 @@ from vqadiag.suites.base import (
     Units,
     register_suite,
 )
-from vqadiag.suites.sources import GQASource, plain_run, probe_of, unit_row
+from vqadiag.suites.sources import GQASource, plain_run, probe_of, raw_texts, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 N_PARTITIONS = 7
@@ -205,7 +205,8 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
         rec = src.records[q]
         ans = {k: v[i].answer for k, v in answers.items()}
         values = {f"correct_{k}": int(v) for k, v in zip(ans, accuracy_of[q], strict=True)}
-        rows.append(unit_row("robustness", q, rec, answers=ans, values=values))
+        raw = raw_texts({k: v[i] for k, v in answers.items()})
+        rows.append(unit_row("robustness", q, rec, answers=ans, values=values, **raw))
     ci = result["ci"]
     summary = {
         "r_score": estimate_of(ci, "r_score"),

@@ -117,6 +117,13 @@ def unit_row(suite: str, qid: str, record: Mapping[str, Any], **extra: Any) -> d
     }
 
 
+def raw_texts(answers: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"raw": {name: text}}`` when a generative model's raw texts are known (the
+    per-question row's ``raw``, beside ``answers``), else ``{}``."""
+    raw = {name: getattr(a, "raw", None) for name, a in answers.items()}
+    return {"raw": raw} if any(t is not None for t in raw.values()) else {}
+
+
 def vqa_data(state: DiagnoseState) -> Any:
     """The VQA v2 data of the split with annotations, made once (skips when absent)."""
     if "vqa2" in state.memo:

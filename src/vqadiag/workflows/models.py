@@ -141,11 +141,13 @@ def predict(
     n_bootstrap: int = 1000,
     dataset: str = "gqa",
     images: str | Path | None = None,
+    model_args: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Answer every question of ``split`` with the model of ``run`` and write ``out``
     (``{qid: answer}``, or ``{qid: {"answer", "probs": top-k}}`` with ``probs_k > 0``).
 
-    ``dataset``: ``gqa`` or ``vqa2`` and ``images`` (:func:`open_data`). Returns ``{model, run,
+    ``dataset``: ``gqa`` or ``vqa2`` and ``images`` (:func:`open_data`); ``model_args``: an
+    adapter's settings (``--model-args``). Returns ``{model, run,
     fingerprint, data, dataset, split, out, questions, seconds,
     questions_per_second, accuracy | None, ci: {accuracy}}`` (accuracy in percent,
     exact match, when the questions carry answers).
@@ -154,7 +156,7 @@ def predict(
 
     load_plugins(())
     writable_file(out)
-    model = load_model_spec(str(run))
+    model = load_model_spec(str(run), model_args)
     data = open_data(data_dir, dataset, images)
     questions = data.questions(split)
     start = time.perf_counter()

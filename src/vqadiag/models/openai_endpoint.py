@@ -1,0 +1,261 @@
+"""A VLM behind an OpenAI-compatible chat-completions server (docs/vlms.md, "Servers").
+
+``--model openai:URL`` (vLLM, SGLang, Ollama, llama.cpp's server, ``transformers serve``,
+a hosted API). ``URL`` is the API root (``http://localhost:8000/v1``; a URL without a
+path gets ``/v1``); credentials never go in it: the API key is read from the
+environment variable ``api_key_env`` (default ``OPENAI_API_KEY``; unset sends
+``EMPTY``, which local servers accept) and is never written anywhere.
+
+Each question is one request: a user message with the image as a base64 ``data:`` URL
+(PNG by default, lossless, so the server sees exactly the pixels of the condition)
+followed by ``prompt.format(question=…)``, ``temperature`` 0, ``max_tokens`` =
+``max_new_tokens``. ``in_flight`` requests run at once; the ``openai`` client times each
+out after ``timeout`` seconds and retries connection errors, 408, 409, 429 and 5xx up
+to ``max_retries`` times with exponential backoff (honouring ``Retry-After``). Answers
+are handed to the caller as they arrive (:meth:`EndpointModel.predict_stream`), so the
+prediction store holds every finished answer of a killed run.
+
+The fingerprint covers the URL, the served model's name, ``revision`` (a free label:
+change it when other weights are served under the same name) and every setting that
+changes the answers; not ``in_flight``, ``timeout`` or the key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from vqadiag.errors import DataError
+from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
+from vqadiag.models.chat_vlm import as_rgb_images
+from vqadiag.models.generated_answer import Generation, read_generation
+from vqadiag.models.model_args import ModelArgs
+
+NAME = "openai"
+IMAGE_FORMATS = ("png", "jpeg")
+
+
+def api_root(url: str) -> str:
+    """``url`` checked (http / https, a host, no credentials) with ``/v1`` added when it
+    has no path."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise DataError("--model", f"openai:URL needs an http(s) URL, got {url!r}")
+    if parts.username or parts.password:
+        raise DataError("--model", "no credentials in the URL: put the API key in OPENAI_API_KEY")
+    path = parts.path.rstrip("/") or "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def image_data_url(image: np.ndarray, image_format: str = "png") -> str:
+    """``data:image/…;base64,…`` of an (H, W, 3) uint8 array (PNG: level 1, lossless)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    picture = Image.fromarray(np.ascontiguousarray(image), "RGB")
+    if image_format == "png":
+        picture.save(buffer, format="PNG", compress_level=1)
+    else:
+        picture.save(buffer, format="JPEG", quality=95)
+    return f"data:image/{image_format};base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+class EndpointModel:
+    """A served chat VLM (module docstring)."""
+
+    name: ClassVar[str] = NAME
+    #: the data path sends the stored image size
+    input_size: ClassVar[None] = None
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        served_model: str | None = None,
+        in_flight: int = 8,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        api_key_env: str = "OPENAI_API_KEY",
+        image_format: str = "png",
+        revision: str = "",
+        generation: Generation | None = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError:
+            raise DataError(
+                "--model", "openai:URL needs the openai package: pip install 'vqadiag[openai]'"
+            ) from None
+        if image_format not in IMAGE_FORMATS:
+            raise DataError("--model-args", f"image_format must be one of {IMAGE_FORMATS}")
+        self.url = api_root(url)
+        self.in_flight = max(1, int(in_flight))
+        self.image_format = image_format
+        self.revision = revision
+        self.generation = generation or Generation()
+        self._openai = openai
+        self.client = openai.OpenAI(
+            base_url=self.url,
+            api_key=os.environ.get(api_key_env) or "EMPTY",
+            timeout=float(timeout),
+            max_retries=int(max_retries),
+        )
+        self.served_model = served_model or self._only_served_model()
+        self.answer_vocab: list[str] = []
+        self.capabilities = Capabilities(
+            visual="pixels",
+            object_masking=False,
+            attention=False,
+            gradients=False,
+            probabilities=False,
+            generative_text=True,
+        )
+        self.requests_sent = 0
+        self._count_lock = threading.Lock()
+
+    @classmethod
+    def from_spec(cls, spec: str, args: Mapping[str, Any] | None = None) -> EndpointModel:
+        """The model of ``openai:URL`` with its ``--model-args`` (docs/vlms.md)."""
+        reader = ModelArgs(args, NAME)
+        model = cls(
+            spec,
+            served_model=reader.text("model", None),
+            in_flight=reader.integer("in_flight", 8),
+            timeout=reader.number("timeout", 60.0, minimum=0.001),
+            max_retries=reader.integer("max_retries", 5, minimum=0),
+            api_key_env=reader.text("api_key_env", "OPENAI_API_KEY") or "OPENAI_API_KEY",
+            image_format=reader.choice("image_format", "png", IMAGE_FORMATS),
+            revision=reader.text("revision", "") or "",
+            generation=read_generation(reader),
+        )
+        reader.finish()
+        return model
+
+    def _only_served_model(self) -> str:
+        """The server's one model (``GET /models``); several or none is an error."""
+        try:
+            names = sorted(m.id for m in self.client.models.list())
+        except self._openai.OpenAIError as err:
+            raise DataError(
+                self.url,
+                f"cannot list the served models ({_first_line(err)}); name the model with "
+                "--model-args model=NAME",
+            ) from None
+        if len(names) != 1:
+            listed = ", ".join(names[:10]) or "none"
+            raise DataError(
+                self.url, f"name the served model with --model-args model=NAME (served: {listed})"
+            )
+        return names[0]
+
+    def settings(self) -> dict[str, Any]:
+        """What ``results.json`` records under ``model.settings`` (never the API key)."""
+        return {
+            "adapter": NAME,
+            "url": self.url,
+            "served_model": self.served_model,
+            "revision": self.revision,
+            "image_format": self.image_format,
+            "in_flight": self.in_flight,
+            **self.generation.to_json(),
+        }
+
+    def fingerprint(self) -> str:
+        """SHA-256 (16 hex) of the settings that change answers (module docstring)."""
+        keep = {k: v for k, v in self.settings().items() if k != "in_flight"}
+        return hashlib.sha256(repr(sorted(keep.items())).encode()).hexdigest()[:16]
+
+    # -- prediction -------------------------------------------------------------------
+    def ask(self, question: str, image_url: str) -> str:
+        """One chat completion: the generated text ("" when the server sends none)."""
+        with self._count_lock:
+            self.requests_sent += 1
+        response = self.client.chat.completions.create(
+            model=self.served_model,
+            temperature=0,
+            max_tokens=self.generation.max_new_tokens,
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": image_url}},
+                        {"type": "text", "text": self.generation.ask(question)},
+                    ],
+                }
+            ],
+        )
+        if not response.choices:
+            return ""
+        return (response.choices[0].message.content or "").strip()
+
+    def predict_stream(
+        self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None
+    ) -> Iterator[tuple[list[int], ModelOutput]]:
+        """``([i], output of question i)`` as each answer arrives, ``in_flight`` at a time.
+        A request that still fails after its retries stops the run with one line naming
+        the question; the answers already handed out stay valid."""
+        images = as_rgb_images(batch, visual)
+        encoded: dict[int, Future[str]] = {}
+        lock = threading.Lock()
+
+        def data_url(i: int) -> str:
+            key = id(images[i])
+            with lock:
+                fut = encoded.get(key)
+                owner = fut is None
+                if fut is None:
+                    fut = encoded[key] = Future()
+            if owner:
+                try:
+                    fut.set_result(image_data_url(images[i], self.image_format))
+                except BaseException as err:  # handed to every waiter
+                    fut.set_exception(err)
+            return fut.result()
+
+        def one(i: int) -> str:
+            return self.ask(batch.questions[i], data_url(i))
+
+        pool = ThreadPoolExecutor(max_workers=self.in_flight)
+        try:
+            futures = {pool.submit(one, i): i for i in range(len(batch))}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    text = fut.result()
+                except self._openai.OpenAIError as err:
+                    raise DataError(
+                        self.url,
+                        f"question {batch.question_ids[i]}: the server failed after "
+                        f"retries: {_first_line(err)}",
+                    ) from None
+                yield [i], ModelOutput([self.generation.answer(text)], None, None, [text])
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
+        """Every answer of ``batch`` in order (:meth:`predict_stream` collected)."""
+        texts: list[str] = [""] * len(batch)
+        answers: list[str] = [""] * len(batch)
+        for rows, out in self.predict_stream(batch, visual):
+            for i, answer, text in zip(rows, out.answers, out.texts or [], strict=True):
+                answers[i], texts[i] = answer, text
+        return ModelOutput(answers, None, None, texts)
+
+
+def load_endpoint(spec: str, args: Mapping[str, Any] | None = None) -> EndpointModel:
+    """``--model openai:URL`` (the adapter's loader): :meth:`EndpointModel.from_spec`."""
+    return EndpointModel.from_spec(spec, args)

@@ -1,0 +1,84 @@
+"""A tiny random LLaVA (CLIP vision tower + Llama language model) built offline.
+
+Configs are written in code, the tokenizer is a byte-level BPE trained with
+``tokenizers`` on a few sentences, the image processor is PIL-based, and the chat
+template is a LLaVA-1.5-style ``USER: <image>\\n… ASSISTANT:``. Nothing is downloaded.
+The folder loads through ``AutoProcessor`` / ``AutoModelForImageTextToText`` like a real
+``save_pretrained`` folder, so vqadiag's ``hf:`` adapter and ``transformers serve``
+both run it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS = [
+    "What color is the cat? Is the table red or blue? Which is larger, the dog or the car?",
+    "USER: ASSISTANT: Answer the question using a single word or phrase.",
+    "yes no red blue green yellow white black left right large small wood metal the answer is",
+]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'].upper() }}: "
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' or c['type'] == 'image_url' %}"
+    "<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}\n"
+    "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+
+
+def build_tiny_llava(out: str | Path, *, seed: int = 0) -> Path:
+    """Write a random tiny LLaVA chat model (weights, config, processor) to ``out``."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    out = Path(out)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<pad>", "<s>", "</s>", "<image>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(CORPUS * 4, trainer)
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+    image_processor = transformers.CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+    )
+    processor = transformers.LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=16,
+        vision_feature_select_strategy="default",
+        chat_template=CHAT_TEMPLATE,
+        num_additional_image_tokens=1,
+    )
+    config = transformers.LlavaConfig(
+        vision_config={
+            "model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 37,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 32,
+            "patch_size": 16,
+        },
+        text_config={
+            "model_type": "llama", "vocab_size": len(tokenizer), "hidden_size": 32,
+            "intermediate_size": 37, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 2, "max_position_embeddings": 256, "bos_token_id": 1,
+            "eos_token_id": 2, "pad_token_id": 0,
+        },
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    model = transformers.LlavaForConditionalGeneration(config)
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
