@@ -239,6 +239,12 @@ def test_diagnose_cli_runs_a_chat_vlm_end_to_end(run_cli, llava_dir, world, tmp_
         assert r["raw"].keys() == r["answers"].keys()
         for k, text in r["raw"].items():
             assert r["answers"][k] == short_answer(text)
+    # the report shows the generated text beside a failure's extracted answer
+    rep = run_cli("report", out, "--out", tmp_path / "report")
+    assert rep.exit_code == 0, rep.stderr
+    page = (tmp_path / "report" / "report.html").read_text()
+    differing = [t for r in rows for k, t in r["raw"].items() if t != r["answers"][k]]
+    assert differing and page.count('class="raw"') > 0
     # a rerun asks the model nothing and gives the same numbers
     again = run_cli(*args)
     assert again.exit_code == 0, again.stderr

@@ -21,7 +21,7 @@ import pytest
 
 from vqadiag.errors import DataError
 
-pytest.importorskip("openai")
+pytest.importorskip("urllib3")
 
 from vqadiag.models.base import PixelInput, QuestionBatch
 from vqadiag.models.openai_endpoint import EndpointModel, api_root, image_data_url
@@ -116,16 +116,25 @@ def test_retries_a_429_then_answers_with_the_key_from_the_environment(scripted, 
     assert "sekrit" not in json.dumps(model.settings()) + model.fingerprint()
 
 
-def test_png_data_url_carries_the_exact_pixels():
+@pytest.mark.parametrize("shape", [(9, 11, 3), (1, 1, 3), (5, 1, 3), (1, 7, 3), (64, 48, 3)])
+def test_png_data_url_carries_the_exact_pixels(shape):
     import base64
     import io
 
     from PIL import Image
 
-    image = np.random.default_rng(1).integers(0, 256, (9, 11, 3), dtype=np.uint8)
+    image = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
     url = image_data_url(image)
     decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     np.testing.assert_array_equal(np.asarray(decoded.convert("RGB")), image)
+
+
+def test_rgb_png_refuses_what_is_not_an_rgb_image():
+    from vqadiag.data.png import rgb_png
+
+    for shape in ((4, 4), (4, 4, 4), (4,)):
+        with pytest.raises(ValueError, match="expected an"):
+            rgb_png(np.zeros(shape, np.uint8))
 
 
 def test_a_server_that_keeps_failing_is_one_line_naming_the_question(scripted):
@@ -134,7 +143,7 @@ def test_a_server_that_keeps_failing_is_one_line_naming_the_question(scripted):
     with pytest.raises(DataError) as info:
         model.predict(*_one_question())
     message = str(info.value)
-    assert "question q7" in message and "\n" not in message
+    assert "question q7" in message and "HTTP 500: boom" in message and "\n" not in message
     assert len(script.seen) == 2  # the request and its one retry
 
 

@@ -90,6 +90,12 @@ def test_malformed_per_question_rows(run_cli, tmp_path, folder):
     _edit_rows(folder, 6, '{"suite": "accuracy", "id": "q06", "answers": {"all": 3}}')
     _fails(run_cli, tmp_path, folder, "record 'q06'", "answer 'all' must be a string")
     table.write_text(original)
+    _edit_rows(folder, 6, '{"suite": "accuracy", "id": "q06", "raw": ["Yes."]}')
+    _fails(run_cli, tmp_path, folder, "line 6: record 'q06'", "raw must be an object")
+    table.write_text(original)
+    _edit_rows(folder, 6, '{"suite": "accuracy", "id": "q06", "raw": {"all": 1}}')
+    _fails(run_cli, tmp_path, folder, "record 'q06'", "raw 'all' must be a string")
+    table.write_text(original)
     _edit_rows(folder, 1, "[1, 2]")
     _fails(run_cli, tmp_path, folder, "per_question.jsonl", "line 1", "expected an object")
 

@@ -9,9 +9,11 @@ environment variable ``api_key_env`` (default ``OPENAI_API_KEY``; unset sends
 Each question is one request: a user message with the image as a base64 ``data:`` URL
 (PNG by default, lossless, so the server sees exactly the pixels of the condition)
 followed by ``prompt.format(question=…)``, ``temperature`` 0, ``max_tokens`` =
-``max_new_tokens``. ``in_flight`` requests run at once; the ``openai`` client times each
-out after ``timeout`` seconds and retries connection errors, 408, 409, 429 and 5xx up
-to ``max_retries`` times with exponential backoff (honouring ``Retry-After``). Answers
+``max_new_tokens``. ``in_flight`` requests run at once over one ``urllib3`` connection
+pool (bodies written and read with ``orjson``); each times out after ``timeout`` seconds,
+and connection errors, timeouts, 408, 409, 429 and 5xx are retried up to ``max_retries``
+times with exponential backoff (0.5 s, 1 s, 2 s … at most 30 s, with jitter; a
+``Retry-After`` header wins) by ``urllib3.util.Retry``. Answers
 are handed to the caller as they arrive (:meth:`EndpointModel.predict_stream`), so the
 prediction store holds every finished answer of a killed run.
 
@@ -33,7 +35,9 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+import orjson
 
+from vqadiag.data.png import rgb_png
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.chat_vlm import as_rgb_images
@@ -42,6 +46,8 @@ from vqadiag.models.model_args import ModelArgs
 
 NAME = "openai"
 IMAGE_FORMATS = ("png", "jpeg")
+#: statuses retried with backoff (besides connection errors and timeouts)
+RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
 def api_root(url: str) -> str:
@@ -57,21 +63,38 @@ def api_root(url: str) -> str:
 
 
 def image_data_url(image: np.ndarray, image_format: str = "png") -> str:
-    """``data:image/…;base64,…`` of an (H, W, 3) uint8 array (PNG: level 1, lossless)."""
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    picture = Image.fromarray(np.ascontiguousarray(image), "RGB")
+    """``data:image/…;base64,…`` of an (H, W, 3) uint8 array (PNG: lossless,
+    :func:`vqadiag.data.png.rgb_png`; JPEG: quality 95)."""
     if image_format == "png":
-        picture.save(buffer, format="PNG", compress_level=1)
+        data = rgb_png(image)
     else:
-        picture.save(buffer, format="JPEG", quality=95)
-    return f"data:image/{image_format};base64," + base64.b64encode(buffer.getvalue()).decode()
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(image), "RGB").save(buffer, format="JPEG", quality=95)
+        data = buffer.getvalue()
+    return f"data:image/{image_format};base64," + base64.b64encode(data).decode()
 
 
-def _first_line(err: BaseException) -> str:
+def _first_line(err: object) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def _server_message(data: bytes) -> str:
+    """The ``error.message`` of an OpenAI-style error reply, else its first 200 bytes."""
+    try:
+        reply = orjson.loads(data)
+        message = reply["error"]["message"] if isinstance(reply.get("error"), dict) else None
+        message = message or reply.get("error") or reply.get("detail") or reply.get("message")
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+        message = None
+    text = str(message) if message else data[:200].decode("utf-8", "replace")
+    return _first_line(text) if text.strip() else "(empty reply)"
+
+
+class EndpointError(Exception):
+    """A request that failed after its retries (the message says how)."""
 
 
 class EndpointModel:
@@ -95,10 +118,10 @@ class EndpointModel:
         generation: Generation | None = None,
     ) -> None:
         try:
-            import openai
+            import urllib3
         except ImportError:
             raise DataError(
-                "--model", "openai:URL needs the openai package: pip install 'vqadiag[openai]'"
+                "--model", "openai:URL needs urllib3: pip install 'vqadiag[openai]'"
             ) from None
         if image_format not in IMAGE_FORMATS:
             raise DataError("--model-args", f"image_format must be one of {IMAGE_FORMATS}")
@@ -107,13 +130,27 @@ class EndpointModel:
         self.image_format = image_format
         self.revision = revision
         self.generation = generation or Generation()
-        self._openai = openai
-        self.client = openai.OpenAI(
-            base_url=self.url,
-            api_key=os.environ.get(api_key_env) or "EMPTY",
-            timeout=float(timeout),
-            max_retries=int(max_retries),
+        self._urllib3 = urllib3
+        retries = urllib3.util.Retry(
+            total=int(max_retries),
+            backoff_factor=0.5,
+            backoff_max=30.0,
+            backoff_jitter=0.25,
+            status_forcelist=RETRIED_STATUS,
+            allowed_methods=None,  # POST too: a chat completion changes nothing
+            respect_retry_after_header=True,
+            raise_on_status=False,  # the last response is reported with its message
         )
+        self._pool = urllib3.PoolManager(
+            maxsize=self.in_flight,
+            block=True,
+            retries=retries,
+            timeout=urllib3.util.Timeout(total=float(timeout)),
+        )
+        self._headers = {
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {os.environ.get(api_key_env) or 'EMPTY'}",
+        }
         self.served_model = served_model or self._only_served_model()
         self.answer_vocab: list[str] = []
         self.capabilities = Capabilities(
@@ -145,11 +182,33 @@ class EndpointModel:
         reader.finish()
         return model
 
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        """One API call (with the retries of the module docstring): the JSON reply, or
+        :class:`EndpointError` with the server's own message."""
+        urllib3 = self._urllib3
+        try:
+            response = self._pool.request(
+                method,
+                self.url + path,
+                body=None if body is None else orjson.dumps(body),
+                headers=self._headers,
+            )
+        except urllib3.exceptions.HTTPError as err:
+            reason = getattr(err, "reason", None) or err
+            raise EndpointError(f"{type(reason).__name__}: {_first_line(reason)}") from None
+        if response.status >= 400:
+            raise EndpointError(f"HTTP {response.status}: {_server_message(response.data)}")
+        try:
+            return orjson.loads(response.data)
+        except orjson.JSONDecodeError:
+            raise EndpointError(f"the reply is not JSON: {response.data[:80]!r}") from None
+
     def _only_served_model(self) -> str:
         """The server's one model (``GET /models``); several or none is an error."""
         try:
-            names = sorted(m.id for m in self.client.models.list())
-        except self._openai.OpenAIError as err:
+            reply = self._call("GET", "/models")
+            names = sorted(str(m["id"]) for m in reply["data"])
+        except (EndpointError, KeyError, TypeError) as err:
             raise DataError(
                 self.url,
                 f"cannot list the served models ({_first_line(err)}); name the model with "
@@ -184,23 +243,34 @@ class EndpointModel:
         """One chat completion: the generated text ("" when the server sends none)."""
         with self._count_lock:
             self.requests_sent += 1
-        response = self.client.chat.completions.create(
-            model=self.served_model,
-            temperature=0,
-            max_tokens=self.generation.max_new_tokens,
-            messages=[
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "image_url", "image_url": {"url": image_url}},
-                        {"type": "text", "text": self.generation.ask(question)},
-                    ],
-                }
-            ],
+        reply = self._call(
+            "POST",
+            "/chat/completions",
+            {
+                "model": self.served_model,
+                "temperature": 0,
+                "max_tokens": self.generation.max_new_tokens,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": image_url}},
+                            {"type": "text", "text": self.generation.ask(question)},
+                        ],
+                    }
+                ],
+            },
         )
-        if not response.choices:
-            return ""
-        return (response.choices[0].message.content or "").strip()
+        try:
+            choices = reply.get("choices") or []
+            content = choices[0]["message"].get("content") if choices else None
+        except (AttributeError, KeyError, TypeError, IndexError):
+            raise EndpointError(f"not a chat completion: {str(reply)[:80]}") from None
+        return str(content or "").strip()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._pool.clear()
 
     def predict_stream(
         self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None
@@ -236,7 +306,7 @@ class EndpointModel:
                 i = futures[fut]
                 try:
                     text = fut.result()
-                except self._openai.OpenAIError as err:
+                except EndpointError as err:
                     raise DataError(
                         self.url,
                         f"question {batch.question_ids[i]}: the server failed after "

@@ -9,6 +9,7 @@ sub-question wrong.
 Selection: the units where at least one model fails, sorted by id, sampled
 without replacement with ``numpy.random.default_rng([seed, crc32(suite)])``,
 shown in id order; each row lists every model's answers under each condition
+(with a generative model's raw text where it differs from the extracted answer)
 and whether it failed. The same seed gives the same examples.
 """
 
@@ -58,6 +59,7 @@ def select_examples(
                 {
                     "model": rs.label,
                     "answers": None if row is None else row.answers,
+                    "raw": None if row is None else _differing_raw(row),
                     "failed": None if row is None else failed(row),
                 }
             )
@@ -73,6 +75,21 @@ def select_examples(
             row["irrelevant"] = list(first.irrelevant or ())
         rows.append(row)
     return {"title": title, "n_failing": len(failing), "rows": rows}
+
+
+#: longest raw text shown in a drill-down cell (characters)
+RAW_SHOWN = 120
+
+
+def _differing_raw(row: Row) -> dict[str, str]:
+    """A generative model's raw texts where they differ from the extracted answer
+    (shortened to :data:`RAW_SHOWN` characters)."""
+    out = {}
+    for cond, text in (row.raw or {}).items():
+        if text is None or text == row.answers.get(cond):
+            continue
+        out[cond] = text if len(text) <= RAW_SHOWN else text[: RAW_SHOWN - 1] + "…"
+    return out
 
 
 def drilldown(sets: Sequence[ResultSet], *, seed: int, k: int = DEFAULT_EXAMPLES) -> dict:

@@ -44,6 +44,8 @@ class Row:
     qid: str | None = None
     relevant: tuple[int, ...] | None = None
     irrelevant: tuple[int, ...] | None = None
+    #: a generative model's text before it became each answer (None: not generative)
+    raw: dict[str, str | None] | None = None
 
 
 def _indices(record: Mapping[str, Any], key: str) -> tuple[int, ...] | None:
@@ -201,16 +203,8 @@ def _check_row(record: Any, path: Path, lineno: int) -> Row:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise DataError(path, f"value {key!r} must be a finite number, got {v!r}", label)
         clean[key] = float(v)
-    answers = record.get("answers", {})
-    if answers is None:
-        answers = {}
-    if not isinstance(answers, Mapping):
-        raise DataError(path, "answers must be an object", label)
-    ans: dict[str, str | None] = {}
-    for key, a in answers.items():
-        if a is not None and not isinstance(a, str):
-            raise DataError(path, f"answer {key!r} must be a string or null, got {a!r}", label)
-        ans[str(key)] = a
+    ans = _answer_map(record, "answers", path, label) or {}
+    raw = _answer_map(record, "raw", path, label)
     question = _text(record, "question", path, label)
     truth = _text(record, "truth", path, label)
     sub_question = _text(record, "sub_question", path, label)
@@ -228,7 +222,27 @@ def _check_row(record: Any, path: Path, lineno: int) -> Row:
         qid=_text(record, "qid", path, label),
         relevant=_indices(record, "relevant"),
         irrelevant=_indices(record, "irrelevant"),
+        raw=raw,
     )
+
+
+def _answer_map(
+    record: Mapping[str, Any], key: str, path: Path, label: str
+) -> dict[str, str | None] | None:
+    """``record[key]`` (``answers`` or ``raw``): an object of strings or nulls; None when
+    absent."""
+    answers = record.get(key)
+    if answers is None:
+        return None
+    if not isinstance(answers, Mapping):
+        raise DataError(path, f"{key} must be an object", label)
+    out: dict[str, str | None] = {}
+    for name, a in answers.items():
+        if a is not None and not isinstance(a, str):
+            what = "answer" if key == "answers" else key
+            raise DataError(path, f"{what} {name!r} must be a string or null, got {a!r}", label)
+        out[str(name)] = a
+    return out
 
 
 def _check_committed(results: Mapping[str, Any], path: Path, table: Path) -> None:

@@ -31,6 +31,7 @@ h2 { font-size: 1.2rem; margin: .8rem 0 .4rem; } p.lead { margin: .2rem 0; font-
 .verdict { font-weight: 600; } .verdict::after { content: ":"; } .tone-good .verdict { color: #1e6b34; }
 .tone-bad .verdict { color: #a1261b; } .tone-neutral .verdict { color: #7a5a00; }
 .quiet { color: #666; font-size: .8rem; }
+.raw { color: #555; font-size: .8rem; font-style: italic; overflow-wrap: anywhere; }
 table.overview { font-size: .72rem; width: 100%; margin: 0; }
 table.overview th { font-weight: 600; vertical-align: bottom; }
 table.overview td { text-align: center; padding: .3rem .2rem; }
@@ -150,7 +151,7 @@ for multiple comparisons (the findings' are).</p>
 {% for r in table.rows %}
 <tr><td><code>{{ r.id }}</code></td><td>{{ r.question or '' }}</td><td>{% set thumb = thumbnails.get(suite ~ '|' ~ r.id) %}{% if thumb %}<img class="thumb" alt="image {{ r.image_id }}{% if r.relevant is defined %}: relevant boxes green, irrelevant red{% endif %}" src="data:image/jpeg;base64,{{ thumb }}"><br>{% endif %}<code>{{ r.image_id or '' }}</code></td><td>{{ r.truth or '' }}</td>
 {% for m in r.models %}<td class="{% if m.failed %}fail{% elif m.failed is sameas false %}ok{% endif %}">
-{% if m.answers is none %}<span class="notrun">-</span>{% else %}{% for cond, ans in m.answers.items() %}{{ cond }}: <b>{{ ans if ans is not none else '-' }}</b><br>{% endfor %}{% endif %}</td>{% endfor %}
+{% if m.answers is none %}<span class="notrun">-</span>{% else %}{% for cond, ans in m.answers.items() %}{{ cond }}: <b>{{ ans if ans is not none else '-' }}</b>{% if m.raw and cond in m.raw %} <span class="raw" title="generated text">“{{ m.raw[cond] }}”</span>{% endif %}<br>{% endfor %}{% endif %}</td>{% endfor %}
 </tr>
 {% endfor %}
 </table>

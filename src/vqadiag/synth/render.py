@@ -33,7 +33,6 @@ Images are palette PNGs: ``Image.open(path).convert("RGB")`` gives the colours.
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import threading
 import zlib
@@ -47,6 +46,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw
 
+from vqadiag.data.png import PALETTE as PNG_PALETTE_TYPE
+from vqadiag.data.png import png_file
 from vqadiag.synth.scenes import Scenes
 from vqadiag.synth.taxonomy import CATEGORIES, CLASSES, COLORS, MATERIALS, PLACES, STATES
 
@@ -584,11 +585,7 @@ def render_indices(scenes: Scenes, i: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(img), owner
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-_PLTE = _chunk(b"PLTE", bytes(v for rgb in PALETTE.rgb for v in rgb))
+_PLTE = bytes(v for rgb in PALETTE.rgb for v in rgb)
 
 
 def _deflate(data: np.ndarray) -> bytes:
@@ -611,15 +608,7 @@ def encode_png(img: Image.Image) -> bytes:
     rows[:, 0] = 2  # filter type Up: each byte minus the byte above (modulo 256)
     rows[0, 1:] = index[0]
     np.subtract(index[1:], index[:-1], out=rows[1:, 1:])
-    return b"".join(
-        (
-            b"\x89PNG\r\n\x1a\n",
-            _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 3, 0, 0, 0)),
-            _PLTE,
-            _chunk(b"IDAT", _deflate(rows)),
-            _chunk(b"IEND", b""),
-        )
-    )
+    return png_file(w, h, PNG_PALETTE_TYPE, _deflate(rows), _PLTE)
 
 
 def scenes_slice(scenes: Scenes, start: int, stop: int) -> Scenes:
