@@ -14,6 +14,18 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# lmms-eval, for the test that runs it on an exported task: in its own virtual environment
+# that sees this one's packages (torch, transformers), installed without its dependency
+# list, which pulls a CUDA torch through torchvision; only what it imports is added.
+lmms_venv="${VQADIAG_LMMS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/vqadiag/lmms-eval-venv}"
+if [ ! -x "$lmms_venv/bin/python" ] || ! "$lmms_venv/bin/python" -c "import lmms_eval, decord" 2>/dev/null; then
+  python3 -m venv --system-site-packages "$lmms_venv"
+  "$lmms_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "lmms-eval>=0.4"
+  "$lmms_venv/bin/pip" install --quiet --disable-pip-version-check datasets evaluate \
+    jsonlines loguru pytablewriter sacrebleu sqlitedict tenacity python-dotenv zss \
+    tqdm-multiprocess numexpr decord
+fi
+export VQADIAG_LMMS_EVAL_PYTHON="$lmms_venv/bin/python"
 python3 -m ruff check src tests benchmarks
 lint-imports --no-cache
 set +e

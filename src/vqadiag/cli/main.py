@@ -7,6 +7,7 @@ import typer
 from vqadiag import __version__
 from vqadiag.cli import (  # noqa: F401  (importing registers the commands)
     bq,
+    conditions,
     consistency,
     diagnose,
     explain,

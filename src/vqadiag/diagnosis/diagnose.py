@@ -99,7 +99,7 @@ def _model_settings(model: Any) -> dict[str, Any]:
 
 def diagnose(
     data: str | Path,
-    model: str,
+    model: str | Any,
     out: str | Path,
     *,
     suites: str | Iterable[str] = "all",
@@ -161,7 +161,10 @@ def diagnose(
         fill=pixel_fill,
         allow_missing_images=bool(allow_missing_images),
     )
-    the_model = load_model_spec(model, model_args)
+    if isinstance(model, str):
+        the_model = load_model_spec(model, model_args)
+    else:  # a model object (the Python API; conditions export's recorder)
+        the_model, model = model, str(getattr(model, "name", type(model).__name__))
     out_dir = output_folder(out, ("results.json", "store.sqlite", LOCK_NAME))
     with FolderLock(out_dir):
         return _diagnose_into(the_model, model, options, out_dir, root)

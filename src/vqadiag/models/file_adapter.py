@@ -145,3 +145,15 @@ class PredictionFileModel:
                 digest.update(self.files[cond].read_bytes())
             self._fingerprint = digest.hexdigest()[:16]
         return self._fingerprint
+
+
+def load_files(spec: str, args: Mapping[str, Any] | None = None) -> Any:
+    """``--model files:PATH``: a prediction file of the plain questions
+    (:class:`PredictionFileModel`), or with ``--model-args conditions=EXPORT_DIR`` a
+    harness's answers to exported conditions
+    (:class:`vqadiag.models.condition_answers.ConditionAnswersModel`)."""
+    if not args:
+        return PredictionFileModel(spec)
+    from vqadiag.models.condition_answers import ConditionAnswersModel
+
+    return ConditionAnswersModel.from_args(spec, args)

@@ -70,8 +70,9 @@ class Adapter:
 ADAPTERS: dict[str, Adapter] = {
     "files": Adapter(
         "files",
-        "vqadiag.models.file_adapter:PredictionFileModel",
-        "prediction files (plain condition only)",
+        "vqadiag.models.file_adapter:load_files",
+        "prediction files (plain condition only), or a harness's answers to exported "
+        "conditions (--model-args conditions=EXPORT_DIR)",
     ),
     "hf": Adapter(
         "hf",

@@ -1,0 +1,197 @@
+"""Answers from a harness run on exported conditions (docs/harnesses.md).
+
+``vqadiag conditions export`` writes every input a diagnose run would show a model:
+one *item* per distinct (question text, image pixels) pair, whichever condition asked
+for it. The item's id is :func:`item_id` of the question and the pixels' digest, so it
+names exactly what the model is shown. A harness (lmms-eval, VLMEvalKit, LLaVA's
+``model_vqa``, your own loop) answers the items. :class:`ConditionAnswersModel` then
+plays the model in ``diagnose``: for each probe it computes the item id of the question
+and the condition's pixels it is given, and returns the harness's answer for that item,
+after the answer extraction of docs/vlms.md. A probe with no answered item (another
+``--max-questions``, fill, BQD … than at export) is an error naming the question.
+
+:class:`RecordingModel` is the other half: ``conditions export`` runs the suites with
+it, and it records each (question, image) it is asked instead of answering.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vqadiag.data.jsonio import read_json
+from vqadiag.data.predictions import read_predictions
+from vqadiag.errors import DataError, record_label
+from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
+from vqadiag.models.chat_vlm import as_rgb_images
+from vqadiag.models.generated_answer import Generation
+from vqadiag.models.model_args import ModelArgs
+
+MANIFEST = "manifest.json"
+MANIFEST_KIND = "vqadiag.conditions"
+#: what a generative model reads and answers (the capabilities an exported run has)
+HARNESS_CAPABILITIES = Capabilities(
+    visual="pixels",
+    object_masking=False,
+    attention=False,
+    gradients=False,
+    probabilities=False,
+    generative_text=True,
+)
+
+
+def pixel_digest(image: np.ndarray) -> str:
+    """SHA-256 (hex) of an (H, W, 3) uint8 image: its shape and its bytes."""
+    array = np.ascontiguousarray(image, dtype=np.uint8)
+    digest = hashlib.sha256(repr(array.shape).encode())
+    digest.update(memoryview(array).cast("B"))
+    return digest.hexdigest()
+
+
+def item_id(question: str, image_digest: str) -> str:
+    """The id of one exported input: 16 hex of SHA-256 over the question and the pixels."""
+    return hashlib.sha256(f"{question}\0{image_digest}".encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One exported input: the question and the pixels a condition shows."""
+
+    id: str
+    index: int
+    question: str
+    image_digest: str
+
+
+class RecordingModel:
+    """Records each (question, image) it is asked; answers nothing useful (empty text).
+
+    ``sink(item, image)`` is called once per new item (the export writes the image
+    there), so the images are not kept in memory."""
+
+    name: ClassVar[str] = "conditions-export"
+    input_size: ClassVar[None] = None
+    capabilities = HARNESS_CAPABILITIES
+    answer_vocab: ClassVar[list[str]] = []
+
+    def __init__(self, sink: Callable[[Item, np.ndarray], None] | None = None) -> None:
+        self.items: dict[str, Item] = {}
+        self.sink = sink
+
+    def fingerprint(self) -> str:
+        return "conditions-export"
+
+    def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
+        images = as_rgb_images(batch, visual)
+        for question, image in zip(batch.questions, images, strict=True):
+            digest = pixel_digest(image)
+            key = item_id(question, digest)
+            if key not in self.items:
+                item = self.items[key] = Item(key, len(self.items), question, digest)
+                if self.sink is not None:
+                    self.sink(item, image)
+        return ModelOutput([""] * len(batch), None, None, [""] * len(batch))
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The ``manifest.json`` of an export folder, checked."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise DataError(folder, f"no {MANIFEST}: not a folder written by vqadiag conditions export")
+    manifest = read_json(path)
+    if not isinstance(manifest, dict) or manifest.get("kind") != MANIFEST_KIND:
+        raise DataError(path, f"expected a {MANIFEST_KIND!r} manifest")
+    items = manifest.get("items")
+    if not isinstance(items, list):
+        raise DataError(path, "missing field 'items'")
+    for n, item in enumerate(items):
+        keys = ("question_id", "index", "question")
+        if not isinstance(item, dict) or not all(k in item for k in keys):
+            raise DataError(path, "an item needs question_id, index and question", f"item {n}")
+    return manifest
+
+
+class ConditionAnswersModel:
+    """A harness's answers to exported conditions, as a model (module docstring)."""
+
+    name: ClassVar[str] = "harness"
+    input_size: ClassVar[None] = None
+    capabilities = HARNESS_CAPABILITIES
+    answer_vocab: ClassVar[list[str]] = []
+
+    def __init__(
+        self, answers: str | Path, conditions: str | Path, generation: Generation | None = None
+    ) -> None:
+        self.answers_path = Path(answers)
+        self.folder = Path(conditions)
+        self.manifest = read_manifest(self.folder)
+        self.generation = generation or Generation(
+            prompt=str(self.manifest.get("prompt", Generation.prompt))
+        )
+        by_index = {str(it["index"]): str(it["question_id"]) for it in self.manifest["items"]}
+        known = set(by_index.values())
+        self.texts: dict[str, str] = {}
+        for key, prediction in read_predictions(self.answers_path).items():
+            item = key if key in known else by_index.get(key)
+            if item is None:
+                raise DataError(
+                    self.answers_path,
+                    f"not an item of the export {str(self.folder)!r}",
+                    record_label(key),
+                )
+            self.texts[item] = prediction.answer
+        self._fingerprint: str | None = None
+
+    @classmethod
+    def from_args(cls, answers: str, args: Mapping[str, Any] | None) -> ConditionAnswersModel:
+        """``files:HARNESS_OUTPUT`` with ``--model-args conditions=EXPORT_DIR`` (and
+        optionally ``extraction``)."""
+        reader = ModelArgs(args, "files")
+        folder = reader.text("conditions", None)
+        extraction = reader.choice("extraction", "short", ("short", "raw"))
+        reader.finish()
+        if folder is None:
+            raise DataError("--model-args", "files: takes settings only with conditions=EXPORT_DIR")
+        model = cls(answers, folder)
+        model.generation = Generation(model.generation.prompt, extraction)
+        return model
+
+    def settings(self) -> dict[str, Any]:
+        """What ``results.json`` records under ``model.settings``."""
+        return {
+            "adapter": "files",
+            "answers": str(self.answers_path.resolve()),
+            "conditions": str(self.folder.resolve()),
+            **self.generation.to_json(),
+        }
+
+    def fingerprint(self) -> str:
+        """SHA-256 (16 hex) of the answers file, the manifest and the extraction."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256(self.generation.extraction.encode())
+            for path in (self.answers_path, self.folder / MANIFEST):
+                digest.update(path.read_bytes())
+            self._fingerprint = digest.hexdigest()[:16]
+        return self._fingerprint
+
+    def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
+        """The harness's answer to each (question, pixels) of the batch."""
+        images = as_rgb_images(batch, visual)
+        texts = []
+        for qid, question, image in zip(batch.question_ids, batch.questions, images, strict=True):
+            key = item_id(question, pixel_digest(image))
+            text = self.texts.get(key)
+            if text is None:
+                raise DataError(
+                    self.answers_path,
+                    f"no answer for question {qid} as this run shows it (item {key}): run "
+                    "diagnose with the options the conditions were exported with "
+                    f"({self.folder / MANIFEST}, 'options')",
+                )
+            texts.append(text)
+        return ModelOutput([self.generation.answer(t) for t in texts], None, None, texts)

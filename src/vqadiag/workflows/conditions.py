@@ -1,0 +1,230 @@
+"""``vqadiag conditions export``: every input a diagnose run would show a model, written
+for a harness to answer (docs/harnesses.md).
+
+The suites run exactly as in ``diagnose`` (same options, same probes), with
+:class:`~vqadiag.models.condition_answers.RecordingModel` in the model's place: it
+records each distinct (question, condition pixels) as an *item* instead of answering.
+The folder then holds
+
+* ``manifest.json``: ``{kind: "vqadiag.conditions", version, vqadiag_version, data, format, prompt,
+  max_new_tokens,
+  options, conditions: {name: questions}, skipped, items: [{index, question_id, question,
+  image}]}`` (``question_id`` is the item id);
+* ``images/<digest>.png``: each distinct image once (lossless, :mod:`vqadiag.data.png`);
+* for ``--format jsonl``: ``questions.jsonl`` in LLaVA's question-file shape
+  (``question_id`` = item id, ``image``, ``text`` = the prompt);
+* for ``--format vlmevalkit``: ``VQADiagConditions.tsv`` (``index``, ``image`` as base64
+  PNG, ``question`` = the prompt, ``answer`` empty), a custom VQA dataset;
+* for ``--format lmms-eval``: ``lmms-eval/`` with a task ``vqadiag_conditions``
+  (``vqadiag_conditions.yaml``, ``utils.py``, ``items.jsonl``) to run with
+  ``--include_path``; its ``process_results`` logs ``submission.question_id`` = item id.
+
+Every file is written atomically and ``manifest.json`` last.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from vqadiag import __version__
+from vqadiag.data.atomic import output_folder, write_bytes_atomic
+from vqadiag.data.jsonio import write_json
+from vqadiag.data.png import rgb_png
+from vqadiag.errors import DataError
+from vqadiag.models.condition_answers import MANIFEST, MANIFEST_KIND, Item, RecordingModel
+from vqadiag.models.generated_answer import Generation
+
+FORMATS = ("jsonl", "vlmevalkit", "lmms-eval")
+TASK = "vqadiag_conditions"
+TSV = "VQADiagConditions.tsv"
+
+LMMS_YAML = """\
+task: "{task}"
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: "{items}"
+test_split: test
+output_type: generate_until
+doc_to_visual: !function utils.doc_to_visual
+doc_to_text: !function utils.doc_to_text
+doc_to_target: "answer"
+generation_kwargs:
+  max_new_tokens: {max_new_tokens}
+  temperature: 0
+  do_sample: false
+process_results: !function utils.process_results
+metric_list:
+  - metric: submission
+    aggregation: !function utils.aggregate_submissions
+    higher_is_better: true
+metadata:
+  - version: 0.0
+"""
+
+LMMS_UTILS = '''\
+"""vqadiag conditions export: the task's hooks (the images are in ../images)."""
+
+from pathlib import Path
+
+from PIL import Image
+
+IMAGES = Path(__file__).resolve().parent.parent
+
+
+def doc_to_visual(doc):
+    return [Image.open(IMAGES / doc["image"]).convert("RGB")]
+
+
+def doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    return doc["text"]
+
+
+def process_results(doc, results):
+    return {"submission": {"question_id": doc["question_id"], "answer": results[0]}}
+
+
+def aggregate_submissions(results, args=None):
+    return float(len(results))
+'''
+
+
+def export_conditions(
+    data: str | Path,
+    out: str | Path,
+    *,
+    fmt: str = "jsonl",
+    suites: str | Iterable[str] = "all",
+    split: str = "val",
+    max_questions: int | None = None,
+    max_objects: int = 100,
+    images: str | Path | None = None,
+    pixel_fill: str = "mean",
+    allow_missing_images: bool = False,
+    bqd: str | Path | None = None,
+    bq_ranker: str = "lasso",
+    seed: int = 0,
+    prompt: str | None = None,
+    max_new_tokens: int = 16,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Write the export folder of the module docstring; returns its summary
+    ``{out, format, items, images, conditions, skipped}``."""
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    if fmt not in FORMATS:
+        raise DataError("--format", f"must be one of {', '.join(FORMATS)}")
+    try:
+        generation = Generation(prompt=prompt or Generation.prompt, max_new_tokens=max_new_tokens)
+    except ValueError as err:
+        raise DataError("--prompt", str(err)) from None
+    target = output_folder(out, (MANIFEST, "images", "questions.jsonl", TSV, "lmms-eval"))
+    image_dir = target / "images"
+    image_dir.mkdir(exist_ok=True)
+    names: dict[str, str] = {}
+
+    def write_image(item: Item, image: np.ndarray) -> None:
+        if item.image_digest not in names:
+            name = f"images/{item.image_digest[:20]}.png"
+            write_bytes_atomic(target / name, rgb_png(image))
+            names[item.image_digest] = name
+
+    recorder = RecordingModel(write_image)
+    options = {
+        "suites": suites if isinstance(suites, str) else ",".join(suites),
+        "split": split,
+        "max_questions": max_questions,
+        "max_objects": max_objects,
+        "pixel_fill": pixel_fill,
+        "allow_missing_images": allow_missing_images,
+        "bqd": None if bqd is None else str(Path(bqd).resolve()),
+        "bq_ranker": bq_ranker,
+        "seed": seed,
+        "images": None if images is None else str(Path(images).resolve()),
+    }
+    with tempfile.TemporaryDirectory(prefix=".conditions-", dir=target) as scratch:
+        run = diagnose(
+            data, recorder, Path(scratch) / "run", suites=suites, split=split,
+            max_questions=max_questions, max_objects=max_objects, images=images,
+            pixel_fill=pixel_fill, allow_missing_images=allow_missing_images, bqd=bqd,
+            bq_ranker=bq_ranker, seed=seed, n_bootstrap=10, progress=progress,
+        )  # fmt: skip
+        if (Path(scratch) / "run" / "bqd.json").is_file():  # the BQD robustness used
+            shutil.copyfile(Path(scratch) / "run" / "bqd.json", target / "bqd.json")
+            options["bqd"] = str((target / "bqd.json").resolve())
+    items = list(recorder.items.values())
+    if not items:
+        raise DataError(Path(data), "no condition to export (every suite was skipped)")
+    rows = [
+        {"question_id": it.id, "index": it.index, "image": names[it.image_digest],
+         "text": generation.ask(it.question), "question": it.question, "answer": ""}
+        for it in items
+    ]  # fmt: skip
+    if fmt == "jsonl":
+        _write_jsonl(target / "questions.jsonl", rows)
+    elif fmt == "vlmevalkit":
+        _write_tsv(target / TSV, rows, target)
+    else:
+        _write_lmms_task(target / "lmms-eval", rows, generation)
+    manifest = {
+        "kind": MANIFEST_KIND,
+        "version": 1,
+        "vqadiag_version": __version__,
+        "data": str(Path(data).resolve()),
+        "format": fmt,
+        "prompt": generation.prompt,
+        "max_new_tokens": generation.max_new_tokens,
+        "options": options,
+        "conditions": {name: c["questions"] for name, c in run["conditions"].items()},
+        "skipped": run["skipped"],
+        "items": [{k: r[k] for k in ("index", "question_id", "question", "image")} for r in rows],
+    }
+    write_json(target / MANIFEST, manifest, indent=True)
+    return {
+        "out": str(target),
+        "format": fmt,
+        "items": len(items),
+        "images": len(names),
+        "conditions": manifest["conditions"],
+        "skipped": run["skipped"],
+    }
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    keep = ("question_id", "image", "text")
+    lines = b"".join(orjson.dumps({k: r[k] for k in keep}) + b"\n" for r in rows)
+    write_bytes_atomic(path, lines)
+
+
+def _write_tsv(path: Path, rows: list[dict[str, Any]], folder: Path) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
+    writer.writerow(["index", "image", "question", "answer"])
+    encoded: dict[str, str] = {}
+    for r in rows:
+        if r["image"] not in encoded:
+            encoded[r["image"]] = base64.b64encode((folder / r["image"]).read_bytes()).decode()
+        writer.writerow([r["index"], encoded[r["image"]], r["text"], ""])
+    write_bytes_atomic(path, buffer.getvalue().encode())
+
+
+def _write_lmms_task(folder: Path, rows: list[dict[str, Any]], generation: Generation) -> None:
+    folder.mkdir(exist_ok=True)
+    items = folder / "items.jsonl"
+    keep = ("question_id", "image", "text", "answer")
+    write_bytes_atomic(items, b"".join(orjson.dumps({k: r[k] for k in keep}) + b"\n" for r in rows))
+    write_bytes_atomic(folder / "utils.py", LMMS_UTILS.encode())
+    yaml = LMMS_YAML.format(
+        task=TASK, items=str(items.resolve()), max_new_tokens=generation.max_new_tokens
+    )
+    write_bytes_atomic(folder / f"{TASK}.yaml", yaml.encode())
