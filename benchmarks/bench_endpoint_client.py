@@ -28,45 +28,14 @@ import argparse
 import base64
 import io
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _serve(model_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir),
-             "--port", str(port), "--host", "127.0.0.1", "--device", "cpu"],
-            stdout=fh, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return proc, f"http://127.0.0.1:{port}/v1"
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text()[-1500:]
-                raise SystemExit(f"transformers serve did not start: {tail}") from None
-            time.sleep(0.5)
 
 
 def main() -> None:
@@ -82,7 +51,7 @@ def main() -> None:
     from PIL import Image
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from tiny_vlm import build_tiny_llava
+    from tiny_vlm import build_tiny_llava, transformers_serve
     from vqadiag.data.gqa_data import GQAData
     from vqadiag.diagnosis.diagnose import diagnose
     from vqadiag.models.base import PixelInput, QuestionBatch
@@ -111,8 +80,7 @@ def main() -> None:
     h, w = images[0].shape[:2]
     print(f"{len(qids)} questions, images {w}×{h}, tiny LLaVA, transformers serve, 2 cores")
 
-    proc, url = _serve(model_dir, work / "serve.log")
-    try:
+    with transformers_serve(model_dir, work / "serve.log") as url:
         generation = Generation(max_new_tokens=args.max_new_tokens)
 
         def client(in_flight: int) -> EndpointModel:
@@ -204,9 +172,6 @@ def main() -> None:
                      n_bootstrap=20, model_args=settings)  # fmt: skip
             sent = json.loads((out / "timing.json").read_text())["requests_sent"]
             print(f"diagnose ({attempt}): {sent} requests sent")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

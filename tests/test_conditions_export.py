@@ -81,7 +81,7 @@ def _answer(model: ChatVLM, text: str, image: np.ndarray) -> str:
 
 def _export(run_cli, world, out, fmt, *extra):
     got = run_cli("conditions", "export", "--data", world, "--out", out, "--format", fmt,
-                  *COMMON, "--max-new-tokens", str(TOKENS), "--json", *extra)  # fmt: skip
+                  *(extra or COMMON), "--max-new-tokens", str(TOKENS), "--json")  # fmt: skip
     assert got.exit_code == 0, got.stderr
     return got.json()
 
@@ -131,9 +131,26 @@ def test_jsonl_round_trip_gives_the_in_process_results(
     assert other.exit_code == 2
     assert "no answer for question" in other.stderr and "manifest.json" in other.stderr
     # an answer for an item that was never exported: one line naming the record
-    answers.write_text(answers.read_text() + '{"question_id": "nope", "text": "x"}\n')
+    full = answers.read_text()
+    answers.write_text(full + '{"question_id": "nope", "text": "x"}\n')
     bad = _diagnose_answers(run_cli, world, answers, export, tmp_path / "res3")
     assert bad.exit_code == 2 and "'nope'" in bad.stderr and "not an item" in bad.stderr
+    # items left unanswered: refused before anything runs, with the count
+    answers.write_text("\n".join(full.splitlines()[:-2]) + "\n")
+    part = _diagnose_answers(run_cli, world, answers, export, tmp_path / "res4")
+    assert part.exit_code == 2 and f"2 of {len(questions)} exported items" in part.stderr
+    assert not (tmp_path / "res4" / "store.sqlite").exists()
+    # a manifest whose items repeat an id: one line naming the item
+    manifest["items"].append(dict(manifest["items"][0], index=10**6))
+    (export / "manifest.json").write_text(json.dumps(manifest))
+    dup = _diagnose_answers(run_cli, world, answers, export, tmp_path / "res5")
+    assert dup.exit_code == 2 and "appears twice" in dup.stderr and "manifest.json" in dup.stderr
+    # exporting again into the folder replaces the earlier export's files
+    again = _export(run_cli, world, export, "vlmevalkit", "--suite", "accuracy",
+                    "--max-questions", "4")  # fmt: skip
+    assert not (export / "questions.jsonl").exists() and (export / "VQADiagConditions.tsv").exists()
+    assert len(json.loads((export / "manifest.json").read_text())["items"]) == again["items"] == 4
+    assert len(list((export / "images").iterdir())) == again["images"]
 
 
 def test_vlmevalkit_round_trip_gives_the_in_process_results(
@@ -143,7 +160,7 @@ def test_vlmevalkit_round_trip_gives_the_in_process_results(
     export = tmp_path / "export"
     _export(run_cli, world, export, "vlmevalkit")
     table = pd.read_csv(export / "VQADiagConditions.tsv", sep="\t", keep_default_na=False)
-    assert list(table.columns) == ["index", "image", "question", "answer"]
+    assert list(table.columns) == ["index", "question_id", "image", "question", "answer"]
     # VLMEvalKit decodes the base64 image of each row and writes {model}_{dataset}.tsv
     # (PRED_FORMAT=tsv; its default .xlsx cannot hold the control characters a random
     # model generates)
@@ -154,7 +171,8 @@ def test_vlmevalkit_round_trip_gives_the_in_process_results(
         for row in table.itertuples()
     ]  # fmt: skip
     predictions = tmp_path / "tiny_VQADiagConditions.tsv"
-    table.drop(columns=["image"]).to_csv(predictions, sep="\t", index=False)
+    # keyed by index alone (a table that lost the question_id column)
+    table.drop(columns=["image", "question_id"]).to_csv(predictions, sep="\t", index=False)
     got = _diagnose_answers(run_cli, world, predictions, export, tmp_path / "res")
     assert got.exit_code == 0, got.stderr
     _same_as_in_process(got.json(), _rows(tmp_path / "res"), in_process)

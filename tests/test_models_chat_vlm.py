@@ -24,6 +24,9 @@ from vqadiag.probes.store import Answer, PredictionStore
         ("Yes, the cat is red.", "yes"),
         ("no.", "no"),
         ("Nothing", "nothing"),  # starts with "no" but is another word
+        ("No one", "no one"),  # a VQA answer to "who …?"
+        ("no-entry sign", "no-entry sign"),
+        ("**Answer:** Yes", "yes"),  # Markdown around the prefix
         ("  Red.\nThe cat is red because …", "red"),
         ("\n\nThe answer is: Blue!", "blue"),
         ("Answer: two", "2"),
@@ -54,7 +57,7 @@ def test_generation_asks_and_answers():
 @pytest.mark.parametrize(
     "kwargs",
     [{"prompt": "no placeholder"}, {"prompt": "{question} {other}"}, {"extraction": "x"},
-     {"max_new_tokens": 0}],
+     {"max_new_tokens": 0}, {"prompt": "{question.x} {question}"}],
 )  # fmt: skip
 def test_generation_refuses_bad_settings(kwargs):
     with pytest.raises(ValueError):
@@ -107,6 +110,12 @@ def test_store_schema_1_gains_the_raw_column(tmp_path):
         store.put_many([(("m", "d", "c", "q2"), Answer("yes", raw="Yes, it is."))])
         assert store.get(("m", "d", "c", "q2")).raw == "Yes, it is."
     with PredictionStore(path) as store:  # reopened: schema 2, nothing to upgrade
+        assert store.db.execute("SELECT value FROM meta").fetchone()[0] == "2"
+    # an upgrade killed between adding the column and recording the version
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value='1' WHERE key='schema'")
+    with PredictionStore(path) as store:
+        assert store.get(("m", "d", "c", "q2")).raw == "Yes, it is."
         assert store.db.execute("SELECT value FROM meta").fetchone()[0] == "2"
 
 

@@ -6,32 +6,24 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tiny_vlm import build_tiny_llava, free_port, transformers_serve
 from vqadiag.errors import DataError
 
 pytest.importorskip("urllib3")
 
 from vqadiag.models.base import PixelInput, QuestionBatch
 from vqadiag.models.openai_endpoint import EndpointModel, api_root, image_data_url
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 # -- a scripted server: the failures a healthy server never shows -------------------------------
 
@@ -153,6 +145,9 @@ def test_a_server_that_keeps_failing_is_one_line_naming_the_question(scripted):
         ("ftp://host/v1", "http"),
         ("http://user:pw@host:8000/v1", "no credentials"),
         ("localhost:8000", "http"),
+        ("http://h:99999/v1", "not a valid URL"),
+        ("http://[::1/v1", "not a valid URL"),
+        ("http://h/v1?key=abc", "no query string"),
     ],
 )
 def test_bad_urls_are_refused(url, message):
@@ -167,7 +162,7 @@ def test_api_root_adds_v1_only_when_there_is_no_path():
 
 
 def test_an_unreachable_server_without_a_model_name_is_one_line():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(DataError, match="model=NAME") as info:
         EndpointModel.from_spec(url, {"max_retries": "0", "timeout": "2"})
     assert "\n" not in str(info.value)
@@ -180,8 +175,6 @@ pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from tiny_vlm import build_tiny_llava  # noqa: E402
-
 
 @pytest.fixture(scope="module")
 def llava_dir(tmp_path_factory):
@@ -191,29 +184,8 @@ def llava_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(llava_dir, tmp_path_factory):
     """``transformers serve`` on the tiny model (offline), its API root."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "transformers.cli.transformers", "serve", str(llava_dir),
-             "--port", str(port), "--host", "127.0.0.1", "--device", "cpu"],
-            stdout=fh, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"transformers serve did not start:\n{log.read_text()[-2000:]}")
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with transformers_serve(llava_dir, tmp_path_factory.mktemp("serve") / "serve.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +230,27 @@ def test_served_and_in_process_give_identical_prediction_files(
     again = _diagnose(run_cli, world, tmp_path / "remote", f"openai:{served}",
                       f"model={llava_dir},max_new_tokens=5,in_flight=4")  # fmt: skip
     assert _requests(tmp_path / "remote") == 0 and again["summary"] == remote["summary"]
+
+
+def test_predict_cli_served_equals_in_process(run_cli, served, llava_dir, world, tmp_path):
+    files = {}
+    for name, model, args in (
+        ("local", f"hf:{llava_dir}", "batch_size=1,max_new_tokens=5"),
+        ("served", f"openai:{served}", f"model={llava_dir},max_new_tokens=5"),
+    ):
+        files[name] = tmp_path / f"{name}.json"
+        got = run_cli("predict", "--model", model, "--data", world, "--out", files[name],
+                      "--model-args", args, "--quiet", "--json")  # fmt: skip
+        assert got.exit_code == 0, got.stderr
+    assert files["local"].read_bytes() == files["served"].read_bytes()
+
+
+def test_unknown_settings_are_refused_before_the_server_is_asked():
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(DataError, match="unknown setting.*device"):
+        EndpointModel.from_spec(url, {"device": "cuda"})
+    assert time.monotonic() - started < 1.0
 
 
 def test_a_killed_run_resumes_without_asking_again(served, llava_dir, world, tmp_path):

@@ -10,6 +10,8 @@ both run it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CORPUS = [
@@ -82,3 +84,46 @@ def build_tiny_llava(out: str | Path, *, seed: int = 0) -> Path:
     model.save_pretrained(out)
     processor.save_pretrained(out)
     return out
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def transformers_serve(model_dir: Path, log: Path) -> Iterator[str]:
+    """``transformers serve`` on ``model_dir`` (offline, CPU); yields its API root."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir),
+             "--port", str(port), "--host", "127.0.0.1", "--device", "cpu"],
+            stdout=fh, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"transformers serve did not start:\n{tail}") from None
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -32,6 +32,12 @@ class DataError(ValueError):
         return ": ".join(parts)
 
 
+def first_line(err: object) -> str:
+    """The first non-empty line of an error's text (its type name when it has none)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def record_label(record_id: object) -> str:
     """How a record is named in messages: ``record 'q17'`` (ids are quoted)."""
     return f"record {str(record_id)!r}"

@@ -34,9 +34,11 @@ ModelArgsOption = Annotated[
     str | None,
     typer.Option(
         "--model-args",
-        help="Settings of an adapter model, KEY=VALUE,… (hf: device, dtype, batch_size, "
-        "prompt, extraction, max_new_tokens; openai: model, in_flight, timeout, max_retries, "
-        "api_key_env, image_format, revision, prompt, extraction, max_new_tokens).",
+        help="Settings of an adapter model, KEY=VALUE,… (hf: chat VLMs device, dtype, "
+        "batch_size, prompt, extraction, max_new_tokens; ViLT / BLIP probs, batch_size, "
+        "max_new_tokens, device; openai: model, in_flight, timeout, max_retries, "
+        "api_key_env, image_format, revision, prompt, extraction, max_new_tokens; files: "
+        "conditions, extraction).",
     ),
 ]
 DeviceOption = Annotated[

@@ -11,7 +11,14 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.apps import app
-from vqadiag.cli.common import JsonFlag, SeedOption, cli_errors, emit, optional_file
+from vqadiag.cli.common import (
+    JsonFlag,
+    PluginOption,
+    SeedOption,
+    cli_errors,
+    emit,
+    optional_file,
+)
 from vqadiag.cli.diagnose import PixelFill
 
 conditions_app = typer.Typer(
@@ -69,6 +76,7 @@ def export_command(
         int, typer.Option(min=1, help="Generation length the lmms-eval task asks for.")
     ] = 16,
     seed: SeedOption = 0,
+    plugin: PluginOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Write every condition's inputs (images and prompts) for a harness to answer."""
@@ -79,6 +87,7 @@ def export_command(
         max_objects=max_objects, images=images, pixel_fill=pixel_fill.value,
         allow_missing_images=allow_missing, bqd=bqd, bq_ranker=bq_ranker, seed=seed,
         prompt=prompt, max_new_tokens=max_new_tokens, progress=not as_json,
+        plugins=plugin or (),
     )  # fmt: skip
     emit(result, as_json, _render)
 

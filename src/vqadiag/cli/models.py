@@ -127,7 +127,7 @@ def train_command(
 @cli_errors
 def predict_command(
     model: Annotated[
-        Path,
+        str,  # not Path: a Path would fold the '//' of openai:http://…
         typer.Option(
             "--model",
             help="Run folder written by train, or an adapter: hf:MODEL_DIR, openai:URL, KIND:SPEC.",

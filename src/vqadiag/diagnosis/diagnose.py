@@ -16,6 +16,7 @@ byte-identical ``results.json`` apart from ``created``; timings go to
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Iterable, Mapping
@@ -161,7 +162,8 @@ def diagnose(
         fill=pixel_fill,
         allow_missing_images=bool(allow_missing_images),
     )
-    if isinstance(model, str):
+    if isinstance(model, (str, os.PathLike)):
+        model = str(model)
         the_model = load_model_spec(model, model_args)
     else:  # a model object (the Python API; conditions export's recorder)
         the_model, model = model, str(getattr(model, "name", type(model).__name__))

@@ -104,6 +104,18 @@ class Capabilities:
         }
 
 
+#: a generative model that reads pixels and answers in text (chat VLMs, served models,
+#: harness answers): no object masking, attention, gradients or probabilities
+TEXT_GENERATOR = Capabilities(
+    visual="pixels",
+    object_masking=False,
+    attention=False,
+    gradients=False,
+    probabilities=False,
+    generative_text=True,
+)
+
+
 @runtime_checkable
 class VQAModel(Protocol):
     """A model vqadiag can diagnose."""

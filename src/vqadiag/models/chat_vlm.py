@@ -12,19 +12,31 @@ raw text; :class:`vqadiag.models.generated_answer.Generation` turns it into the 
 
 Settings (``--model-args``): ``device`` (``cpu``; ``cuda`` …), ``dtype`` (``auto``:
 float32 on CPU, the weights' own dtype elsewhere; ``float32``, ``bfloat16``,
-``float16``), ``batch_size`` (8), ``prompt``, ``extraction``, ``max_new_tokens``.
+``float16``; the fingerprint records the dtype it resolved to), ``batch_size`` (8),
+``prompt``, ``extraction``, ``max_new_tokens``.
+
+A generated text can depend on the other questions of its batch (left padding changes
+floating-point sums, which may flip a near tie), so the batch size is part of the
+fingerprint, and ``batch_size=1`` gives answers that depend on nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from vqadiag.errors import DataError
-from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
+from vqadiag.errors import DataError, first_line
+from vqadiag.models.base import (
+    TEXT_GENERATOR,
+    ModelOutput,
+    ObjectInput,
+    PixelInput,
+    QuestionBatch,
+)
 from vqadiag.models.checkpoint import CONFIG, folder_digest, load_checkpoint, save_checkpoint
 from vqadiag.models.generated_answer import Generation, read_generation
 from vqadiag.models.model_args import ModelArgs
@@ -86,9 +98,8 @@ class ChatVLM:
                 str(self.model_dir), local_files_only=True, dtype=torch_dtype or "auto"
             )
         except (OSError, ValueError, KeyError, ImportError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise DataError(
-                self.model_dir, f"cannot load an image-text-to-text chat model: {first}"
+                self.model_dir, f"cannot load an image-text-to-text chat model: {first_line(err)}"
             ) from None
         if getattr(self.processor, "chat_template", None) is None:
             raise DataError(self.model_dir, "the processor has no chat template")
@@ -98,14 +109,8 @@ class ChatVLM:
             raise DataError("--device", f"cannot use device {device!r}: {err}") from None
         self._torch = torch
         self.answer_vocab: list[str] = []
-        self.capabilities = Capabilities(
-            visual="pixels",
-            object_masking=False,
-            attention=False,
-            gradients=False,
-            probabilities=False,
-            generative_text=True,
-            extra={"architecture": type(self.model).__name__},
+        self.capabilities = replace(
+            TEXT_GENERATOR, extra={"architecture": type(self.model).__name__}
         )
         self._fingerprint: str | None = None
 
@@ -128,15 +133,15 @@ class ChatVLM:
         return {
             "adapter": "hf",
             "architecture": type(self.model).__name__,
-            "dtype": self.dtype,
+            "dtype": str(self.model.dtype).removeprefix("torch."),  # "auto" resolved
             "batch_size": self.batch_size,
             **self.generation.to_json(),
         }
 
     def run_config(self) -> dict[str, Any]:
         """The ``config.json`` of a run folder pointing at this model."""
-        return {"model": NAME, "path": str(self.model_dir), "device": self.device,
-                **self.settings()}  # fmt: skip
+        return {**self.settings(), "model": NAME, "path": str(self.model_dir),
+                "device": self.device, "dtype": self.dtype}  # fmt: skip
 
     def save(self, run_dir: Path) -> None:
         """Write a run folder whose ``config.json`` points at the model folder."""
@@ -219,6 +224,7 @@ class ChatVLM:
                 **enc,
                 max_new_tokens=self.generation.max_new_tokens,
                 do_sample=False,
+                num_beams=1,  # greedy, whatever the folder's generation_config.json says
                 pad_token_id=tokenizer.pad_token_id,
             )
         new = out[:, enc["input_ids"].shape[1] :]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,22 +27,19 @@ import numpy as np
 from vqadiag.data.jsonio import read_json
 from vqadiag.data.predictions import read_predictions
 from vqadiag.errors import DataError, record_label
-from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
+from vqadiag.models.base import (
+    TEXT_GENERATOR,
+    ModelOutput,
+    ObjectInput,
+    PixelInput,
+    QuestionBatch,
+)
 from vqadiag.models.chat_vlm import as_rgb_images
-from vqadiag.models.generated_answer import Generation
+from vqadiag.models.generated_answer import EXTRACTIONS, Generation
 from vqadiag.models.model_args import ModelArgs
 
 MANIFEST = "manifest.json"
 MANIFEST_KIND = "vqadiag.conditions"
-#: what a generative model reads and answers (the capabilities an exported run has)
-HARNESS_CAPABILITIES = Capabilities(
-    visual="pixels",
-    object_masking=False,
-    attention=False,
-    gradients=False,
-    probabilities=False,
-    generative_text=True,
-)
 
 
 def pixel_digest(image: np.ndarray) -> str:
@@ -76,7 +73,7 @@ class RecordingModel:
 
     name: ClassVar[str] = "conditions-export"
     input_size: ClassVar[None] = None
-    capabilities = HARNESS_CAPABILITIES
+    capabilities = TEXT_GENERATOR
     answer_vocab: ClassVar[list[str]] = []
 
     def __init__(self, sink: Callable[[Item, np.ndarray], None] | None = None) -> None:
@@ -109,10 +106,23 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     items = manifest.get("items")
     if not isinstance(items, list):
         raise DataError(path, "missing field 'items'")
+    seen: dict[str, set[str]] = {"index": set(), "question_id": set()}
     for n, item in enumerate(items):
         keys = ("question_id", "index", "question")
         if not isinstance(item, dict) or not all(k in item for k in keys):
             raise DataError(path, "an item needs question_id, index and question", f"item {n}")
+        for key, values in seen.items():
+            value = str(item[key])
+            if value in values:
+                raise DataError(path, f"{key} {value!r} appears twice", f"item {n}")
+            values.add(value)
+    try:
+        Generation(
+            prompt=str(manifest.get("prompt", Generation.prompt)),
+            max_new_tokens=int(manifest.get("max_new_tokens", Generation.max_new_tokens)),
+        )
+    except (TypeError, ValueError) as err:
+        raise DataError(path, f"prompt / max_new_tokens: {err}") from None
     return manifest
 
 
@@ -121,7 +131,7 @@ class ConditionAnswersModel:
 
     name: ClassVar[str] = "harness"
     input_size: ClassVar[None] = None
-    capabilities = HARNESS_CAPABILITIES
+    capabilities = TEXT_GENERATOR
     answer_vocab: ClassVar[list[str]] = []
 
     def __init__(
@@ -131,7 +141,8 @@ class ConditionAnswersModel:
         self.folder = Path(conditions)
         self.manifest = read_manifest(self.folder)
         self.generation = generation or Generation(
-            prompt=str(self.manifest.get("prompt", Generation.prompt))
+            prompt=str(self.manifest.get("prompt", Generation.prompt)),
+            max_new_tokens=int(self.manifest.get("max_new_tokens", Generation.max_new_tokens)),
         )
         by_index = {str(it["index"]): str(it["question_id"]) for it in self.manifest["items"]}
         known = set(by_index.values())
@@ -145,6 +156,17 @@ class ConditionAnswersModel:
                     record_label(key),
                 )
             self.texts[item] = prediction.answer
+        missing = [
+            it["question_id"]
+            for it in self.manifest["items"]
+            if it["question_id"] not in self.texts
+        ]
+        if missing:
+            raise DataError(
+                self.answers_path,
+                f"{len(missing)} of {len(known)} exported items have no answer "
+                f"(first: {missing[0]}); answer every item of {self.folder / MANIFEST}",
+            )
         self._fingerprint: str | None = None
 
     @classmethod
@@ -153,12 +175,12 @@ class ConditionAnswersModel:
         optionally ``extraction``)."""
         reader = ModelArgs(args, "files")
         folder = reader.text("conditions", None)
-        extraction = reader.choice("extraction", "short", ("short", "raw"))
+        extraction = reader.choice("extraction", "short", EXTRACTIONS)
         reader.finish()
-        if folder is None:
+        if not folder:
             raise DataError("--model-args", "files: takes settings only with conditions=EXPORT_DIR")
         model = cls(answers, folder)
-        model.generation = Generation(model.generation.prompt, extraction)
+        model.generation = replace(model.generation, extraction=extraction)
         return model
 
     def settings(self) -> dict[str, Any]:

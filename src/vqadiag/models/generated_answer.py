@@ -7,13 +7,14 @@ the official normalisation of the dataset's metric (VQA v2's, or GQA's exact mat
 ``extraction="short"`` applies, in this order:
 
 1. the first non-empty line, surrounding white space removed;
-2. a leading answer prefix dropped (``Answer:``, ``The answer is``, ``The final answer
-   is:`` …, any case);
-3. surrounding quotes, back-ticks, asterisks and underscores (Markdown emphasis) removed;
+2. surrounding quotes, back-ticks, asterisks and underscores (Markdown emphasis)
+   removed, then a leading answer prefix dropped (``Answer:``, ``**Answer:**``, ``The
+   answer is``, ``The final answer is:`` …, any case);
+3. surrounding quotes, back-ticks, asterisks and underscores removed again;
 4. trailing ``. , ; : ! ?`` removed;
 5. lower case;
-6. a text that starts with the word ``yes`` or ``no`` becomes that word
-   (``"Yes, it is red."`` → ``yes``);
+6. a text that starts with the word ``yes`` or ``no`` followed by punctuation becomes
+   that word (``"Yes, it is red."`` → ``yes``; ``"No one"`` and ``"no-entry sign"`` stay);
 7. a whole answer that is a number word from ``zero`` to ``twenty`` becomes its digits.
 
 ``extraction="raw"`` keeps the text with only its surrounding white space removed. The
@@ -30,11 +31,11 @@ DEFAULT_PROMPT = "{question}\nAnswer the question using a single word or phrase.
 EXTRACTIONS = ("short", "raw")
 
 _PREFIX = re.compile(
-    r"^(?:(?:the\s+)?(?:final\s+|short\s+)?answer\s*(?:is\s*:?|:)\s*)", re.IGNORECASE
+    r"^(?:(?:the\s+)?(?:final\s+|short\s+)?answer\s*(?:is\s*:?|:)[\s*_]*)", re.IGNORECASE
 )
 _WRAPPERS = "\"'`*_“”‘’"
 _TRAILING = ".,;:!?"
-_YES_NO = re.compile(r"^(yes|no)(?![a-z0-9])")
+_YES_NO = re.compile(r"^(yes|no)(?=[,.;:!?]|$)")
 _NUMBERS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen "
     "fourteen fifteen sixteen seventeen eighteen nineteen twenty"
@@ -46,6 +47,7 @@ def short_answer(text: str) -> str:
     """Steps 1–7 of the module docstring."""
     lines = [line.strip() for line in str(text).splitlines()]
     answer = next((line for line in lines if line), "")
+    answer = answer.strip(_WRAPPERS).strip()
     answer = _PREFIX.sub("", answer, count=1).strip()
     answer = answer.strip(_WRAPPERS).strip()
     answer = answer.rstrip(_TRAILING).strip().strip(_WRAPPERS).strip()
@@ -73,7 +75,7 @@ class Generation:
             raise ValueError("the prompt must contain {question}")
         try:
             self.prompt.format(question="")
-        except (IndexError, KeyError, ValueError) as err:
+        except (AttributeError, IndexError, KeyError, ValueError) as err:
             raise ValueError(
                 f"the prompt is not a format string with {{question}}: {err}"
             ) from None

@@ -10,7 +10,8 @@ Each question is one request: a user message with the image as a base64 ``data:`
 (PNG by default, lossless, so the server sees exactly the pixels of the condition)
 followed by ``prompt.format(question=…)``, ``temperature`` 0, ``max_tokens`` =
 ``max_new_tokens``. ``in_flight`` requests run at once over one ``urllib3`` connection
-pool (bodies written and read with ``orjson``); each times out after ``timeout`` seconds,
+pool (bodies written and read with ``orjson``); each attempt times out after ``timeout``
+seconds,
 and connection errors, timeouts, 408, 409, 429 and 5xx are retried up to ``max_retries``
 times with exponential backoff (0.5 s, 1 s, 2 s … at most 30 s, with jitter; a
 ``Retry-After`` header wins) by ``urllib3.util.Retry``. Answers
@@ -38,8 +39,14 @@ import numpy as np
 import orjson
 
 from vqadiag.data.png import rgb_png
-from vqadiag.errors import DataError
-from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
+from vqadiag.errors import DataError, first_line
+from vqadiag.models.base import (
+    TEXT_GENERATOR,
+    ModelOutput,
+    ObjectInput,
+    PixelInput,
+    QuestionBatch,
+)
 from vqadiag.models.chat_vlm import as_rgb_images
 from vqadiag.models.generated_answer import Generation, read_generation
 from vqadiag.models.model_args import ModelArgs
@@ -51,15 +58,23 @@ RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
 def api_root(url: str) -> str:
-    """``url`` checked (http / https, a host, no credentials) with ``/v1`` added when it
-    has no path."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    """``url`` checked (http / https, a host, a valid port, no credentials, no query) with
+    ``/v1`` added when it has no path."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # raises on a port out of range
+    except ValueError as err:
+        raise DataError("--model", f"openai:URL is not a valid URL ({err}): {url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         raise DataError("--model", f"openai:URL needs an http(s) URL, got {url!r}")
     if parts.username or parts.password:
         raise DataError("--model", "no credentials in the URL: put the API key in OPENAI_API_KEY")
+    if parts.query or parts.fragment:
+        raise DataError(
+            "--model", "no query string in openai:URL (it would be written to results.json)"
+        )
     path = parts.path.rstrip("/") or "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def image_data_url(image: np.ndarray, image_format: str = "png") -> str:
@@ -76,11 +91,6 @@ def image_data_url(image: np.ndarray, image_format: str = "png") -> str:
     return f"data:image/{image_format};base64," + base64.b64encode(data).decode()
 
 
-def _first_line(err: object) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
 def _server_message(data: bytes) -> str:
     """The ``error.message`` of an OpenAI-style error reply, else its first 200 bytes."""
     try:
@@ -90,7 +100,7 @@ def _server_message(data: bytes) -> str:
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
         message = None
     text = str(message) if message else data[:200].decode("utf-8", "replace")
-    return _first_line(text) if text.strip() else "(empty reply)"
+    return first_line(text) if text.strip() else "(empty reply)"
 
 
 class EndpointError(Exception):
@@ -153,14 +163,7 @@ class EndpointModel:
         }
         self.served_model = served_model or self._only_served_model()
         self.answer_vocab: list[str] = []
-        self.capabilities = Capabilities(
-            visual="pixels",
-            object_masking=False,
-            attention=False,
-            gradients=False,
-            probabilities=False,
-            generative_text=True,
-        )
+        self.capabilities = TEXT_GENERATOR
         self.requests_sent = 0
         self._count_lock = threading.Lock()
 
@@ -168,19 +171,18 @@ class EndpointModel:
     def from_spec(cls, spec: str, args: Mapping[str, Any] | None = None) -> EndpointModel:
         """The model of ``openai:URL`` with its ``--model-args`` (docs/vlms.md)."""
         reader = ModelArgs(args, NAME)
-        model = cls(
-            spec,
-            served_model=reader.text("model", None),
-            in_flight=reader.integer("in_flight", 8),
-            timeout=reader.number("timeout", 60.0, minimum=0.001),
-            max_retries=reader.integer("max_retries", 5, minimum=0),
-            api_key_env=reader.text("api_key_env", "OPENAI_API_KEY") or "OPENAI_API_KEY",
-            image_format=reader.choice("image_format", "png", IMAGE_FORMATS),
-            revision=reader.text("revision", "") or "",
-            generation=read_generation(reader),
-        )
-        reader.finish()
-        return model
+        settings: dict[str, Any] = {
+            "served_model": reader.text("model", None),
+            "in_flight": reader.integer("in_flight", 8),
+            "timeout": reader.number("timeout", 60.0, minimum=0.001),
+            "max_retries": reader.integer("max_retries", 5, minimum=0),
+            "api_key_env": reader.text("api_key_env", "OPENAI_API_KEY") or "OPENAI_API_KEY",
+            "image_format": reader.choice("image_format", "png", IMAGE_FORMATS),
+            "revision": reader.text("revision", "") or "",
+            "generation": read_generation(reader),
+        }
+        reader.finish()  # every setting checked before the server is asked anything
+        return cls(spec, **settings)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         """One API call (with the retries of the module docstring): the JSON reply, or
@@ -195,7 +197,7 @@ class EndpointModel:
             )
         except urllib3.exceptions.HTTPError as err:
             reason = getattr(err, "reason", None) or err
-            raise EndpointError(f"{type(reason).__name__}: {_first_line(reason)}") from None
+            raise EndpointError(f"{type(reason).__name__}: {first_line(reason)}") from None
         if response.status >= 400:
             raise EndpointError(f"HTTP {response.status}: {_server_message(response.data)}")
         try:
@@ -211,7 +213,7 @@ class EndpointModel:
         except (EndpointError, KeyError, TypeError) as err:
             raise DataError(
                 self.url,
-                f"cannot list the served models ({_first_line(err)}); name the model with "
+                f"cannot list the served models ({first_line(err)}); name the model with "
                 "--model-args model=NAME",
             ) from None
         if len(names) != 1:
@@ -268,16 +270,13 @@ class EndpointModel:
             raise EndpointError(f"not a chat completion: {str(reply)[:80]}") from None
         return str(content or "").strip()
 
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._pool.clear()
-
     def predict_stream(
         self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None
     ) -> Iterator[tuple[list[int], ModelOutput]]:
         """``([i], output of question i)`` as each answer arrives, ``in_flight`` at a time.
         A request that still fails after its retries stops the run with one line naming
-        the question; the answers already handed out stay valid."""
+        the question, after the requests already running have been handed over (the
+        ones not started are cancelled)."""
         images = as_rgb_images(batch, visual)
         encoded: dict[int, Future[str]] = {}
         lock = threading.Lock()
@@ -300,21 +299,30 @@ class EndpointModel:
             return self.ask(batch.questions[i], data_url(i))
 
         pool = ThreadPoolExecutor(max_workers=self.in_flight)
+        failed: tuple[int, EndpointError] | None = None
         try:
             futures = {pool.submit(one, i): i for i in range(len(batch))}
             for fut in as_completed(futures):
                 i = futures[fut]
+                if fut.cancelled():
+                    continue
                 try:
                     text = fut.result()
                 except EndpointError as err:
-                    raise DataError(
-                        self.url,
-                        f"question {batch.question_ids[i]}: the server failed after "
-                        f"retries: {_first_line(err)}",
-                    ) from None
+                    if failed is None:  # stop asking; hand over what still comes back
+                        failed = (i, err)
+                        pool.shutdown(wait=False, cancel_futures=True)
+                    continue
                 yield [i], ModelOutput([self.generation.answer(text)], None, None, [text])
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=False, cancel_futures=True)
+        if failed is not None:
+            i, err = failed
+            raise DataError(
+                self.url,
+                f"question {batch.question_ids[i]}: the server failed after retries: "
+                f"{first_line(err)}",
+            )
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
         """Every answer of ``batch`` in order (:meth:`predict_stream` collected)."""

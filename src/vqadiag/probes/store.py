@@ -98,13 +98,23 @@ class PredictionStore:
             self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
             self.db.commit()
         elif row[0] in UPGRADABLE:
-            with self.db:
-                self.db.execute("ALTER TABLE answers ADD COLUMN raw TEXT")
-                self.db.execute("UPDATE meta SET value=? WHERE key='schema'", (SCHEMA_VERSION,))
+            self._upgrade()
         elif row[0] != SCHEMA_VERSION:
             raise DataError(
                 self.path, f"store schema {row[0]}, this vqadiag writes {SCHEMA_VERSION}"
             )
+
+    def _upgrade(self) -> None:
+        """Schema 1 → 2: add the ``raw`` column (unless a killed upgrade already did) and
+        record the version; each step is safe to repeat."""
+        try:
+            columns = {r[1] for r in self.db.execute("PRAGMA table_info(answers)")}
+            if "raw" not in columns:
+                self.db.execute("ALTER TABLE answers ADD COLUMN raw TEXT")
+            with self.db:
+                self.db.execute("UPDATE meta SET value=? WHERE key='schema'", (SCHEMA_VERSION,))
+        except sqlite3.Error as err:
+            raise DataError(self.path, f"cannot upgrade the prediction store: {err}") from None
 
     def close(self) -> None:
         """Close the database (everything put is already committed)."""

@@ -13,13 +13,16 @@ The folder then holds
 * ``images/<digest>.png``: each distinct image once (lossless, :mod:`vqadiag.data.png`);
 * for ``--format jsonl``: ``questions.jsonl`` in LLaVA's question-file shape
   (``question_id`` = item id, ``image``, ``text`` = the prompt);
-* for ``--format vlmevalkit``: ``VQADiagConditions.tsv`` (``index``, ``image`` as base64
-  PNG, ``question`` = the prompt, ``answer`` empty), a custom VQA dataset;
+* for ``--format vlmevalkit``: ``VQADiagConditions.tsv`` (``index``, ``question_id`` = item
+  id, ``image`` as base64 PNG, ``question`` = the prompt, ``answer`` empty), a custom VQA
+  dataset;
 * for ``--format lmms-eval``: ``lmms-eval/`` with a task ``vqadiag_conditions``
   (``vqadiag_conditions.yaml``, ``utils.py``, ``items.jsonl``) to run with
   ``--include_path``; its ``process_results`` logs ``submission.question_id`` = item id.
 
-Every file is written atomically and ``manifest.json`` last.
+Every file is written atomically and ``manifest.json`` last; an earlier export's files
+in the folder are removed first (its manifest before the rest), so a killed export
+leaves no manifest and cannot be imported.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ def export_conditions(
     prompt: str | None = None,
     max_new_tokens: int = 16,
     progress: bool = False,
+    plugins: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Write the export folder of the module docstring; returns its summary
     ``{out, format, items, images, conditions, skipped}``."""
@@ -128,7 +132,17 @@ def export_conditions(
         generation = Generation(prompt=prompt or Generation.prompt, max_new_tokens=max_new_tokens)
     except ValueError as err:
         raise DataError("--prompt", str(err)) from None
-    target = output_folder(out, (MANIFEST, "images", "questions.jsonl", TSV, "lmms-eval"))
+    ours = (MANIFEST, "images", "questions.jsonl", TSV, "lmms-eval", "bqd.json")
+    target = output_folder(out, ours)
+    given_bqd = None if bqd is None else Path(bqd).resolve()
+    for name in ours:  # an earlier export's files go first, its manifest before the rest
+        old = target / name
+        if old.resolve() == given_bqd:  # --bqd is the BQD an earlier export wrote here
+            continue
+        if old.is_dir():
+            shutil.rmtree(old)
+        elif old.exists():
+            old.unlink()
     image_dir = target / "images"
     image_dir.mkdir(exist_ok=True)
     names: dict[str, str] = {}
@@ -158,6 +172,7 @@ def export_conditions(
             max_questions=max_questions, max_objects=max_objects, images=images,
             pixel_fill=pixel_fill, allow_missing_images=allow_missing_images, bqd=bqd,
             bq_ranker=bq_ranker, seed=seed, n_bootstrap=10, progress=progress,
+            plugins=plugins,
         )  # fmt: skip
         if (Path(scratch) / "run" / "bqd.json").is_file():  # the BQD robustness used
             shutil.copyfile(Path(scratch) / "run" / "bqd.json", target / "bqd.json")
@@ -209,12 +224,12 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 def _write_tsv(path: Path, rows: list[dict[str, Any]], folder: Path) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
-    writer.writerow(["index", "image", "question", "answer"])
+    writer.writerow(["index", "question_id", "image", "question", "answer"])
     encoded: dict[str, str] = {}
     for r in rows:
         if r["image"] not in encoded:
             encoded[r["image"]] = base64.b64encode((folder / r["image"]).read_bytes()).decode()
-        writer.writerow([r["index"], encoded[r["image"]], r["text"], ""])
+        writer.writerow([r["index"], r["question_id"], encoded[r["image"]], r["text"], ""])
     write_bytes_atomic(path, buffer.getvalue().encode())
 
 
