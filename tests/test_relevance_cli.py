@@ -138,6 +138,34 @@ def test_relevance_official(run_cli, world):
     assert records["q5"] == {"relevant": [], "irrelevant": [0], "excluded": "no_relevant_boxes"}
 
 
+def test_relevance_reads_the_single_h5_detectron_layout(run_cli, world):
+    """The same boxes as FPVG's Detectron / VinVL extraction writes them (one h5, an info
+    JSON with ``index``) give the same relevance file."""
+    import h5py
+
+    reference = run_cli(*_args(world))
+    assert reference.exit_code == 0, reference.stderr
+    expected = (world / "R.json").read_bytes()
+    feats = world / "features"
+    info = json.loads((feats / "gqa_objects_info.json").read_text())
+    single = world / "detectron"
+    single.mkdir()
+    rows, new_info = [], {}
+    for row, (image, record) in enumerate(sorted(info.items())):
+        with h5py.File(feats / f"gqa_objects_{record['file']}.h5", "r") as f:
+            rows.append(f["bboxes"][record["idx"]])
+        new_info[image] = {"objectsNum": record["objectsNum"], "index": row}
+    with h5py.File(single / "output_gqa_detectron_objects.h5", "w") as f:
+        f["bboxes"] = np.stack(rows)
+    info_path = single / "output_gqa_detectron_objects_info.json"
+    info_path.write_text(json.dumps(new_info))
+    args = list(_args(world))
+    args[args.index("--detections") + 1] = info_path
+    got = run_cli(*args)
+    assert got.exit_code == 0, got.stderr
+    assert (world / "R.json").read_bytes() == expected
+
+
 def test_relevance_annotated_denominator_and_exact(run_cli, world):
     assert run_cli(*_args(world, "--overlap-denominator", "annotated")).exit_code == 0
     records = json.loads((world / "R.json").read_text())

@@ -47,6 +47,40 @@ def test_gqa_layout_slices_rows_up_to_objects_num(tmp_path):
         assert "nope" not in dets and dets.get("nope") is None
 
 
+def test_detectron_vinvl_single_h5_layout(tmp_path):
+    """FPVG's Detectron / VinVL features: ``<prefix>_info.json`` with ``index`` rows of one
+    ``<prefix>.h5``; the same boxes as the GQA layout gives."""
+    (tmp_path / "gqa").mkdir()
+    gqa = _write_gqa(tmp_path / "gqa")
+    prefix = "output_gqa_detectron_objects"
+    single = tmp_path / "single"
+    single.mkdir()
+    with read_detections(gqa) as ref:
+        boxes = np.zeros((3, 5, 4), np.float32)
+        feats = np.zeros((3, 5, 3), np.float32)
+        info = {}
+        for row, image in enumerate(("img2", "img0", "img1")):  # another row order
+            n = len(ref[image])
+            boxes[row, :n] = ref[image]
+            info[image] = {"width": 50, "height": 40, "objectsNum": n, "index": row}
+            if image != "img2":
+                feats[row, :n] = ref.features(image)
+        with h5py.File(single / f"{prefix}.h5", "w") as f:
+            f["bboxes"], f["features"] = boxes, feats
+        (single / f"{prefix}_info.json").write_text(json.dumps(info))
+        with read_detections(single) as dets:
+            assert sorted(dets) == sorted(ref)
+            for image in ref:
+                assert dets[image].tolist() == ref[image].tolist()
+            assert dets.features("img1").tolist() == ref.features("img1").tolist()
+    (single / f"{prefix}.h5").unlink()
+    with (
+        read_detections(single) as dets,
+        pytest.raises(DataError, match=rf"{prefix}.h5: file not found \(named by image 'img0'"),
+    ):
+        dets["img0"]
+
+
 def test_folder_and_other_prefix(tmp_path):
     _write_gqa(tmp_path, prefix="objects")
     dets = read_detections(tmp_path)

@@ -9,6 +9,9 @@ Two layouts are accepted (docs/protocols.md §5, ARCHITECTURE.md "data/"):
   (N × 100 × D). ``read_detections`` takes the info JSON or the folder holding it.
   Each h5 file is opened once, on first use; rows are sliced on demand, and
   ``features`` is only touched by :meth:`Detections.features`.
+* **Detectron / VinVL** (as FPVG's feature extraction writes them): the same info JSON
+  with ``index`` in place of ``file`` and ``idx``, next to one h5 file ``<prefix>.h5``
+  (e.g. ``output_gqa_detectron_objects_info.json`` + ``output_gqa_detectron_objects.h5``).
 * **LXMERT**: a ``*_obj36.tsv`` file (base64 boxes and features per image line,
   :mod:`vqadiag.data.lxmert_tsv`).
 * **Simple**: a JSON or ``.npz`` file ``{imageId: [[x1, y1, x2, y2], ...]}``.
@@ -156,16 +159,28 @@ class GQAFeatureDetections(Detections):
     def _ids(self) -> Mapping[str, Any]:
         return self.info
 
-    def h5_path(self, file: int | str) -> Path:
-        """Path of the h5 file named by an info record's ``file`` field."""
+    def h5_path(self, file: int | str | None) -> Path:
+        """Path of the h5 file named by an info record's ``file`` field (None: the single
+        ``<prefix>.h5`` of the Detectron / VinVL layout)."""
+        if file is None:
+            return self.source.parent / f"{self.prefix}.h5"
         return self.source.parent / f"{self.prefix}_{file}.h5"
+
+    def _row(self, record: Any, label: str) -> tuple[int | None, int]:
+        """``(file, row)`` of an info record: GQA's ``file`` and ``idx``, or the single-h5
+        layout's ``index`` (file None)."""
+        if isinstance(record, Mapping) and "index" in record and "idx" not in record:
+            return None, _int_field(record, "index", self.source, label)
+        return (
+            _int_field(record, "file", self.source, label),
+            _int_field(record, "idx", self.source, label),
+        )
 
     def _locate(self, image_id: str, dataset: str) -> tuple[Any, Path, int, int]:
         label = image_label(image_id)
         record = self.info[image_id]
         num = _int_field(record, "objectsNum", self.source, label)
-        idx = _int_field(record, "idx", self.source, label)
-        file = _int_field(record, "file", self.source, label)
+        file, idx = self._row(record, label)
         path = self.h5_path(file)
         handle = self._files.get(str(path))
         if handle is None:
@@ -301,8 +316,8 @@ def _info_file(folder: Path) -> Path:
 
 
 def read_detections(path: str | Path) -> Detections:
-    """Open detected boxes: a GQA info JSON (or its folder), LXMERT's ``*_obj36.tsv``, a
-    box-list JSON or an npz file.
+    """Open detected boxes: a GQA or Detectron / VinVL info JSON (or its folder), LXMERT's
+    ``*_obj36.tsv``, a box-list JSON or an npz file.
 
     Nothing is read from the h5 files until an image is asked for.
     """
