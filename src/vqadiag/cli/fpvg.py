@@ -41,8 +41,9 @@ def relevance_command(
         Path,
         typer.Option(
             ...,
-            help="Detected boxes: a GQA '<prefix>_info.json' (next to its h5 files) or its "
-            "folder, or a JSON / npz {imageId: [[x1, y1, x2, y2], ...]}.",
+            help="Detected boxes: a GQA or Detectron / VinVL '<prefix>_info.json' (next to its "
+            "h5 files) or its folder, LXMERT's *_obj36.tsv, or a JSON / npz "
+            "{imageId: [[x1, y1, x2, y2], ...]}.",
         ),
     ],
     out: Annotated[Path, typer.Option(..., help="Where to write R.json.")],
