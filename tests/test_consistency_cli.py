@@ -161,6 +161,47 @@ def test_one_file_for_mains_and_subs(run_cli, files, write_json):
     assert out["consistency"] == pytest.approx(25.0)
 
 
+def test_imp_vqa_subquestion_ids_and_prediction_file(run_cli, files, write_json):
+    """imp_vqa's ``VQAIntrospect_val_withidv1.0.json``: every sub_qa entry gets
+    ``subquestion_id = int(str(n) + "0" * 9)``, n counting from 1 over the file, and its
+    LXMERT prediction file ``[{"question_id", "answer"}]`` holds mains and subs."""
+    import copy
+
+    withid = copy.deepcopy(INTROSPECT)
+    n, ids = 1, {}
+    for main_id, record in withid.items():
+        for entry in record["introspect"]:
+            for qa in entry["sub_qa"]:
+                qa["subquestion_id"] = int(str(n) + "0" * 9)
+                ids.setdefault(main_id, []).append(qa["subquestion_id"])
+                n += 1
+    # the sub-questions vqadiag keeps (first of duplicates, no invalid entries), in order
+    kept = {"100_0": ids["100"][0], "100_1": ids["100"][1], "200_0": ids["200"][0],
+            "300_0": ids["300"][0], "300_1": ids["300"][1]}  # fmt: skip
+    predictions = [{"question_id": int(q), "answer": a} for q, a in MAIN.items()]
+    predictions += [{"question_id": kept[s], "answer": a} for s, a in SUB.items()]
+    predictions.append({"question_id": ids["100"][2], "answer": "yellow"})  # dropped duplicate
+    predictions.append({"question_id": ids["100"][3], "answer": "x"})  # an 'invalid' entry
+    intro = write_json("VQAIntrospect_val_withidv1.0.json", withid)
+    preds = write_json("val_predict.json", predictions)
+    out = _score(run_cli, {**files, "introspect": intro, "main": preds, "sub": preds})
+    reference = _score(run_cli, files)
+    # separate files: the sub-question file also answers the left-out sub-questions
+    mains = write_json("mains.json", predictions[: len(MAIN)])
+    subs = write_json("subs.json", predictions[len(MAIN) :])
+    again = _score(run_cli, {**files, "introspect": intro, "main": mains, "sub": subs})
+    assert again["consistency"] == reference["consistency"]
+    assert out["consistency"] == reference["consistency"] == pytest.approx(25.0)
+    assert out["quadrants"] == reference["quadrants"] and out["n_pairs"] == 5
+    # one id on two sub-questions: one line naming it
+    withid["300"]["introspect"][0]["sub_qa"][1]["subquestion_id"] = ids["100"][0]
+    bad = _run(run_cli, {**files, "introspect": write_json("dup.json", withid)})
+    assert bad.exit_code == 2 and f"'{ids['100'][0]}' appears twice" in bad.stderr
+    withid["300"]["introspect"][0]["sub_qa"][1]["subquestion_id"] = [1]
+    bad = _run(run_cli, {**files, "introspect": write_json("bad.json", withid)})
+    assert bad.exit_code == 2 and "'subquestion_id' must be an integer" in bad.stderr
+
+
 def test_sub_types_option(run_cli, files, write_json):
     sub = write_json("sub.json", {k: v for k, v in SUB.items() if k != "200_0"})
     out = _score(run_cli, {**files, "sub": sub}, "--sub-types", "reasoning")

@@ -131,7 +131,7 @@ def test_generated_id_clash(write_json):
             "5_0": introspect_record(),
         },
     )
-    with pytest.raises(DataError, match="record '5_0': generated sub-question id equals"):
+    with pytest.raises(DataError, match="record '5_0': a sub-question id equals"):
         read_introspect(path)
 
 

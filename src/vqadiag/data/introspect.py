@@ -21,7 +21,11 @@ first spelling kept), and number the survivors from 0:
 
     sub_id = f"{main_qid}_{k}"        k = 0, 1, 2, …  in that order
 
-so the same file always gives the same ids. :func:`write_vqa_style` writes
+so the same file always gives the same ids. A sub-question that carries its own
+``subquestion_id`` (the ``VQAIntrospect_{split}_withidv1.0.json`` files that imp_vqa's
+``add_question_ids_to_introspect.py`` writes, with integer ids, and its prediction files
+keyed by them) keeps that id instead: ``str(subquestion_id)``; two sub-questions with one
+id, or an id equal to a main question's, is an error. :func:`write_vqa_style` writes
 the main and sub-questions as VQA v2 question and annotation files under those
 ids, for running a model on them.
 """
@@ -67,6 +71,9 @@ class Introspect:
 
     mains: dict[str, MainQuestion] = field(default_factory=dict)
     subs: dict[str, SubQuestion] = field(default_factory=dict)
+    #: own ``subquestion_id`` of sub-questions not kept (duplicates, excluded types):
+    #: predictions for them are ignored, not refused
+    left_out: set[str] = field(default_factory=set)
 
 
 def sub_question_id(main_id: str, k: int) -> str:
@@ -95,9 +102,21 @@ def _image_id(record: Mapping[str, Any], path: Path, label: str) -> int | str:
     return value
 
 
+def _own_sub_id(qa: Mapping[str, Any], path: Path, label: str, where: str) -> str | None:
+    """A sub-question's own ``subquestion_id`` (imp_vqa), as a string; None without one."""
+    if "subquestion_id" not in qa:
+        return None
+    value = qa["subquestion_id"]
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip():
+        raise DataError(
+            path, f"{where}: 'subquestion_id' must be an integer or a string, got {value!r}", label
+        )
+    return str(value).strip()
+
+
 def _main(
     main_id: str, record: Any, path: Path, include: frozenset[str]
-) -> tuple[MainQuestion, list[SubQuestion]]:
+) -> tuple[MainQuestion, list[SubQuestion], list[str]]:
     label = record_label(main_id)
     question = _text(record, "reasoning_question", path, label)
     answer = _text(record, "reasoning_answer_most_common", path, label)
@@ -107,6 +126,7 @@ def _main(
         raise DataError(path, "'introspect' must be a list", label)
     seen: set[tuple[str, str]] = set()
     subs: list[SubQuestion] = []
+    left_out: list[str] = []
     for i, entry in enumerate(entries):
         where = f"introspect[{i}]"
         if not isinstance(entry, Mapping):
@@ -123,10 +143,13 @@ def _main(
         sub_qa = entry["sub_qa"]
         if not isinstance(sub_qa, list):
             raise DataError(path, f"{where}: 'sub_qa' must be a list", label)
-        if q_type not in include:
-            continue
         for j, qa in enumerate(sub_qa):
             at = f"{where}.sub_qa[{j}]"
+            if q_type not in include:  # not scored; only its own id is remembered
+                own = _own_sub_id(qa, path, label, at) if isinstance(qa, Mapping) else None
+                if own is not None:
+                    left_out.append(own)
+                continue
             if not isinstance(qa, Mapping):
                 raise DataError(path, f"{at}: expected an object", label)
             for name in ("sub_question", "sub_answer"):
@@ -136,10 +159,14 @@ def _main(
             sub_a = _text(qa, "sub_answer", path, label, at)
             key = _dedup_key(sub_q, sub_a)
             if key in seen:
+                own = _own_sub_id(qa, path, label, at)
+                if own is not None:
+                    left_out.append(own)
                 continue
             seen.add(key)
-            subs.append(SubQuestion(sub_question_id(main_id, len(subs)), main_id, sub_q, sub_a))
-    return MainQuestion(main_id, question, answer, image_id, tuple(subs)), subs
+            sub_id = _own_sub_id(qa, path, label, at) or sub_question_id(main_id, len(subs))
+            subs.append(SubQuestion(sub_id, main_id, sub_q, sub_a))
+    return MainQuestion(main_id, question, answer, image_id, tuple(subs)), subs, left_out
 
 
 def parse_introspect(
@@ -169,15 +196,18 @@ def parse_introspect(
             raise DataError(p, "empty question id", record_label(raw_id))
         if main_id in out.mains:
             raise DataError(p, "duplicate question id", record_label(main_id))
-        main, subs = _main(main_id, record, p, include)
+        main, subs, left_out = _main(main_id, record, p, include)
+        out.left_out.update(left_out)
         out.mains[main_id] = main
         for sub in subs:
+            if sub.sub_id in out.subs:
+                raise DataError(
+                    p, f"sub-question id {sub.sub_id!r} appears twice", record_label(main_id)
+                )
             out.subs[sub.sub_id] = sub
     clash = next((sid for sid in out.subs if sid in out.mains), None)
     if clash is not None:
-        raise DataError(
-            p, "generated sub-question id equals a main question id", record_label(clash)
-        )
+        raise DataError(p, "a sub-question id equals a main question id", record_label(clash))
     return out
 
 

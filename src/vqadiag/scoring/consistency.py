@@ -72,8 +72,14 @@ def _aligned_pair(
 ) -> tuple[list[Prediction | None], list[Prediction | None]]:
     """Main and sub predictions in id order; one file may hold both (same path twice)."""
     main_ids, sub_ids = list(intro.mains), list(intro.subs)
+
+    def read(path: str | Path) -> dict[str, Prediction]:
+        """Predictions, less those for sub-questions the file has but vqadiag leaves out."""
+        preds = read_predictions(path)
+        return {q: p for q, p in preds.items() if q not in intro.left_out}
+
     if Path(main_path).resolve() == Path(sub_path).resolve():
-        preds = read_predictions(main_path)
+        preds = read(main_path)
         for qid in preds:
             if qid not in intro.mains and qid not in intro.subs:
                 raise DataError(
@@ -85,12 +91,8 @@ def _aligned_pair(
             align_predictions(preds, sub_ids, sub_path, **kwargs),
         )
     return (
-        align_predictions(
-            read_predictions(main_path), main_ids, main_path, allow_missing=allow_missing
-        ),
-        align_predictions(
-            read_predictions(sub_path), sub_ids, sub_path, allow_missing=allow_missing
-        ),
+        align_predictions(read(main_path), main_ids, main_path, allow_missing=allow_missing),
+        align_predictions(read(sub_path), sub_ids, sub_path, allow_missing=allow_missing),
     )
 
 
