@@ -124,7 +124,7 @@ def test_store_schema_1_gains_the_raw_column(tmp_path):
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tiny_vlm import build_tiny_llava  # noqa: E402
+from tiny_vlm import build_tiny_gemma3, build_tiny_llava  # noqa: E402
 from vqadiag.models.base import PixelInput, QuestionBatch  # noqa: E402
 from vqadiag.models.chat_vlm import ChatVLM  # noqa: E402
 from vqadiag.models.registry import load_model_spec  # noqa: E402
@@ -137,6 +137,11 @@ def llava_dir(tmp_path_factory):
     return build_tiny_llava(tmp_path_factory.mktemp("llava") / "model")
 
 
+@pytest.fixture(scope="module")
+def gemma_dir(tmp_path_factory):
+    return build_tiny_gemma3(tmp_path_factory.mktemp("gemma3") / "model")
+
+
 def _inputs(n=3, seed=0):
     batch = QuestionBatch([str(i) for i in range(n)], QUESTIONS[:n], [f"img{i}" for i in range(n)])
     rng = np.random.default_rng(seed)
@@ -144,22 +149,24 @@ def _inputs(n=3, seed=0):
     return batch, PixelInput(images)
 
 
-def test_chat_vlm_generates_what_transformers_generates(llava_dir):
-    model = load_model_spec(f"hf:{llava_dir}", {"max_new_tokens": "5", "batch_size": "3"})
+@pytest.mark.parametrize("folder", ["llava_dir", "gemma_dir"])
+def test_chat_vlm_generates_what_transformers_generates(folder, request):
+    model_dir = request.getfixturevalue(folder)  # LLaVA (CLIP + Llama), Gemma 3 (SigLIP)
+    model = load_model_spec(f"hf:{model_dir}", {"max_new_tokens": "5", "batch_size": "3"})
     assert isinstance(model, ChatVLM)
     caps = model.capabilities
     assert caps.pixel_input and caps.generative_text and not caps.probabilities
     batch, pixels = _inputs()
     out = model.predict(batch, pixels)
     # the same thing by hand, one question at a time, with transformers directly
-    proc = transformers.AutoProcessor.from_pretrained(llava_dir, local_files_only=True)
-    net = transformers.AutoModelForImageTextToText.from_pretrained(llava_dir, local_files_only=True)
+    proc = transformers.AutoProcessor.from_pretrained(model_dir, local_files_only=True)
+    net = transformers.AutoModelForImageTextToText.from_pretrained(model_dir, local_files_only=True)
     expected = []
     for q, image in zip(QUESTIONS, pixels.images, strict=True):
         messages = [{"role": "user", "content": [
             {"type": "image"}, {"type": "text", "text": Generation().ask(q)}]}]  # fmt: skip
         text = proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        enc = proc(images=[image], text=[text], return_tensors="pt")
+        enc = proc(images=[[image]], text=[text], return_tensors="pt")
         with torch.no_grad():
             ids = net.eval().generate(**enc, max_new_tokens=5, do_sample=False)
         new = ids[:, enc["input_ids"].shape[1] :]
@@ -168,7 +175,7 @@ def test_chat_vlm_generates_what_transformers_generates(llava_dir):
     assert out.answers == [short_answer(t) for t in expected]
     assert out.probs is None and out.attention is None
     # left padding: one batch of three answers as three batches of one
-    single = load_model_spec(f"hf:{llava_dir}", {"max_new_tokens": "5", "batch_size": "1"})
+    single = load_model_spec(f"hf:{model_dir}", {"max_new_tokens": "5", "batch_size": "1"})
     assert single.predict(batch, pixels).texts == out.texts
 
 
@@ -263,6 +270,17 @@ def test_diagnose_cli_runs_a_chat_vlm_end_to_end(run_cli, llava_dir, world, tmp_
     other = run_cli(*args[:-4], "--model-args", "batch_size=4,max_new_tokens=4,prompt={question}")
     assert other.exit_code == 0, other.stderr
     assert all(c["cached"] == 0 for c in other.json()["conditions"].values())
+
+
+def test_diagnose_cli_runs_a_gemma3_chat_model(run_cli, gemma_dir, world, tmp_path):
+    got = run_cli("diagnose", "--data", world, "--model", f"hf:{gemma_dir}", "--out",
+                  tmp_path / "res", "--suite", "accuracy,fpvg", "--max-questions", "8",
+                  "--n-bootstrap", "20", "--model-args", "max_new_tokens=3", "--json")  # fmt: skip
+    assert got.exit_code == 0, got.stderr
+    result = got.json()
+    assert result["model"]["settings"]["architecture"] == "Gemma3ForConditionalGeneration"
+    assert set(result["suites"]) == {"accuracy", "fpvg"}
+    assert result["conditions"]["gqa.rel"]["computed"] > 0
 
 
 def test_predict_cli_with_a_chat_vlm(run_cli, llava_dir, world, tmp_path):

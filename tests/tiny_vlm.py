@@ -127,3 +127,65 @@ def transformers_serve(model_dir: Path, log: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>"
+    "{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}<start_of_image>"
+    "{% else %}{{ c['text'] }}{% endif %}{% endfor %}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def build_tiny_gemma3(out: str | Path, *, seed: int = 0) -> Path:
+    """Write a random tiny Gemma 3 chat model (SigLIP tower + Gemma 3 text) to ``out``."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    out = Path(out)
+    special = ["<pad>", "<bos>", "<eos>", "<start_of_image>", "<end_of_image>",
+               "<image_soft_token>", "<start_of_turn>", "<end_of_turn>"]  # fmt: skip
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320, special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )  # fmt: skip
+    bpe.train_from_iterator(CORPUS * 4, trainer)
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+        extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                              "image_token": "<image_soft_token>"},
+    )  # fmt: skip
+    processor = transformers.Gemma3Processor(
+        image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+        tokenizer=tokenizer,
+        chat_template=GEMMA3_TEMPLATE,
+        image_seq_length=4,
+    )
+    token = tokenizer.convert_tokens_to_ids
+    config = transformers.Gemma3Config(
+        text_config={
+            "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 37,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 16, "max_position_embeddings": 256, "pad_token_id": 0,
+            "bos_token_id": 1, "eos_token_id": 2, "sliding_window": 64,
+        },
+        vision_config={
+            "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "image_size": 32, "patch_size": 8,
+        },
+        mm_tokens_per_image=4,
+        boi_token_index=token("<start_of_image>"),
+        eoi_token_index=token("<end_of_image>"),
+        image_token_index=token("<image_soft_token>"),
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    model = transformers.Gemma3ForConditionalGeneration(config)
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
