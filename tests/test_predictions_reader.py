@@ -26,6 +26,29 @@ def test_vqa_results_and_gqa_shapes(write_json):
     assert gqa == {"007": Prediction("no")}
 
 
+def test_official_result_lists_read_fast_or_checked_give_the_same(write_json):
+    """The official VQA / GQA result lists take a fast path; whatever it does not take
+    (an id with spaces, a boolean answer, an extra field, a repeated id) goes through
+    the checked reader, which gives the same or names the problem."""
+    records = [{"questionId": f"{i:08d}", "prediction": a} for i, a in enumerate("ab")]
+    fast = read_predictions(write_json("g.json", records))
+    assert fast == {"00000000": Prediction("a"), "00000001": Prediction("b")}
+    spaced = [*records[:1], {"questionId": " 00000001 ", "prediction": "b"}]
+    assert read_predictions(write_json("s.json", spaced)) == fast
+    notes: dict[str, int] = {}
+    flagged = read_predictions(
+        write_json("t.json", [*records, {"questionId": "7", "prediction": True}]), notes=notes
+    )
+    assert flagged["7"] == Prediction("yes") and notes == {"converted": 1}
+    extra = [*records, {"questionId": "9", "prediction": "c", "probs": {"c": 1.0}}]
+    assert read_predictions(write_json("e.json", extra))["9"].probs == {"c": 1.0}
+    with pytest.raises(DataError, match="record '00000001': duplicate question id"):
+        read_predictions(write_json("d.json", [*records, records[1]]))
+    mixed = [{"question_id": 1, "answer": "x"}, {"questionId": "2", "prediction": "y"}]
+    assert read_predictions(write_json("m.json", mixed)) == {
+        "1": Prediction("x"), "2": Prediction("y")}  # fmt: skip
+
+
 def test_jsonl_and_lmms_eval_shape(tmp_path):
     path = tmp_path / "samples.jsonl"
     lines = [

@@ -211,22 +211,34 @@ def _head(path: Path) -> bytes:
 
 
 _VQA_RESULT_KEYS = {"question_id", "answer"}
+_GQA_RESULT_KEYS = {"questionId", "prediction"}
 
 
 def _plain_vqa_results(data: Any) -> dict[str, Prediction] | None:
-    """VQA results ``[{"question_id": int, "answer": str}, ...]`` whose every record is
-    exactly that (the official format), read without per-record checks; None for any
-    other content (the general reader then checks it record by record and names the
-    problem)."""
-    if not isinstance(data, list) or not data:
+    """VQA results ``[{"question_id": int, "answer": str}, ...]`` or GQA's
+    ``[{"questionId": str, "prediction": str}, ...]`` whose every record is exactly that
+    (the official formats, string ids already clean), read without per-record checks;
+    None for any other content (the general reader then checks it record by record and
+    names the problem)."""
+    if not isinstance(data, list) or not data or type(data[0]) is not dict:
+        return None
+    if data[0].keys() == _VQA_RESULT_KEYS:
+        keys, id_type = _VQA_RESULT_KEYS, int
+        id_field, answer_field = "question_id", "answer"
+    elif data[0].keys() == _GQA_RESULT_KEYS:
+        keys, id_type = _GQA_RESULT_KEYS, str
+        id_field, answer_field = "questionId", "prediction"
+    else:
         return None
     out: dict[str, Prediction] = {}
     for record in data:
-        if type(record) is not dict or record.keys() != _VQA_RESULT_KEYS:
+        if type(record) is not dict or record.keys() != keys:
             return None
-        qid, answer = record["question_id"], record["answer"]
-        if type(qid) is not int or type(answer) is not str:
+        qid, answer = record[id_field], record[answer_field]
+        if type(qid) is not id_type or type(answer) is not str:
             return None
+        if id_type is str and (not qid or qid.strip() != qid):
+            return None  # the general reader strips or refuses it
         out[str(qid)] = Prediction(answer)
     return out if len(out) == len(data) else None  # a repeated id: the general reader names it
 

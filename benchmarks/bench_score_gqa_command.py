@@ -1,0 +1,157 @@
+"""Benchmark: the whole ``vqadiag score gqa`` command against an official-style program,
+both run as a user runs them (a subprocess each, file reading included, peak memory from
+the operating system), on files laid out as GQA's at testdev-all's size.
+
+    python benchmarks/bench_score_gqa_command.py                # 172,174 questions
+    python benchmarks/bench_score_gqa_command.py --size 20000   # quick
+
+The questions are ``bench_gqa_loading.generate``'s realistic records (60 % balanced,
+entailed questions, global groups); the choices file gives every question a ``valid``
+and a ``plausible`` list; the predictions are GQA's ``[{"questionId", "prediction"}]``,
+about 70 % right. The official-style program is what GQA's ``eval.py`` does, written from
+its algorithm (docs/gqa.md): ``json.load`` of the three files, one loop over the
+balanced questions appending per-question scores to lists, consistency over the
+entailed questions, the χ² distribution. Both must print the same accuracy, validity,
+plausibility, consistency and distribution; the script prints wall time and peak RSS of
+each and their ratios (issue target: vqadiag ≥ 10× faster, in no more memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_gqa_loading import COLORS, OBJECTS, generate  # noqa: E402
+from bench_score_vqa_command import MEASURE  # noqa: E402
+
+OFFICIAL_STYLE = r"""
+import json, sys
+from collections import defaultdict
+questions = json.load(open(sys.argv[1]))
+choices = json.load(open(sys.argv[2]))
+predictions = {p["questionId"]: p["prediction"] for p in json.load(open(sys.argv[3]))}
+
+def avg(values):
+    return float(sum(values)) / len(values)
+
+def belongs(element, group, question):
+    if "Common" in question["types"]["detailed"]:
+        group = ["color", "material", "shape"]
+    return element in group
+
+def steps(question):
+    ops = [c for c in question["semantic"]
+           if not any(o in "{}: {}".format(c["operation"], c["argument"])
+                      for o in ["exist", "query: name", "choose name"])]
+    return len(ops)
+
+scores = {k: [] for k in ("accuracy", "binary", "open", "validity", "plausibility",
+                          "consistency")}
+per = {k: defaultdict(list) for k in ("structural", "semantic", "length", "steps")}
+gold_dist = defaultdict(lambda: defaultdict(int))
+pred_dist = defaultdict(lambda: defaultdict(int))
+for qid, question in questions.items():
+    if not question["isBalanced"]:
+        continue
+    gold, predicted = question["answer"], predictions[qid]
+    correct = predicted == gold
+    score = 1.0 if correct else 0.0
+    scores["accuracy"].append(score)
+    per["length"][len(question["question"].split())].append(score)
+    per["steps"][steps(question)].append(score)
+    per["structural"][question["types"]["structural"]].append(score)
+    per["semantic"][question["types"]["semantic"]].append(score)
+    scores["open" if question["types"]["structural"] == "query" else "binary"].append(score)
+    scores["validity"].append(1.0 if belongs(predicted, choices[qid]["valid"], question) else 0.0)
+    scores["plausibility"].append(
+        1.0 if belongs(predicted, choices[qid]["plausible"], question) else 0.0)
+    group = question["groups"]["global"]
+    if group is not None:
+        gold_dist[group][gold] += 1
+        pred_dist[group][predicted] += 1
+    inferred = [e for e in question["entailed"] if e != qid]
+    if correct and inferred:
+        scores["consistency"].append(avg(
+            [1.0 if predictions[e] == questions[e]["answer"] else 0.0 for e in inferred]))
+
+total, overall = 0.0, 0
+for group in gold_dist:
+    score, count = 0.0, 0
+    for answer in gold_dist[group]:
+        e = gold_dist[group][answer]
+        o = pred_dist[group].get(answer, 0)
+        score += float(o - e) ** 2 / e
+        count += e
+    total += score * count
+    overall += count
+out = {k: avg(v) * 100 for k, v in scores.items()}
+out["distribution"] = float(total) / overall / 100
+print(json.dumps(out))
+"""
+
+
+def write_inputs(folder: Path, size: int) -> tuple[Path, Path, Path]:
+    """Questions (``bench_gqa_loading.generate``), choices and GQA-shaped predictions."""
+    questions = folder / "testdev_all_questions.json"
+    generate(questions, size)
+    data = json.loads(questions.read_text())
+    rng = random.Random(1)
+    vocabulary = OBJECTS + COLORS + ["yes", "no"]
+    choices, predictions = {}, []
+    for qid, record in data.items():
+        answer = record["answer"]
+        valid = sorted({answer, *rng.sample(vocabulary, 8)})
+        choices[qid] = {"valid": valid, "plausible": sorted({answer, *rng.sample(valid, 3)})}
+        guess = answer if rng.random() < 0.7 else rng.choice(vocabulary)
+        predictions.append({"questionId": qid, "prediction": guess})
+    (folder / "testdev_all_choices.json").write_text(json.dumps(choices))
+    (folder / "predictions.json").write_text(json.dumps(predictions))
+    return questions, folder / "testdev_all_choices.json", folder / "predictions.json"
+
+
+def measure(command: list[str]) -> dict:
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return json.loads(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=172_174, help="Questions in the file.")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_gqa_cmd_") as tmp:
+        questions, choices, predictions = write_inputs(Path(tmp), args.size)
+        official_script = Path(tmp) / "official_style.py"
+        official_script.write_text(OFFICIAL_STYLE)
+        print(f"{args.size} questions, {questions.stat().st_size / 1e6:.0f} MB; choices "
+              f"{choices.stat().st_size / 1e6:.0f} MB; predictions "
+              f"{predictions.stat().st_size / 1e6:.0f} MB")  # fmt: skip
+        official = measure([sys.executable, str(official_script), str(questions), str(choices),
+                            str(predictions)])  # fmt: skip
+        ours = measure([sys.executable, "-m", "vqadiag", "score", "gqa", "--questions",
+                        str(questions), "--choices", str(choices), "--predictions",
+                        str(predictions), "--json"])  # fmt: skip
+        a = json.loads(official["stdout"])
+        b = json.loads(ours["stdout"])
+        for key in ("accuracy", "binary", "open", "validity", "plausibility", "consistency",
+                    "distribution"):  # fmt: skip
+            if a[key] != b[key]:
+                raise SystemExit(f"{key} differs: official-style {a[key]!r}, vqadiag {b[key]!r}")
+        print(f"identical figures (accuracy {b['accuracy']:.4f}, consistency "
+              f"{b['consistency']:.4f}, distribution {b['distribution']:.6f})")  # fmt: skip
+        for name, r in (("official-style program", official), ("vqadiag score gqa", ours)):
+            print(f"{name:24s} {r['wall']:7.2f} s   peak {r['peak_mb']:7.0f} MB")
+        print(f"vqadiag is {official['wall'] / ours['wall']:.1f}× faster (target ≥ 10×), in "
+              f"{ours['peak_mb'] / official['peak_mb']:.2f}× the memory (target ≤ 1)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
