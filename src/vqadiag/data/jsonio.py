@@ -43,17 +43,23 @@ def _decode_problem(raw: bytes, err: orjson.JSONDecodeError) -> str:
     return f"malformed JSON at {where}: {err.msg}"
 
 
+#: files at least this large are parsed with ``paused_gc(freeze=True)``
+FREEZE_BYTES = 16 << 20
+
+
 @contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_gc(*, freeze: bool = False) -> Iterator[None]:
     """Pause the cyclic garbage collector while reading a big JSON file.
 
     Parsing creates millions of dicts and lists without cycles; each automatic
     collection walks the whole growing heap, which doubles the time to read the
-    VQA v2 val annotations. The previous state is restored afterwards, after
-    ``gc.freeze()``: the first collection after re-enabling would otherwise walk every
-    parsed object once more (a full collection, about a second for GQA testdev-all).
-    Frozen objects are still freed by reference counting; only the cyclic collector
-    skips them, and parsed JSON holds no cycles.
+    VQA v2 val annotations. The previous state is restored afterwards; with ``freeze``,
+    after ``gc.freeze()``: the first collection after re-enabling would otherwise walk
+    every parsed object once more (a full collection, about a second for GQA
+    testdev-all). Frozen objects are still freed by reference counting; only the cyclic
+    collector skips them (parsed JSON holds no cycles; cyclic garbage already waiting
+    when a big file is read stays until ``gc.unfreeze()``, which is why only big reads
+    freeze).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -61,7 +67,8 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            gc.freeze()
+            if freeze:
+                gc.freeze()
             gc.enable()
 
 
@@ -73,7 +80,7 @@ def read_json(path: str | Path) -> Any:
     if not raw or raw.isspace():  # no stripped copy of a large file
         raise DataError(p, "file is empty")
     try:
-        with paused_gc():
+        with paused_gc(freeze=len(raw) >= FREEZE_BYTES):
             obj = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         raise DataError(p, _decode_problem(raw, err)) from None

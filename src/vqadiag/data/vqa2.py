@@ -63,7 +63,7 @@ def read_vqa_questions(path: str | Path) -> dict[str, dict[str, Any]]:
     duplicate ids raise DataError.
     """
     p = Path(path)
-    with paused_gc():
+    with paused_gc(freeze=True):
         return _read_questions(p)
 
 
@@ -166,7 +166,7 @@ def read_vqa_annotations(path: str | Path) -> dict[str, dict[str, Any]]:
     ``answer_list``: the answer strings in annotator order.
     """
     p = Path(path)
-    with paused_gc():
+    with paused_gc(freeze=True):
         return _read_annotations(p)
 
 

@@ -109,7 +109,7 @@ def _read_answers(
     unless ``allow_missing``."""
     p = Path(path)
     notes: dict[str, int] = {}
-    with paused_gc():
+    with paused_gc(freeze=True):
         predictions = read_predictions(p, notes=notes, null_as_wrong=True)
     extra = [qid for qid in predictions if qid not in questions]
     for qid in extra:

@@ -132,7 +132,7 @@ def score_vqa(
     annotation_records = read_vqa_annotations(annotations)
     _check_questions(question_records, annotation_records, annotations)
     qids = list(annotation_records)
-    with paused_gc():
+    with paused_gc(freeze=True):
         prediction_records = read_predictions(predictions)
     aligned = align_predictions(prediction_records, qids, predictions, allow_missing=allow_missing)
     answers = answers_of(aligned)
@@ -181,7 +181,7 @@ def score_pairs(
     annotation_records = read_vqa_annotations(annotations)
     pair_list = read_pairs(pairs, annotation_records)
     paired = list(dict.fromkeys(q for pair in pair_list for q in pair))
-    with paused_gc():
+    with paused_gc(freeze=True):
         preds = read_predictions(predictions)
     align_predictions(preds, list(annotation_records), predictions, allow_missing=True)
     answers = answers_of(
