@@ -161,7 +161,8 @@ def demo_command(
         int | None, typer.Option(min=20, help="Override the world's number of images.")
     ] = None,
     epochs: Annotated[
-        int | None, typer.Option(min=1, help="Override question-only / UpDn training epochs.")
+        int | None,
+        typer.Option(min=1, help="Override question-only / UpDn / pixel training epochs."),
     ] = None,
     max_questions: Annotated[
         int | None, typer.Option(min=1, help="Override the questions diagnosed per split.")
@@ -179,8 +180,9 @@ def demo_command(
     seed: SeedOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
-    """From nothing to a report: synthetic world → train prior, question-only, UpDn and
-    symbolic → diagnose each with every suite → report. Interrupted, it resumes."""
+    """From nothing to a report: synthetic world → train prior, question-only, UpDn,
+    symbolic and the pixel model → diagnose each with every suite → report. Interrupted, it
+    resumes."""
     from vqadiag.workflows.demo import demo
 
     result = demo(
