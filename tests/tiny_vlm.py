@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 CORPUS = [
     "What color is the cat? Is the table red or blue? Which is larger, the dog or the car?",
@@ -28,24 +29,33 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_llava(out: str | Path, *, seed: int = 0) -> Path:
-    """Write a random tiny LLaVA chat model (weights, config, processor) to ``out``."""
-    import torch
+def byte_level_tokenizer(special: list[str], **tokens: Any) -> Any:
+    """A byte-level BPE tokenizer trained on :data:`CORPUS` with ``special`` tokens first
+    (ids 0, 1, …), wrapped for transformers with ``tokens`` (bos/eos/pad names, extra
+    special tokens)."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    out = Path(out)
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=320,
-        special_tokens=["<pad>", "<s>", "</s>", "<image>"],
+        special_tokens=special,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     bpe.train_from_iterator(CORPUS * 4, trainer)
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, **tokens)
+
+
+def build_tiny_llava(out: str | Path, *, seed: int = 0) -> Path:
+    """Write a random tiny LLaVA chat model (weights, config, processor) to ``out``."""
+    import torch
+    import transformers
+
+    out = Path(out)
+    tokenizer = byte_level_tokenizer(
+        ["<pad>", "<s>", "</s>", "<image>"],
         bos_token="<s>",
         eos_token="</s>",
         pad_token="<pad>",
@@ -142,21 +152,12 @@ def build_tiny_gemma3(out: str | Path, *, seed: int = 0) -> Path:
     """Write a random tiny Gemma 3 chat model (SigLIP tower + Gemma 3 text) to ``out``."""
     import torch
     import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     out = Path(out)
     special = ["<pad>", "<bos>", "<eos>", "<start_of_image>", "<end_of_image>",
                "<image_soft_token>", "<start_of_turn>", "<end_of_turn>"]  # fmt: skip
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=320, special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )  # fmt: skip
-    bpe.train_from_iterator(CORPUS * 4, trainer)
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+    tokenizer = byte_level_tokenizer(
+        special, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
         extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
                               "image_token": "<image_soft_token>"},
     )  # fmt: skip

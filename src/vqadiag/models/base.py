@@ -116,6 +116,19 @@ TEXT_GENERATOR = Capabilities(
 )
 
 
+def pixel_images(batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> list[np.ndarray]:
+    """The batch's images as (H, W, 3) uint8 arrays, one per question, checked: what a
+    model that reads whole images (ViLT / BLIP, chat VLMs, served models) is given."""
+    if not isinstance(visual, PixelInput):
+        raise TypeError("this model needs PixelInput (images)")
+    images = [np.asarray(im) for im in visual.images]
+    if any(im.ndim != 3 or im.shape[-1] != 3 or im.dtype != np.uint8 for im in images):
+        raise ValueError("PixelInput.images must be (H, W, 3) uint8 arrays")
+    if len(images) != len(batch):
+        raise ValueError(f"{len(images)} images for {len(batch)} questions")
+    return images
+
+
 @runtime_checkable
 class VQAModel(Protocol):
     """A model vqadiag can diagnose."""

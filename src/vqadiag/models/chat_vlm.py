@@ -36,6 +36,7 @@ from vqadiag.models.base import (
     ObjectInput,
     PixelInput,
     QuestionBatch,
+    pixel_images,
 )
 from vqadiag.models.checkpoint import CONFIG, folder_digest, load_checkpoint, save_checkpoint
 from vqadiag.models.generated_answer import Generation, read_generation
@@ -43,19 +44,6 @@ from vqadiag.models.model_args import ModelArgs
 
 NAME = "hf-chat"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-def as_rgb_images(batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> list[Any]:
-    """The batch's images as (H, W, 3) uint8 arrays, one per question (checked)."""
-    if not isinstance(visual, PixelInput):
-        raise DataError(None, "a vision-language model needs pixel input (images)")
-    images = [np.asarray(im) for im in visual.images]
-    if len(images) != len(batch):
-        raise ValueError(f"{len(images)} images for {len(batch)} questions")
-    for im in images:
-        if im.ndim != 3 or im.shape[-1] != 3 or im.dtype != np.uint8:
-            raise ValueError("PixelInput.images must be (H, W, 3) uint8 arrays")
-    return images
 
 
 class ChatVLM:
@@ -198,7 +186,7 @@ class ChatVLM:
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
         """Generated answers, ``batch_size`` questions per ``generate`` call."""
-        images = as_rgb_images(batch, visual)
+        images = pixel_images(batch, visual)
         texts: list[str] = []
         for start in range(0, len(batch), self.batch_size):
             stop = start + self.batch_size

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,8 +33,8 @@ from vqadiag.models.base import (
     ObjectInput,
     PixelInput,
     QuestionBatch,
+    pixel_images,
 )
-from vqadiag.models.chat_vlm import as_rgb_images
 from vqadiag.models.generated_answer import EXTRACTIONS, Generation
 from vqadiag.models.model_args import ModelArgs
 
@@ -84,7 +84,7 @@ class RecordingModel:
         return "conditions-export"
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
-        images = as_rgb_images(batch, visual)
+        images = pixel_images(batch, visual)
         for question, image in zip(batch.questions, images, strict=True):
             digest = pixel_digest(image)
             key = item_id(question, digest)
@@ -116,14 +116,19 @@ def read_manifest(folder: Path) -> dict[str, Any]:
             if value in values:
                 raise DataError(path, f"{key} {value!r} appears twice", f"item {n}")
             values.add(value)
+    return manifest
+
+
+def manifest_generation(manifest: Mapping[str, Any], path: Path, extraction: str) -> Generation:
+    """The prompt and length the export asked for, with ``extraction``."""
     try:
-        Generation(
+        return Generation(
             prompt=str(manifest.get("prompt", Generation.prompt)),
+            extraction=extraction,
             max_new_tokens=int(manifest.get("max_new_tokens", Generation.max_new_tokens)),
         )
     except (TypeError, ValueError) as err:
         raise DataError(path, f"prompt / max_new_tokens: {err}") from None
-    return manifest
 
 
 class ConditionAnswersModel:
@@ -135,15 +140,12 @@ class ConditionAnswersModel:
     answer_vocab: ClassVar[list[str]] = []
 
     def __init__(
-        self, answers: str | Path, conditions: str | Path, generation: Generation | None = None
+        self, answers: str | Path, conditions: str | Path, *, extraction: str = "short"
     ) -> None:
         self.answers_path = Path(answers)
         self.folder = Path(conditions)
         self.manifest = read_manifest(self.folder)
-        self.generation = generation or Generation(
-            prompt=str(self.manifest.get("prompt", Generation.prompt)),
-            max_new_tokens=int(self.manifest.get("max_new_tokens", Generation.max_new_tokens)),
-        )
+        self.generation = manifest_generation(self.manifest, self.folder / MANIFEST, extraction)
         by_index = {str(it["index"]): str(it["question_id"]) for it in self.manifest["items"]}
         known = set(by_index.values())
         self.texts: dict[str, str] = {}
@@ -179,9 +181,7 @@ class ConditionAnswersModel:
         reader.finish()
         if not folder:
             raise DataError("--model-args", "files: takes settings only with conditions=EXPORT_DIR")
-        model = cls(answers, folder)
-        model.generation = replace(model.generation, extraction=extraction)
-        return model
+        return cls(answers, folder, extraction=extraction)
 
     def settings(self) -> dict[str, Any]:
         """What ``results.json`` records under ``model.settings``."""
@@ -203,7 +203,7 @@ class ConditionAnswersModel:
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
         """The harness's answer to each (question, pixels) of the batch."""
-        images = as_rgb_images(batch, visual)
+        images = pixel_images(batch, visual)
         texts = []
         for qid, question, image in zip(batch.question_ids, batch.questions, images, strict=True):
             key = item_id(question, pixel_digest(image))

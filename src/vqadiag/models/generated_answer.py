@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from vqadiag.errors import DataError
+
 DEFAULT_PROMPT = "{question}\nAnswer the question using a single word or phrase."
 EXTRACTIONS = ("short", "raw")
 
@@ -104,8 +106,6 @@ class Generation:
 def read_generation(args: Any) -> Generation:
     """The :class:`Generation` of ``--model-args`` ``prompt``, ``extraction`` and
     ``max_new_tokens`` (a :class:`vqadiag.models.model_args.ModelArgs`)."""
-    from vqadiag.errors import DataError
-
     defaults = Generation()
     try:
         return Generation(

@@ -32,7 +32,14 @@ import numpy as np
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.jsonio import read_json
 from vqadiag.errors import DataError
-from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
+from vqadiag.models.base import (
+    Capabilities,
+    ModelOutput,
+    ObjectInput,
+    PixelInput,
+    QuestionBatch,
+    pixel_images,
+)
 from vqadiag.models.checkpoint import CONFIG, folder_digest, load_checkpoint, save_checkpoint
 from vqadiag.models.model_args import ModelArgs
 
@@ -209,13 +216,7 @@ class HFModel:
     # -- prediction -------------------------------------------------------------------
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
         """Answer from pixels, ``batch_size`` questions per forward pass (module docstring)."""
-        if not isinstance(visual, PixelInput):
-            raise TypeError("the hf adapter needs PixelInput (images)")
-        images = [np.asarray(im) for im in visual.images]
-        if any(im.ndim != 3 or im.shape[-1] != 3 or im.dtype != np.uint8 for im in images):
-            raise ValueError("PixelInput.images must be (H, W, 3) uint8 arrays")
-        if len(images) != len(batch):
-            raise ValueError(f"{len(images)} images for {len(batch)} questions")
+        images = pixel_images(batch, visual)
         answers: list[str] = []
         probs: list[np.ndarray] = []
         for start in range(0, len(batch), max(self.batch_size, 1)):

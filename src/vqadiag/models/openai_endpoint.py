@@ -46,8 +46,8 @@ from vqadiag.models.base import (
     ObjectInput,
     PixelInput,
     QuestionBatch,
+    pixel_images,
 )
-from vqadiag.models.chat_vlm import as_rgb_images
 from vqadiag.models.generated_answer import Generation, read_generation
 from vqadiag.models.model_args import ModelArgs
 
@@ -277,7 +277,7 @@ class EndpointModel:
         A request that still fails after its retries stops the run with one line naming
         the question, after the requests already running have been handed over (the
         ones not started are cancelled)."""
-        images = as_rgb_images(batch, visual)
+        images = pixel_images(batch, visual)
         encoded: dict[int, Future[str]] = {}
         lock = threading.Lock()
 

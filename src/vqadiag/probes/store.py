@@ -15,9 +15,9 @@ fingerprints of :mod:`vqadiag.probes.fingerprints` and the question id — holds
 * ``raw``: a generative model's text before it became ``answer`` (NULL otherwise;
   added in schema 2, a schema-1 store gains the column when opened).
 
-The database runs in WAL mode and the runner commits after every batch, so a
-process killed at any point (even SIGKILL) leaves only whole batches; a restart
-reads them back and computes the rest.
+The database runs in WAL mode and the runner commits after every batch (after every
+answer for a served model), so a process killed at any point (even SIGKILL) leaves
+only whole commits; a restart reads them back and computes the rest.
 """
 
 from __future__ import annotations

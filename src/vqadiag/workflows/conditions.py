@@ -161,7 +161,7 @@ def export_conditions(
         "max_objects": max_objects,
         "pixel_fill": pixel_fill,
         "allow_missing_images": allow_missing_images,
-        "bqd": None if bqd is None else str(Path(bqd).resolve()),
+        "bqd": None if given_bqd is None else str(given_bqd),
         "bq_ranker": bq_ranker,
         "seed": seed,
         "images": None if images is None else str(Path(images).resolve()),
@@ -186,7 +186,7 @@ def export_conditions(
         for it in items
     ]  # fmt: skip
     if fmt == "jsonl":
-        _write_jsonl(target / "questions.jsonl", rows)
+        _write_jsonl(target / "questions.jsonl", rows, ("question_id", "image", "text"))
     elif fmt == "vlmevalkit":
         _write_tsv(target / TSV, rows, target)
     else:
@@ -215,8 +215,8 @@ def export_conditions(
     }
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    keep = ("question_id", "image", "text")
+def _write_jsonl(path: Path, rows: list[dict[str, Any]], keep: tuple[str, ...]) -> None:
+    """One JSON line per row, with the ``keep`` fields only."""
     lines = b"".join(orjson.dumps({k: r[k] for k in keep}) + b"\n" for r in rows)
     write_bytes_atomic(path, lines)
 
@@ -236,8 +236,7 @@ def _write_tsv(path: Path, rows: list[dict[str, Any]], folder: Path) -> None:
 def _write_lmms_task(folder: Path, rows: list[dict[str, Any]], generation: Generation) -> None:
     folder.mkdir(exist_ok=True)
     items = folder / "items.jsonl"
-    keep = ("question_id", "image", "text", "answer")
-    write_bytes_atomic(items, b"".join(orjson.dumps({k: r[k] for k in keep}) + b"\n" for r in rows))
+    _write_jsonl(items, rows, ("question_id", "image", "text", "answer"))
     write_bytes_atomic(folder / "utils.py", LMMS_UTILS.encode())
     yaml = LMMS_YAML.format(
         task=TASK, items=str(items.resolve()), max_new_tokens=generation.max_new_tokens
