@@ -85,3 +85,14 @@ def test_level_counts_path_matches_index_resampling(monkeypatch):
     assert fast.ci_low == pytest.approx(slow.ci_low, abs=0.25)
     assert fast.ci_high == pytest.approx(slow.ci_high, abs=0.25)
     assert fast != slow  # the two paths really differ
+
+
+def test_one_column_levels_are_ordered_as_rows_are():
+    # One column takes a 1-d np.unique; the multinomial draws depend on the order of the
+    # levels, so it must number them as the row-wise np.unique of several columns does.
+    values = np.random.default_rng(3).choice([0.0, 1.0, 0.3, 0.9, 0.6], size=4000)
+    alone = resampled_sums(values[:, None], n_resamples=200, seed=5)
+    with_constant = resampled_sums(np.c_[values, np.zeros_like(values)], n_resamples=200, seed=5)
+    # (equal up to the matrix product's summation order; another level order would
+    # change the sums by whole units)
+    np.testing.assert_allclose(alone[:, 0], with_constant[:, 0], rtol=1e-12)

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from vqadiag.metrics.vqa_accuracy import (
+    _factorize,
     annotator_scores,
     group_indices,
     official_mean,
     vqa_accuracies,
+    vqa_accuracies_flat,
 )
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_vqa_scoring.py"
@@ -180,9 +182,30 @@ def test_official_mean_sums_left_to_right() -> None:
 
 
 def test_group_indices_first_seen_order() -> None:
-    groups = group_indices(["other", "yes/no", "other", "number"])
+    groups = group_indices(["other", "yes/no", "other", "number", "other", "yes/no"])
     assert list(groups) == ["other", "yes/no", "number"]
-    assert groups["other"].tolist() == [0, 2]
+    assert groups["other"].tolist() == [0, 2, 4]
+    assert groups["yes/no"].tolist() == [1, 5]
+    assert groups["number"].tolist() == [3]
+    assert group_indices([]) == {}
+
+
+def test_factorize_numbers_values_in_first_seen_order() -> None:
+    codes, uniques = _factorize(["b", "a", "b", "c", "a"])
+    assert uniques == ["b", "a", "c"]
+    assert codes.tolist() == [0, 1, 0, 2, 1]
+
+
+def test_flat_layout_equals_lists() -> None:
+    answers = [["a", "a", "b"], ["red"] * 2 + ["blue"] * 8, ["x"]]
+    flat = [a for row in answers for a in row]
+    by_lists = vqa_accuracies(["a", "blue", None], answers)
+    by_flat = vqa_accuracies_flat(["a", "blue", None], flat, np.array([3, 10, 1]))
+    assert np.array_equal(by_lists, by_flat)
+    with pytest.raises(ValueError, match="13 answers but the counts add up to 14"):
+        vqa_accuracies_flat(["a", "b", "c"], flat[:-1], np.array([3, 10, 1]))
+    with pytest.raises(ValueError, match="question 1 has an empty answer list"):
+        vqa_accuracies_flat(["a", "b"], ["a"], np.array([1, 0]))
 
 
 def test_all_patterns_of_small_lists_match_a_direct_loop() -> None:

@@ -167,7 +167,8 @@ def _from_record(
     return qid, Prediction(_answer_text(answer, path, label, notes, null_as_wrong), probs)
 
 
-_LINE_OR_TABLE_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".tab", ".xlsx", ".xlsm"}
+#: suffixes read line by line or as a table, never as one JSON text
+LINE_OR_TABLE_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".tab", ".xlsx", ".xlsm"}
 
 
 def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
@@ -267,7 +268,7 @@ def read_predictions(
     """
     p = Path(path)
     head = _head(p)
-    tabular = p.suffix.lower() in _LINE_OR_TABLE_SUFFIXES or is_xlsx(head)
+    tabular = p.suffix.lower() in LINE_OR_TABLE_SUFFIXES or is_xlsx(head)
     if binary_kind(head) == "a Python pickle":
         data = load_plain_pickle(p)  # FPVG's prediction files; no code is ever run
     else:

@@ -72,7 +72,11 @@ def resampled_sums(
     if n == 0:
         return out
     rng = np.random.default_rng(seed)
-    levels, counts = np.unique(x, axis=0, return_counts=True)
+    if k == 1 and np.isfinite(x).all():  # the same levels, without np.unique's slow row sort
+        flat_levels, counts = np.unique(x[:, 0], return_counts=True)
+        levels = flat_levels[:, None]
+    else:
+        levels, counts = np.unique(x, axis=0, return_counts=True)
     if len(levels) <= _MAX_LEVELS and len(levels) * 4 <= n:
         draws = rng.multinomial(n, counts / n, size=n_resamples)
         return draws.astype(np.float64) @ levels

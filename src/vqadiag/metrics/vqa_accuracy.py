@@ -20,6 +20,7 @@ depends on the order of the terms, e.g. 0.6 vs 0.6000000000000001).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -31,14 +32,22 @@ MISSING_CODE = -2
 _PAD_CODE = -1
 
 
-def _factorize(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Integer codes of ``values`` and the list of distinct values (first-seen order, as
-    ``pandas.factorize(sort=False)`` numbers them; one dict lookup per value, without
-    importing pandas)."""
-    index: dict[str, int] = {}
-    code_of = index.setdefault
-    codes = np.fromiter((code_of(v, len(index)) for v in values), dtype=np.int64, count=len(values))
-    return codes, list(index)
+def _factorize(values: list[Hashable]) -> tuple[np.ndarray, list[Hashable]]:
+    """Integer codes of ``values`` and the list of distinct values, numbered in first-seen
+    order (as ``pandas.factorize(sort=False)`` numbers them, without importing pandas).
+
+    One C-level pass: ``dict.setdefault(value, position)`` keeps the position of each
+    value's first occurrence; the first positions, in insertion (= ascending) order, are
+    then renumbered 0, 1, 2 … with one array lookup.
+    """
+    first_at: dict[Hashable, int] = {}
+    first = np.fromiter(
+        map(first_at.setdefault, values, itertools.count()), dtype=np.int64, count=len(values)
+    )
+    positions = np.fromiter(first_at.values(), dtype=np.int64, count=len(first_at))
+    renumber = np.empty(len(values), dtype=np.int64)
+    renumber[positions] = np.arange(len(positions))
+    return renumber[first], list(first_at)
 
 
 def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -79,29 +88,48 @@ def vqa_accuracies(
     is applied only to questions whose cleaned answers are not all identical,
     or to every question when ``lenient``.
     """
+    if len(answers) != len(predictions):
+        raise ValueError(f"{len(predictions)} predictions but {len(answers)} answer lists")
+    counts = np.fromiter((len(a) for a in answers), dtype=np.int64, count=len(answers))
+    flat = [a for row in answers for a in row]
+    return vqa_accuracies_flat(predictions, flat, counts, lenient=lenient)
+
+
+def vqa_accuracies_flat(
+    predictions: Sequence[str | None],
+    answers: list[str],
+    answer_counts: np.ndarray,
+    *,
+    lenient: bool = False,
+) -> np.ndarray:
+    """:func:`vqa_accuracies` with the annotator answers laid out flat: question k has the
+    ``answer_counts[k]`` answers that follow those of questions 0 … k−1 in ``answers``."""
     n = len(predictions)
-    if len(answers) != n:
-        raise ValueError(f"{n} predictions but {len(answers)} answer lists")
+    lengths = np.asarray(answer_counts, dtype=np.int64)
+    if lengths.shape[0] != n:
+        raise ValueError(f"{n} predictions but {lengths.shape[0]} answer lists")
     if n == 0:
         return np.zeros(0, dtype=np.float64)
-    lengths = np.fromiter((len(a) for a in answers), dtype=np.int64, count=n)
-    if np.any(lengths == 0):
-        raise ValueError(f"question {int(np.argmin(lengths))} has an empty answer list")
-    flat = [a for row in answers for a in row]
+    if np.any(lengths <= 0):
+        raise ValueError(
+            f"question {int(np.flatnonzero(lengths <= 0)[0])} has an empty answer list"
+        )
+    if int(lengths.sum()) != len(answers):
+        raise ValueError(f"{len(answers)} answers but the counts add up to {int(lengths.sum())}")
     present = np.fromiter((p is not None for p in predictions), dtype=bool, count=n)
     preds = [p for p in predictions if p is not None]
 
     # One code per distinct raw string (answers and predictions together).
-    raw_codes, uniques = _factorize(flat + preds)
+    raw_codes, uniques = _factorize(answers + preds)
     cleaned = [clean_whitespace(u) for u in uniques]
     clean_of_raw, clean_uniques = _factorize(cleaned)
     norm_of_clean, _ = _factorize([normalize_answer(u) for u in clean_uniques])
 
-    gt_raw = raw_codes[: len(flat)]
+    gt_raw = raw_codes[: len(answers)]
     gt_clean = _padded(clean_of_raw[gt_raw], lengths)
     valid = gt_clean != _PAD_CODE
     pred_clean = np.full(n, MISSING_CODE, dtype=np.int64)
-    pred_clean[present] = clean_of_raw[raw_codes[len(flat) :]]
+    pred_clean[present] = clean_of_raw[raw_codes[len(answers) :]]
 
     if lenient:
         normalize = np.ones(n, dtype=bool)
@@ -164,8 +192,11 @@ def discrete_mean_ci(
 
 
 def group_indices(labels: Sequence[Hashable]) -> dict[Hashable, np.ndarray]:
-    """Row indices of each label, labels in first-seen order (for per-type means)."""
-    out: dict[Hashable, list[int]] = {}
-    for i, label in enumerate(labels):
-        out.setdefault(label, []).append(i)
-    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    """Row indices of each label (ascending), labels in first-seen order (for per-type
+    means)."""
+    codes, uniques = _factorize(list(labels))
+    if not uniques:
+        return {}
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(1, len(uniques)))
+    return dict(zip(uniques, np.split(order, bounds), strict=True))

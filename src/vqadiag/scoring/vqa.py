@@ -22,7 +22,6 @@ from vqadiag.data.atomic import atomic_write
 from vqadiag.data.jsonio import paused_gc
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
 from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
-from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.balance import (
     answer_counts_by_type,
     entropy_bits,
@@ -33,8 +32,14 @@ from vqadiag.metrics.balance import (
     weighted_mean_entropy,
 )
 from vqadiag.metrics.pairs import DEFAULT_PAIR_THRESHOLD, pair_both_correct, pair_identical
-from vqadiag.metrics.vqa_accuracy import discrete_mean_ci, group_indices, vqa_accuracies
+from vqadiag.metrics.vqa_accuracy import (
+    discrete_mean_ci,
+    group_indices,
+    vqa_accuracies,
+    vqa_accuracies_flat,
+)
 from vqadiag.metrics.vqa_normalize import normalize_answer
+from vqadiag.scoring.vqa_inputs import check_questions, read_vqa_inputs
 
 
 def _rate(values: np.ndarray, seed: int, n_bootstrap: int) -> tuple[float, dict[str, Any]]:
@@ -52,27 +57,6 @@ def _grouped_rates(
     for label in sorted(groups):
         values[label], cis[label] = _rate(acc[groups[label]], seed, n_bootstrap)
     return values, cis
-
-
-def _check_questions(
-    questions: Mapping[str, Mapping[str, Any]],
-    annotations: Mapping[str, Mapping[str, Any]],
-    annotations_path: str | Path,
-) -> None:
-    """Every annotation must belong to a question of the questions file, on the same image."""
-    for qid, record in annotations.items():
-        question = questions.get(qid)
-        if question is None:
-            raise DataError(
-                annotations_path, "question id is not in the questions file", record_label(qid)
-            )
-        image = record.get("image_id")
-        if image is not None and image != question["image_id"]:
-            raise DataError(
-                annotations_path,
-                f"image_id {image} differs from the questions file ({question['image_id']})",
-                record_label(qid),
-            )
 
 
 def _write_per_question(path: str | Path, qids: Sequence[str], acc: np.ndarray) -> None:
@@ -128,27 +112,17 @@ def score_vqa(
     in [0, 1], annotation-file order). Keys: ``overall``, ``perAnswerType``,
     ``perQuestionType``, ``n``, ``n_missing``, ``lenient``, ``ci``.
     """
-    question_records = read_vqa_questions(questions)
-    annotation_records = read_vqa_annotations(annotations)
-    _check_questions(question_records, annotation_records, annotations)
-    qids = list(annotation_records)
-    with paused_gc(freeze=True):
-        prediction_records = read_predictions(predictions)
-    aligned = align_predictions(prediction_records, qids, predictions, allow_missing=allow_missing)
-    answers = answers_of(aligned)
-    records = [annotation_records[q] for q in qids]
-    acc = vqa_accuracies(answers, [r["answer_list"] for r in records], lenient=lenient)
+    inputs = read_vqa_inputs(questions, annotations, predictions, allow_missing=allow_missing)
+    acc = vqa_accuracies_flat(
+        inputs.predictions, inputs.answers, inputs.answer_counts, lenient=lenient
+    )
     if per_question is not None:
-        _write_per_question(per_question, qids, acc)
+        _write_per_question(per_question, inputs.question_ids, acc)
     report = accuracy_report(
-        acc,
-        [r["answer_type"] for r in records],
-        [r["question_type"] for r in records],
-        seed=seed,
-        n_bootstrap=n_bootstrap,
+        acc, inputs.answer_types, inputs.question_types, seed=seed, n_bootstrap=n_bootstrap
     )
     ci = report.pop("ci")
-    report["n_missing"] = sum(a is None for a in answers)
+    report["n_missing"] = sum(a is None for a in inputs.predictions)
     report["lenient"] = lenient
     report["ci"] = ci
     return report
@@ -247,7 +221,7 @@ def balance_stats(
     result: dict[str, Any] = {"n": len(records)}
     if questions is not None:
         question_records = read_vqa_questions(questions)
-        _check_questions(question_records, records, annotations)
+        check_questions(question_records, records, annotations)
         result["n_images"] = len({question_records[q]["image_id"] for q in records})
     types = [r["question_type"] for r in records.values()]
     answers = [r["multiple_choice_answer"] for r in records.values()]

@@ -1,0 +1,169 @@
+"""Columnar reading of plain official VQA v2 files, for ``score vqa`` (docs/vqa.md, "Speed").
+
+The official questions, annotations and results files are decoded with msgspec into
+typed records holding only the fields scoring reads, then laid out as columns: integer
+id arrays, the answer strings flat in annotator order with a count per question. No
+dict per record is built.
+
+Every reader returns ``None`` unless the file is plainly the official shape with integer
+question and image ids and unique question ids; the checked readers of
+:mod:`vqadiag.data.vqa2` and :mod:`vqadiag.data.predictions` then read it and name any
+problem (docs/reliability.md, "Fast paths defer to the checked readers").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from vqadiag.data.jsonio import paused_gc
+from vqadiag.data.predictions import LINE_OR_TABLE_SUFFIXES
+from vqadiag.data.typed_json import decode_or_none, map_file, records_value
+
+
+class _Question(msgspec.Struct, gc=False):
+    question_id: int
+    image_id: int
+    question: str
+
+
+class _Answer(msgspec.Struct, gc=False):
+    answer: str
+
+
+class _Annotation(msgspec.Struct, gc=False):
+    question_id: int
+    question_type: str
+    answer_type: str
+    answers: list[_Answer]
+    image_id: int | msgspec.UnsetType = msgspec.UNSET
+    multiple_choice_answer: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Result(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    question_id: int
+    answer: str
+
+
+_QUESTIONS = msgspec.json.Decoder(list[_Question])
+_ANNOTATIONS = msgspec.json.Decoder(list[_Annotation])
+_RESULTS = msgspec.json.Decoder(list[_Result])
+
+
+@dataclass(frozen=True)
+class QuestionColumns:
+    """A questions file: ``question_ids`` and ``image_ids`` (int64, file order)."""
+
+    question_ids: np.ndarray
+    image_ids: np.ndarray
+
+
+@dataclass(frozen=True)
+class AnnotationColumns:
+    """An annotations file in file order. ``answers`` holds every annotator answer, flat,
+    ``answer_counts[k]`` of them for question k; ``image_ids`` is None when no record
+    has one."""
+
+    question_ids: np.ndarray
+    image_ids: np.ndarray | None
+    question_types: list[str]
+    answer_types: list[str]
+    answers: list[str]
+    answer_counts: np.ndarray
+
+
+@dataclass(frozen=True)
+class ResultColumns:
+    """A VQA results list ``[{"question_id": int, "answer": str}, ...]`` in file order."""
+
+    question_ids: np.ndarray
+    answers: list[str]
+
+
+def _int64(values: Iterable[int], n: int) -> np.ndarray | None:
+    """The ids as an int64 array, or None when one does not fit (the checked reader takes
+    it as a string)."""
+    try:
+        return np.fromiter(values, dtype=np.int64, count=n)
+    except OverflowError:
+        return None
+
+
+def _question_ids(records: list) -> np.ndarray | None:
+    """The records' question ids as int64, or None when one does not fit or one repeats
+    (the checked reader names it)."""
+    ids = _int64((r.question_id for r in records), len(records))
+    if ids is None:
+        return None
+    ordered = np.sort(ids)
+    return None if bool(np.any(ordered[1:] == ordered[:-1])) else ids
+
+
+def _decoded(path: str | Path, key: str | None, decoder: msgspec.json.Decoder) -> list | None:
+    raw = map_file(path)
+    if raw is None:
+        return None
+    value = records_value(raw, key)
+    if value is None:
+        return None
+    with paused_gc(freeze=True):
+        records = decode_or_none(value, decoder)
+    return records or None  # an empty list: the checked reader says so
+
+
+def read_question_columns(path: str | Path) -> QuestionColumns | None:
+    """The ids of an official questions file, or None (see the module docstring)."""
+    records = _decoded(path, "questions", _QUESTIONS)
+    if records is None:
+        return None
+    ids = _question_ids(records)
+    images = _int64((r.image_id for r in records), len(records))
+    if ids is None or images is None:
+        return None
+    return QuestionColumns(ids, images)
+
+
+def read_annotation_columns(path: str | Path) -> AnnotationColumns | None:
+    """An official annotations file as columns, or None (see the module docstring)."""
+    records = _decoded(path, "annotations", _ANNOTATIONS)
+    if records is None:
+        return None
+    n = len(records)
+    ids = _question_ids(records)
+    counts = np.fromiter((len(r.answers) for r in records), dtype=np.int64, count=n)
+    if ids is None or not counts.all():
+        return None
+    try:
+        images = _int64((r.image_id for r in records), n)
+    except TypeError:  # some record has no image_id: scored only if none has one
+        if any(r.image_id is not msgspec.UNSET for r in records):
+            return None
+        images = np.zeros(0, dtype=np.int64)
+    if images is None:
+        return None
+    return AnnotationColumns(
+        question_ids=ids,
+        image_ids=images if len(images) else None,
+        question_types=[r.question_type for r in records],
+        answer_types=[r.answer_type for r in records],
+        answers=[a.answer for r in records for a in r.answers],
+        answer_counts=counts,
+    )
+
+
+def read_result_columns(path: str | Path) -> ResultColumns | None:
+    """A plain VQA results list as columns, or None (see the module docstring; a file
+    with any other field, e.g. ``probs``, goes through the checked reader)."""
+    if Path(path).suffix.lower() in LINE_OR_TABLE_SUFFIXES:
+        return None
+    records = _decoded(path, None, _RESULTS)
+    if records is None:
+        return None
+    ids = _question_ids(records)
+    if ids is None:
+        return None
+    return ResultColumns(ids, [r.answer for r in records])

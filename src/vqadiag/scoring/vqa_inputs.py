@@ -1,0 +1,153 @@
+"""What ``score vqa`` scores: the annotated questions with their aligned predictions
+(docs/vqa.md, "`vqadiag score vqa`" and "Speed").
+
+:func:`read_vqa_inputs` first tries the columnar fast path (:mod:`vqadiag.data.vqa2_columns`:
+official files with integer ids, checked with array operations) and otherwise, or at
+the first doubt, the checked readers, which give the same inputs or name the problem
+(docs/reliability.md, "Fast paths defer to the checked readers").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.jsonio import paused_gc
+from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
+from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.vqa2_columns import (
+    read_annotation_columns,
+    read_question_columns,
+    read_result_columns,
+)
+from vqadiag.errors import DataError, record_label
+
+
+@dataclass(frozen=True)
+class VQAInputs:
+    """The annotated questions in annotation-file order: ids, predictions (None where
+    missing), the flat annotator answers with a count per question, and the types."""
+
+    question_ids: list[str]
+    predictions: list[str | None]
+    answers: list[str]
+    answer_counts: np.ndarray
+    answer_types: list[str]
+    question_types: list[str]
+
+
+def check_questions(
+    questions: Mapping[str, Mapping[str, Any]],
+    annotations: Mapping[str, Mapping[str, Any]],
+    annotations_path: str | Path,
+) -> None:
+    """Every annotation must belong to a question of the questions file, on the same image."""
+    for qid, record in annotations.items():
+        question = questions.get(qid)
+        if question is None:
+            raise DataError(
+                annotations_path, "question id is not in the questions file", record_label(qid)
+            )
+        image = record.get("image_id")
+        if image is not None and image != question["image_id"]:
+            raise DataError(
+                annotations_path,
+                f"image_id {image} differs from the questions file ({question['image_id']})",
+                record_label(qid),
+            )
+
+
+def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """For each of ``values``, its index in the unique ``keys``; None if one is absent."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    at = np.searchsorted(ordered, values)
+    at_clipped = np.minimum(at, len(ordered) - 1)
+    if not np.array_equal(ordered[at_clipped], values):
+        return None
+    return order[at_clipped]
+
+
+def _fast_inputs(
+    questions: str | Path, annotations: str | Path, predictions: str | Path, allow_missing: bool
+) -> VQAInputs | None:
+    question_cols = read_question_columns(questions)
+    if question_cols is None:
+        return None
+    annotation_cols = read_annotation_columns(annotations)
+    if annotation_cols is None:
+        return None
+    ann_ids = annotation_cols.question_ids
+    in_questions = _positions(question_cols.question_ids, ann_ids)
+    if in_questions is None:
+        return None  # an annotation outside the questions file
+    if annotation_cols.image_ids is not None and not np.array_equal(
+        question_cols.image_ids[in_questions], annotation_cols.image_ids
+    ):
+        return None  # an annotation on another image
+    del question_cols, in_questions
+    results = read_result_columns(predictions)
+    if results is None:
+        return None
+    annotated_at = _positions(ann_ids, results.question_ids)
+    if annotated_at is None:
+        return None  # a prediction for a question that is not annotated
+    slot = np.full(len(ann_ids), -1, dtype=np.int64)
+    slot[annotated_at] = np.arange(len(annotated_at))
+    if not allow_missing and bool(np.any(slot < 0)):
+        return None
+    answers = results.answers
+    return VQAInputs(
+        question_ids=list(map(str, ann_ids.tolist())),
+        predictions=[answers[k] if k >= 0 else None for k in slot.tolist()],
+        answers=annotation_cols.answers,
+        answer_counts=annotation_cols.answer_counts,
+        answer_types=annotation_cols.answer_types,
+        question_types=annotation_cols.question_types,
+    )
+
+
+def _checked_inputs(
+    questions: str | Path, annotations: str | Path, predictions: str | Path, allow_missing: bool
+) -> VQAInputs:
+    question_records = read_vqa_questions(questions)
+    annotation_records = read_vqa_annotations(annotations)
+    check_questions(question_records, annotation_records, annotations)
+    del question_records
+    qids = list(annotation_records)
+    with paused_gc(freeze=True):
+        prediction_records = read_predictions(predictions)
+    aligned = align_predictions(prediction_records, qids, predictions, allow_missing=allow_missing)
+    records = list(annotation_records.values())
+    return VQAInputs(
+        question_ids=qids,
+        predictions=answers_of(aligned),
+        answers=[a for r in records for a in r["answer_list"]],
+        answer_counts=np.array([len(r["answer_list"]) for r in records], dtype=np.int64),
+        answer_types=[r["answer_type"] for r in records],
+        question_types=[r["question_type"] for r in records],
+    )
+
+
+def read_vqa_inputs(
+    questions: str | Path,
+    annotations: str | Path,
+    predictions: str | Path,
+    *,
+    allow_missing: bool = False,
+) -> VQAInputs:
+    """The inputs of ``score vqa`` from the three files.
+
+    Every annotation must be a question of the questions file on the same image; a
+    prediction id that is not annotated is an error; an annotated question without a
+    prediction is an error unless ``allow_missing`` (its prediction is then None).
+    Problems raise DataError naming file and record (from the checked readers).
+    """
+    fast = _fast_inputs(questions, annotations, predictions, allow_missing)
+    if fast is not None:
+        return fast
+    return _checked_inputs(questions, annotations, predictions, allow_missing)
