@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_gqa_loading import COLORS, OBJECTS, generate  # noqa: E402
-from bench_score_vqa_command import MEASURE  # noqa: E402
+from bench_score_vqa_command import MEASURE, print_comparison  # noqa: E402
 
 OFFICIAL_STYLE = r"""
 import json, sys
@@ -147,10 +147,7 @@ def main() -> None:
                 raise SystemExit(f"{key} differs: official-style {a[key]!r}, vqadiag {b[key]!r}")
         print(f"identical figures (accuracy {b['accuracy']:.4f}, consistency "
               f"{b['consistency']:.4f}, distribution {b['distribution']:.6f})")  # fmt: skip
-        for name, r in (("official-style program", official), ("vqadiag score gqa", ours)):
-            print(f"{name:24s} {r['wall']:7.2f} s   peak {r['peak_mb']:7.0f} MB")
-        print(f"vqadiag is {official['wall'] / ours['wall']:.1f}× faster (target ≥ 10×), in "
-              f"{ours['peak_mb'] / official['peak_mb']:.2f}× the memory (target ≤ 1)")  # fmt: skip
+        print_comparison("vqadiag score gqa", official, ours, target=10)
 
 
 if __name__ == "__main__":

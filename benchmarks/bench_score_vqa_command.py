@@ -78,6 +78,14 @@ def measure(cmd: list[str]) -> dict:
     return json.loads(done.stdout)
 
 
+def print_comparison(command: str, official: dict, ours: dict, target: float) -> None:
+    """Wall time and peak RSS of both programs, and the two ratios against the targets."""
+    for name, r in (("official-style program", official), (command, ours)):
+        print(f"{name:24s} {r['wall']:7.2f} s   peak {r['peak_mb']:7.0f} MB")
+    print(f"vqadiag is {official['wall'] / ours['wall']:.1f}× faster (target ≥ {target:g}×), in "
+          f"{ours['peak_mb'] / official['peak_mb']:.2f}× the memory (target ≤ 1)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=214_354)

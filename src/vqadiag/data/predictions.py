@@ -33,6 +33,7 @@ from typing import Any
 
 from vqadiag.data.binary_formats import binary_kind, is_xlsx
 from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
+from vqadiag.data.result_lists import read_result_list
 from vqadiag.data.safe_pickle import load_plain_pickle
 from vqadiag.errors import DataError, record_label
 
@@ -211,39 +212,6 @@ def _head(path: Path) -> bytes:
         return b""
 
 
-_VQA_RESULT_KEYS = {"question_id", "answer"}
-_GQA_RESULT_KEYS = {"questionId", "prediction"}
-
-
-def _plain_vqa_results(data: Any) -> dict[str, Prediction] | None:
-    """VQA results ``[{"question_id": int, "answer": str}, ...]`` or GQA's
-    ``[{"questionId": str, "prediction": str}, ...]`` whose every record is exactly that
-    (the official formats, string ids already clean), read without per-record checks;
-    None for any other content (the general reader then checks it record by record and
-    names the problem)."""
-    if not isinstance(data, list) or not data or type(data[0]) is not dict:
-        return None
-    if data[0].keys() == _VQA_RESULT_KEYS:
-        keys, id_type = _VQA_RESULT_KEYS, int
-        id_field, answer_field = "question_id", "answer"
-    elif data[0].keys() == _GQA_RESULT_KEYS:
-        keys, id_type = _GQA_RESULT_KEYS, str
-        id_field, answer_field = "questionId", "prediction"
-    else:
-        return None
-    out: dict[str, Prediction] = {}
-    for record in data:
-        if type(record) is not dict or record.keys() != keys:
-            return None
-        qid, answer = record[id_field], record[answer_field]
-        if type(qid) is not id_type or type(answer) is not str:
-            return None
-        if id_type is str and (not qid or qid.strip() != qid):
-            return None  # the general reader strips or refuses it
-        out[str(qid)] = Prediction(answer)
-    return out if len(out) == len(data) else None  # a repeated id: the general reader names it
-
-
 def _is_plain_answer_dict(data: Any) -> bool:
     """``{qid: "answer"}`` with clean, non-empty string ids: no per-record checks needed."""
     return (
@@ -272,12 +240,12 @@ def read_predictions(
     if binary_kind(head) == "a Python pickle":
         data = load_plain_pickle(p)  # FPVG's prediction files; no code is ever run
     else:
+        plain = None if tabular else read_result_list(p)
+        if plain is not None:
+            return {qid: Prediction(answer) for qid, answer in plain.items()}
         data = None if tabular else read_json(p)
     if _is_plain_answer_dict(data):
         return {qid: Prediction(answer) for qid, answer in data.items()}
-    plain = _plain_vqa_results(data)
-    if plain is not None:
-        return plain
     out: dict[str, Prediction] = {}
     for position, record in _records(p, data):
         qid, prediction = _from_record(record, p, position, notes, null_as_wrong)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
+from vqadiag.data.gqa_typed import relevance_questions
 from vqadiag.data.jsonio import write_json
 from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
 from vqadiag.data.relevance import (
@@ -61,7 +62,7 @@ def relevance(
     qpath, spath = Path(questions), Path(scenes)
     with progress_bar(progress) as bar:
         reading = bar.add_task("read questions and scene graphs", total=2)
-        qs = read_gqa_questions(qpath, require=("imageId",))
+        qs = relevance_questions(qpath) or read_gqa_questions(qpath, require=("imageId",))
         bar.advance(reading)
         needs_scenes = any(_has_annotations(r) for r in qs.values())
         sg = read_scene_graphs(spath) if needs_scenes else {}

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.gqa import read_choices, read_gqa_questions
+from vqadiag.data.gqa_typed import ood_questions
 from vqadiag.data.jsonio import paused_gc, write_json
 from vqadiag.data.predictions import align_predictions, read_predictions
 from vqadiag.errors import DataError, record_label
@@ -468,9 +469,11 @@ def score_ood(
         source = h_path
     else:
         assert q_path is not None
-        records = read_gqa_questions(q_path, require=("answer", "groups"))
-        for qid, record in records.items():
-            _check_local_group(record, q_path, qid)
+        records = None if write_split is not None else ood_questions(q_path)
+        if records is None:  # not plainly official, or the split files need whole records
+            records = read_gqa_questions(q_path, require=("answer", "groups"))
+            for qid, record in records.items():
+                _check_local_group(record, q_path, qid)
         groups = ood_groups(records, balanced_only=False)
         split = groups.split(alpha)
         head_all, tail_all = split.head_ids, split.tail_ids

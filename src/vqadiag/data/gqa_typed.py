@@ -1,0 +1,115 @@
+"""Typed reading of GQA question files for the commands that read a few fields of each
+question: ``score ood`` (answer, balance, local group) and ``relevance`` (image and
+annotated objects) (docs/reliability.md, "Fast paths defer to the checked readers").
+
+msgspec decodes the file into small typed records holding those fields; every other
+field is skipped, so a 100 MB file costs a fraction of the time and memory of a dict per
+question. The records come back as the slim dicts the commands read (only their
+fields), so everything after reading is shared with the checked path.
+
+A reader returns ``None`` unless the file is plainly the official shape, and the
+checked reader (:func:`vqadiag.data.gqa.read_gqa_questions`) then reads it and names any
+problem. The typed records check at least what the checked reader checks:
+
+* the optional fields it type-checks when present and not null
+  (:data:`vqadiag.data.gqa.QUESTION_FIELD_TYPES`) have the same types here (objects and
+  lists are checked without being built);
+* a question id written twice is caught by counting the records decoded (one
+  ``__post_init__`` call each) against the questions kept;
+* the bytes are valid UTF-8 (msgspec does not check the strings it skips).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from vqadiag.data.jsonio import paused_gc
+from vqadiag.data.typed_json import decode_or_none, is_utf8, map_file
+
+_DECODED = itertools.count()
+
+
+class _AnyObject(msgspec.Struct, gc=False):
+    """Any JSON object; its fields are skipped (a type check only)."""
+
+
+class QuestionFields(msgspec.Struct, kw_only=True, gc=False):
+    """The fields the checked reader type-checks when present and not null
+    (``QUESTION_FIELD_TYPES``); subclasses make the ones they read required and typed."""
+
+    answer: str | None = None
+    groups: _AnyObject | None = None
+    types: _AnyObject | None = None
+    annotations: _AnyObject | None = None
+    entailed: list[msgspec.Raw] | None = None
+    equivalent: list[msgspec.Raw] | None = None
+    semantic: list[msgspec.Raw] | None = None
+    isBalanced: bool | None = None
+
+    def __post_init__(self) -> None:
+        next(_DECODED)  # one per decoded question: a repeated id decodes twice
+
+
+class _LocalGroup(msgspec.Struct, gc=False):
+    local: str | None
+
+
+class OODQuestion(QuestionFields, kw_only=True, gc=False):
+    """What ``score ood`` reads (and the checked path requires): ``answer`` and
+    ``groups.local`` (a string or null)."""
+
+    answer: str
+    groups: _LocalGroup
+
+
+class RelevanceQuestion(QuestionFields, kw_only=True, gc=False):
+    """What ``relevance`` reads: ``imageId`` and the ``annotations`` spans (token span →
+    object id, a string or an integer)."""
+
+    imageId: str
+    annotations: dict[str, dict[str, str | int]] | None = None
+
+
+T = TypeVar("T", bound=QuestionFields)
+_DECODERS: dict[type, msgspec.json.Decoder] = {}
+
+
+def read_typed_questions(path: str | Path, record_type: type[T]) -> dict[str, T] | None:
+    """``{qid: record}`` of a GQA question file decoded as ``record_type``, or None when the
+    file is not plainly the official shape (see the module docstring)."""
+    raw = map_file(path)
+    if raw is None or not is_utf8(raw):
+        return None
+    decoder = _DECODERS.setdefault(record_type, msgspec.json.Decoder(dict[str, record_type]))
+    before = next(_DECODED)
+    with paused_gc(freeze=True):
+        records = decode_or_none(raw, decoder)
+    decoded = next(_DECODED) - before - 1
+    if not records or decoded != len(records):
+        return None  # empty, not an object of questions, or a question id written twice
+    return records
+
+
+def ood_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
+    """The fields ``score ood`` reads, as ``{qid: {"answer", "isBalanced", "groups":
+    {"local"}}}``, or None (the checked reader then reads the file)."""
+    records = read_typed_questions(path, OODQuestion)
+    if records is None:
+        return None
+    return {
+        qid: {"answer": r.answer, "isBalanced": r.isBalanced, "groups": {"local": r.groups.local}}
+        for qid, r in records.items()
+    }
+
+
+def relevance_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
+    """The fields ``relevance`` reads, as ``{qid: {"imageId", "annotations"}}``, or None
+    (the checked reader then reads the file)."""
+    records = read_typed_questions(path, RelevanceQuestion)
+    if records is None:
+        return None
+    return {qid: {"imageId": r.imageId, "annotations": r.annotations} for qid, r in records.items()}

@@ -1,0 +1,266 @@
+"""The typed fast paths of ``score ood``, ``relevance`` and the result-list reader
+(vqadiag.data.gqa_typed, vqadiag.data.result_lists).
+
+Each is an optimisation only: on every file below the command gives exactly what it
+gives with the fast path switched off (the same figures, the same R.json bytes, or the
+same one-line refusal), and unusual files are handed to the checked readers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vqadiag.data import predictions as predictions_module
+from vqadiag.data.gqa_typed import ood_questions, relevance_questions
+from vqadiag.data.predictions import read_predictions
+from vqadiag.data.result_lists import read_result_list
+from vqadiag.errors import DataError
+from vqadiag.scoring import fpvg as fpvg_scoring
+from vqadiag.scoring import gqa as gqa_scoring
+
+
+def _questions(n: int = 90, seed: int = 3) -> dict[str, dict[str, Any]]:
+    """GQA-shaped questions: skewed answers in a few local groups (some null), some
+    unbalanced, every optional field present, annotations naming scene objects."""
+    rng = random.Random(seed)
+    out = {}
+    for k in range(n):
+        group = rng.choice(["g1", "g2", "g3", None])
+        answer = rng.choices(["red", "blue", "cat", "yes"], weights=[8, 3, 1, 1])[0]
+        out[f"{k:05d}"] = {
+            "question": f"what is {k}?", "answer": answer, "fullAnswer": f"It is {answer}.",
+            "imageId": f"img{k % 3}", "isBalanced": k % 5 != 0,
+            "groups": {"global": "color", "local": group},
+            "types": {"structural": "query", "semantic": "attr", "detailed": "color"},
+            "annotations": {"question": {"2": f"o{k % 2}"}, "answer": {},
+                            "fullAnswer": {"0": f"o{(k + 1) % 2}"}},
+            "semantic": [{"operation": "select", "argument": "x", "dependencies": []}],
+            "entailed": [f"{(k + 1) % n:05d}"], "equivalent": [f"{k:05d}"],
+        }  # fmt: skip
+    return out
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except DataError as err:
+        return f"DataError: {err}"
+
+
+def _fast_and_checked(monkeypatch: pytest.MonkeyPatch, call: Callable[[], Any]) -> tuple:
+    fast = _outcome(call)
+    with monkeypatch.context() as patch:
+        patch.setattr(gqa_scoring, "ood_questions", lambda path: None)
+        patch.setattr(fpvg_scoring, "relevance_questions", lambda path: None)
+        patch.setattr(predictions_module, "read_result_list", lambda path: None)
+        checked = _outcome(call)
+    return fast, checked
+
+
+def _write(path: Path, content: Any) -> Path:
+    path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    return path
+
+
+def _predictions(questions: dict[str, Any]) -> list[dict[str, str]]:
+    rng = random.Random(5)
+    return [{"questionId": q, "prediction": r["answer"] if rng.random() < 0.7 else "blue"}
+            for q, r in questions.items()]  # fmt: skip
+
+
+# ---------------------------------------------------------------- score ood
+
+
+def test_ood_takes_the_fast_path_and_agrees(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    questions = _questions()
+    q = _write(tmp_path / "q.json", questions)
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    slim = ood_questions(q)
+    assert slim is not None and slim["00000"] == {
+        "answer": questions["00000"]["answer"], "isBalanced": False,
+        "groups": {"local": questions["00000"]["groups"]["local"]},
+    }  # fmt: skip
+    fast, checked = _fast_and_checked(
+        monkeypatch, lambda: gqa_scoring.score_ood(q, p, alpha=0.5, curve=True)
+    )
+    assert isinstance(fast, dict) and fast["n_all"] > 0 and fast["n_tail"] > 0
+    assert fast == checked
+
+
+def _set_first(field: str, value: Any) -> Callable[[dict], dict]:
+    def change(questions: dict) -> dict:
+        first = questions[next(iter(questions))]
+        if value is KeyError:
+            del first[field]
+        else:
+            first[field] = value
+        return questions
+
+    return change
+
+
+OOD_DEFERRED = {
+    "answer missing": _set_first("answer", KeyError),
+    "answer a number": _set_first("answer", 3),
+    "groups missing": _set_first("groups", KeyError),
+    "groups null": _set_first("groups", None),
+    "local missing": _set_first("groups", {"global": "x"}),
+    "local a number": _set_first("groups", {"local": 3}),
+    "semantic a string": _set_first("semantic", "select"),
+    "entailed an object": _set_first("entailed", {"a": 1}),
+    "isBalanced a number": _set_first("isBalanced", 1),
+    "types a list": _set_first("types", []),
+    "annotations a string": _set_first("annotations", "x"),
+    "empty file object": lambda questions: {},
+    "a list of questions": lambda questions: list(questions.values()),
+}
+
+
+@pytest.mark.parametrize("change", OOD_DEFERRED.values(), ids=OOD_DEFERRED.keys())
+def test_unusual_question_files_defer_for_ood(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[dict], Any]
+) -> None:
+    questions = _questions()
+    q = _write(tmp_path / "q.json", change(copy.deepcopy(questions)))
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    assert ood_questions(q) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: gqa_scoring.score_ood(q, p))
+    assert fast == checked
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        (b'"00001": {', b'"00000": {"answer": "x", "groups": {"local": "g1"}}, "00001": {'),
+        (b'"It is ', b'"It \xff is '),
+        (b'"groups"', b'"groups": {"local": "g1"}, "groups"'),
+    ],
+    ids=["question id twice", "invalid UTF-8 in a skipped field", "field twice in a record"],
+)
+def test_raw_bytes_cases_agree_for_ood(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, edit: tuple[bytes, bytes]
+) -> None:
+    questions = _questions()
+    text = json.dumps(questions).encode().replace(*edit, 1)
+    q = _write(tmp_path / "q.json", text)
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    fast, checked = _fast_and_checked(monkeypatch, lambda: gqa_scoring.score_ood(q, p))
+    assert fast == checked
+    if edit[0] != b'"groups"':  # a field written twice: both readers keep the last
+        assert ood_questions(q) is None
+        assert str(checked).startswith("DataError") and "q.json" in checked
+
+
+def test_writing_the_split_reads_whole_records(tmp_path: Path) -> None:
+    q = _write(tmp_path / "q.json", _questions())
+    result = gqa_scoring.score_ood(q, write_split=tmp_path / "split")
+    written = json.loads((tmp_path / "split" / "ood_all.json").read_text())
+    assert result["split_files"] and all("fullAnswer" in r for r in written.values())
+
+
+# ---------------------------------------------------------------- relevance
+
+
+def _relevance_world(tmp_path: Path, questions: Any) -> tuple[Path, Path, Path]:
+    def obj(x: int, y: int, w: int, h: int) -> dict[str, Any]:
+        return {"name": "thing", "x": x, "y": y, "w": w, "h": h}
+
+    scenes = {f"img{i}": {"width": 640, "height": 480,
+                          "objects": {"o0": obj(10, 10, 40, 40), "o1": obj(200, 200, 50, 80)}}
+              for i in range(3)}  # fmt: skip
+    boxes = [[11, 11, 49, 49], [0, 0, 0, 0], [205, 190, 250, 280], [400, 300, 500, 400]]
+    return (
+        _write(tmp_path / "q.json", questions),
+        _write(tmp_path / "sg.json", scenes),
+        _write(tmp_path / "boxes.json", {f"img{i}": boxes for i in range(3)}),
+    )
+
+
+def _relevance(paths: tuple[Path, Path, Path], out: Path) -> Any:
+    summary = fpvg_scoring.relevance(*paths, out)
+    return summary | {"R.json": out.read_bytes()}
+
+
+def test_relevance_takes_the_fast_path_and_agrees(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    paths = _relevance_world(tmp_path, _questions())
+    assert relevance_questions(paths[0]) is not None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
+    assert isinstance(fast, dict) and fast["n_kept"] > 0
+    assert fast == checked
+
+
+RELEVANCE_DEFERRED = {
+    "imageId a number": _set_first("imageId", 7),
+    "imageId missing": _set_first("imageId", KeyError),
+    "annotations a list": _set_first("annotations", []),
+    "a span naming a boolean": _set_first("annotations", {"question": {"0": True}}),
+    "a span list": _set_first("annotations", {"question": ["o0"]}),
+    "semantic a string": _set_first("semantic", "select"),
+}
+
+
+@pytest.mark.parametrize("change", RELEVANCE_DEFERRED.values(), ids=RELEVANCE_DEFERRED.keys())
+def test_unusual_question_files_defer_for_relevance(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[dict], Any]
+) -> None:
+    paths = _relevance_world(tmp_path, change(_questions()))
+    assert relevance_questions(paths[0]) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
+    assert fast == checked
+
+
+# ---------------------------------------------------------------- result lists
+
+
+def _read(path: Path) -> Any:
+    return {q: p.answer for q, p in read_predictions(path).items()}
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"questionId": "01", "prediction": "yes"}, {"questionId": "x 2", "prediction": "no"}],
+        [{"question_id": 1, "answer": "yes"}, {"question_id": -2, "answer": ""}],
+    ],
+    ids=["GQA", "VQA"],
+)
+def test_result_lists_take_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, records: list
+) -> None:
+    path = _write(tmp_path / "p.json", records)
+    assert read_result_list(path) is not None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _read(path))
+    assert fast == checked and len(fast) == 2
+
+
+RESULT_DEFERRED = {
+    "an extra field": [{"questionId": "1", "prediction": "a", "probs": {"a": 1.0}}],
+    "an id with spaces": [{"questionId": " 1", "prediction": "a"}],
+    "an empty id": [{"questionId": "", "prediction": "a"}],
+    "an id twice": [{"questionId": "1", "prediction": "a"}, {"questionId": "1", "prediction": "b"}],
+    "an integer GQA id": [{"questionId": 1, "prediction": "a"}],
+    "a string VQA id": [{"question_id": "1", "answer": "a"}],
+    "a boolean answer": [{"question_id": 1, "answer": True}],
+    "a null answer": [{"question_id": 1, "answer": None}],
+    "mixed shapes": [{"question_id": 1, "answer": "a"}, {"questionId": "2", "prediction": "b"}],
+    "an empty list": [],
+}
+
+
+@pytest.mark.parametrize("records", RESULT_DEFERRED.values(), ids=RESULT_DEFERRED.keys())
+def test_unusual_result_lists_defer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, records: list
+) -> None:
+    path = _write(tmp_path / "p.json", records)
+    assert read_result_list(path) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _read(path))
+    assert fast == checked
