@@ -192,3 +192,28 @@ def test_evaluate_gqa_hand_worked():
     # global group "color": gold blue, color, red; predicted blue, color, blue
     # -> blue (2-1)^2/1 + color (1-1)^2/1 + red (0-1)^2/1 = 2, N = 3 -> 2*3/3/100
     assert ev.distribution == 0.02
+
+
+def test_distribution_bootstrap_recounts_the_drawn_questions():
+    # Reference: the definition with the same draws — resample question indices, weight
+    # each question by how often it was drawn, recount the gold / predicted pairs.
+    rng = np.random.default_rng(11)
+    groups = [None if g == "-" else g for g in rng.choice(list("AB-"), size=300)]
+    gold = rng.choice(list("xyz"), size=300).tolist()
+    predicted = [None if p == "-" else p for p in rng.choice(list("xyzw-"), size=300)]
+    index = distribution_index(groups, gold, predicted)
+    got = bootstrap_distribution(index, n_resamples=70, seed=4)
+    draws = np.random.default_rng(4)
+    k = index.pair_group.shape[0]
+    expected = []
+    for _ in range(70):
+        weights = np.bincount(draws.integers(0, 300, size=300), minlength=300)
+        e = np.zeros(k)
+        o = np.zeros(k)
+        for i in range(300):
+            if index.gold_pair[i] >= 0:
+                e[index.gold_pair[i]] += weights[i]
+            if index.pred_pair[i] >= 0:
+                o[index.pred_pair[i]] += weights[i]
+        expected.append(distribution_from_counts(e, o, index.pair_group, index.n_groups)[0])
+    assert np.array_equal(got, np.array(expected))

@@ -24,6 +24,7 @@ from vqadiag.data.result_lists import read_result_list
 from vqadiag.errors import DataError
 from vqadiag.scoring import fpvg as fpvg_scoring
 from vqadiag.scoring import gqa as gqa_scoring
+from vqadiag.scoring import gqa_inputs
 
 
 def _questions(n: int = 90, seed: int = 3) -> dict[str, dict[str, Any]]:
@@ -60,6 +61,7 @@ def _fast_and_checked(monkeypatch: pytest.MonkeyPatch, call: Callable[[], Any]) 
         patch.setattr(gqa_scoring, "ood_questions", lambda path: None)
         patch.setattr(fpvg_scoring, "relevance_questions", lambda path: None)
         patch.setattr(predictions_module, "read_result_list", lambda path: None)
+        patch.setattr(gqa_inputs, "read_typed_questions", lambda path, kind: None)
         checked = _outcome(call)
     return fast, checked
 
@@ -94,9 +96,11 @@ def test_ood_takes_the_fast_path_and_agrees(monkeypatch: pytest.MonkeyPatch, tmp
     assert fast == checked
 
 
-def _set_first(field: str, value: Any) -> Callable[[dict], dict]:
+def _set_first(field: str, value: Any, qid: str | None = None) -> Callable[[dict], dict]:
+    """Set (or with KeyError, delete) ``field`` of the first question, or of ``qid``."""
+
     def change(questions: dict) -> dict:
-        first = questions[next(iter(questions))]
+        first = questions[qid or next(iter(questions))]
         if value is KeyError:
             del first[field]
         else:
@@ -163,6 +167,107 @@ def test_writing_the_split_reads_whole_records(tmp_path: Path) -> None:
     result = gqa_scoring.score_ood(q, write_split=tmp_path / "split")
     written = json.loads((tmp_path / "split" / "ood_all.json").read_text())
     assert result["split_files"] and all("fullAnswer" in r for r in written.values())
+
+
+# ---------------------------------------------------------------- score gqa
+
+
+def _choices(questions: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    return {q: {"valid": [r["answer"], "blue"], "plausible": [r["answer"]]}
+            for q, r in questions.items()}  # fmt: skip
+
+
+def _score_gqa(q: Path, c: Path | None, p: Path, **options: Any) -> Any:
+    return gqa_scoring.score_gqa(q, p, choices=c, **options)
+
+
+@pytest.mark.parametrize("with_choices", [True, False])
+def test_score_gqa_takes_the_fast_path_and_agrees(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, with_choices: bool
+) -> None:
+    questions = _questions()
+    q = _write(tmp_path / "q.json", questions)
+    c = _write(tmp_path / "c.json", _choices(questions)) if with_choices else None
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    assert gqa_inputs._typed_inputs(q, c, all_questions=False) is not None
+    for options in ({}, {"all_questions": True}):
+        fast, checked = _fast_and_checked(
+            monkeypatch, lambda options=options: _score_gqa(q, c, p, **options)
+        )
+        assert isinstance(fast, dict) and fast["n"] > 0
+        assert fast == checked
+
+
+def _unbalanced_first(change: Callable[[dict], dict]) -> Callable[[dict], dict]:
+    def both(questions: dict) -> dict:
+        return change(_set_first("isBalanced", False)(questions))
+
+    return both
+
+
+GQA_DEFERRED = {
+    "types missing on an unscored question": _unbalanced_first(_set_first("types", KeyError)),
+    "types missing on a scored question": _set_first("types", KeyError, "00001"),
+    "detailed type missing": _set_first(
+        "types", {"structural": "query", "semantic": "attr"}, "00001"
+    ),
+    "global group missing": _set_first("groups", {"local": "l"}, "00001"),
+    "a step argument that is a number": _set_first(
+        "semantic", [{"operation": "select", "argument": 3}], "00001"
+    ),
+    "a step without an argument": _set_first("semantic", [{"operation": "select"}], "00001"),
+    "question a number": _set_first("question", 5, "00001"),
+    "answer null": _set_first("answer", None, "00001"),
+    "an entailed id that is a number": _set_first("entailed", [3], "00001"),
+}
+
+
+@pytest.mark.parametrize("change", GQA_DEFERRED.values(), ids=GQA_DEFERRED.keys())
+def test_unusual_question_files_defer_for_score_gqa(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[dict], Any]
+) -> None:
+    questions = _questions()
+    q = _write(tmp_path / "q.json", change(copy.deepcopy(questions)))
+    c = _write(tmp_path / "c.json", _choices(questions))
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    assert gqa_inputs._typed_inputs(q, c, all_questions=False) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _score_gqa(q, c, p))
+    assert fast == checked
+
+
+CHOICES_DEFERRED = {
+    "valid not a list": lambda c: {**c, "00001": {"valid": "red", "plausible": []}},
+    "a number among the valid answers": lambda c: {**c, "00001": {"valid": [1], "plausible": []}},
+    "no choices for a scored question": lambda c: {k: v for k, v in c.items() if k != "00001"},
+    "plausible missing": lambda c: {**c, "00001": {"valid": ["red"]}},
+}
+
+
+@pytest.mark.parametrize("change", CHOICES_DEFERRED.values(), ids=CHOICES_DEFERRED.keys())
+def test_unusual_choices_defer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[dict], Any]
+) -> None:
+    questions = _questions()
+    q = _write(tmp_path / "q.json", questions)
+    c = _write(tmp_path / "c.json", change(_choices(questions)))
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    assert gqa_inputs._typed_inputs(q, c, all_questions=False) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _score_gqa(q, c, p))
+    assert fast == checked
+
+
+def test_choices_with_a_question_twice_are_refused_as_before(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    questions = _questions()
+    q = _write(tmp_path / "q.json", questions)
+    text = json.dumps(_choices(questions)).encode()
+    c = _write(tmp_path / "c.json", text.replace(b'"00001": ', b'"00002": {"valid": [], '
+                                                 b'"plausible": []}, "00001": ', 1))  # fmt: skip
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    assert gqa_inputs._typed_inputs(q, c, all_questions=False) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _score_gqa(q, c, p))
+    assert fast == checked and "duplicate key" in fast and "c.json" in fast
 
 
 # ---------------------------------------------------------------- relevance

@@ -1,6 +1,7 @@
-"""Typed reading of GQA question files for the commands that read a few fields of each
-question: ``score ood`` (answer, balance, local group) and ``relevance`` (image and
-annotated objects) (docs/reliability.md, "Fast paths defer to the checked readers").
+"""Typed reading of GQA question and choices files for the commands that read a few
+fields of each question: ``score ood`` (answer, balance, local group), ``relevance``
+(image and annotated objects) and ``score gqa`` (eval.py's fields and the choices)
+(docs/reliability.md, "Fast paths defer to the checked readers").
 
 msgspec decodes the file into small typed records holding those fields; every other
 field is skipped, so a 100 MB file costs a fraction of the time and memory of a dict per
@@ -74,13 +75,53 @@ class RelevanceQuestion(QuestionFields, kw_only=True, gc=False):
     annotations: dict[str, dict[str, str | int]] | None = None
 
 
-T = TypeVar("T", bound=QuestionFields)
+class _Types(msgspec.Struct, gc=False):
+    structural: str
+    semantic: str
+    detailed: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class _GlobalGroup(msgspec.Struct, gc=False):
+    global_: str | None = msgspec.field(name="global")
+
+
+class _Step(msgspec.Struct, gc=False):
+    operation: str
+    argument: str
+
+
+class ScoredQuestion(QuestionFields, kw_only=True, gc=False):
+    """What ``score gqa`` reads of a question (eval.py's fields, docs/protocols.md §7):
+    question and answer strings, ``types.structural`` / ``.semantic`` (``.detailed`` when
+    present), ``groups.global`` (a string or null), the ``semantic`` steps and the
+    ``entailed`` ids. Stricter than the checked reader, which needs the types, groups and
+    steps only on the scored questions and takes steps of any type."""
+
+    question: str
+    answer: str
+    types: _Types
+    groups: _GlobalGroup
+    semantic: list[_Step]
+    entailed: list[str] | None = None
+
+
+class Choices(msgspec.Struct, gc=False):
+    """One question's ``valid`` and ``plausible`` answers in a GQA choices file."""
+
+    valid: list[str]
+    plausible: list[str]
+
+    def __post_init__(self) -> None:
+        next(_DECODED)
+
+
+T = TypeVar("T", bound=QuestionFields | Choices)
 _DECODERS: dict[type, msgspec.json.Decoder] = {}
 
 
 def read_typed_questions(path: str | Path, record_type: type[T]) -> dict[str, T] | None:
-    """``{qid: record}`` of a GQA question file decoded as ``record_type``, or None when the
-    file is not plainly the official shape (see the module docstring)."""
+    """``{qid: record}`` of a GQA question (or choices) file decoded as ``record_type``, or
+    None when the file is not plainly the official shape (see the module docstring)."""
     raw = map_file(path)
     if raw is None or not is_utf8(raw):
         return None

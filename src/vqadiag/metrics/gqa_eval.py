@@ -57,9 +57,14 @@ def steps_count(semantic: Iterable[Mapping[str, Any]]) -> int:
     as a substring (so ``exist``, ``query: name`` and ``choose name`` steps are
     not counted).
     """
+    return steps_of_pairs((op["operation"], op["argument"]) for op in semantic)
+
+
+def steps_of_pairs(steps: Iterable[tuple[Any, Any]]) -> int:
+    """:func:`steps_count` of ``(operation, argument)`` pairs."""
     count = 0
-    for op in semantic:
-        text = f"{op['operation']}: {op['argument']}"
+    for operation, argument in steps:
+        text = f"{operation}: {argument}"
         if not any(excluded in text for excluded in STEP_EXCLUDED):
             count += 1
     return count
@@ -126,25 +131,38 @@ def consistency_scores(
     skipping entailed questions that are missing from ``questions`` or have no
     (or a ``None``) prediction — the official script would raise ``KeyError``.
     """
+    entailed = [questions[qid].get("entailed") or () for qid in scored_ids]
+    answer_of = {qid: record.get("answer") for qid, record in questions.items()}
+    return consistency_of_lists(scored_ids, correct, entailed, answer_of, predictions)
+
+
+def consistency_of_lists(
+    scored_ids: Sequence[str],
+    correct: Sequence[bool],
+    entailed: Sequence[Sequence[str]],
+    answer_of: Mapping[str, Any],
+    predictions: Mapping[str, str | None],
+) -> ConsistencyResult:
+    """:func:`consistency_scores` with each scored question's ``entailed`` ids given as a
+    list and ``answer_of`` holding the gold answer of every question of the file."""
     ids: list[str] = []
     scores: list[float] = []
     counts: list[int] = []
     entailed_skipped = 0
     questions_skipped = 0
-    for qid, ok in zip(scored_ids, correct, strict=True):
+    for qid, ok, refs in zip(scored_ids, correct, entailed, strict=True):
         if not ok:
             continue
-        inferred = [eid for eid in questions[qid].get("entailed") or () if eid != qid]
+        inferred = [eid for eid in refs if eid != qid]
         if not inferred:
             continue
         hits: list[float] = []
         for eid in inferred:
-            entailed = questions.get(eid)
             predicted = predictions.get(eid)
-            if entailed is None or predicted is None:
+            if eid not in answer_of or predicted is None:
                 entailed_skipped += 1
                 continue
-            hits.append(float(1 if predicted == entailed["answer"] else 0))
+            hits.append(float(1 if predicted == answer_of[eid] else 0))
         if not hits:
             questions_skipped += 1
             continue
@@ -261,9 +279,10 @@ def bootstrap_distribution(
 ) -> np.ndarray:
     """Bootstrap replicates of the distribution score, resampling questions.
 
-    Each replicate draws n question indices with replacement, turns them into
-    per-question weights and recounts the (group, answer) histograms with
-    ``np.bincount`` — O(n) per replicate, whatever the number of pairs.
+    Each replicate draws n question indices with replacement and recounts the
+    (group, answer) histograms of the drawn questions with ``np.bincount`` (a question
+    outside every pair counts in a last, dropped bin) — O(n) per replicate, whatever the
+    number of pairs.
     """
     n = index.gold_pair.shape[0]
     k = index.pair_group.shape[0]
@@ -271,19 +290,17 @@ def bootstrap_distribution(
     if n == 0 or k == 0:
         return out
     rng = np.random.default_rng(seed)
-    gold_ok = index.gold_pair >= 0
-    pred_ok = index.pred_pair >= 0
-    gold_pair = index.gold_pair[gold_ok]
-    pred_pair = index.pred_pair[pred_ok]
+    gold_bin = np.where(index.gold_pair >= 0, index.gold_pair, k)
+    pred_bin = np.where(index.pred_pair >= 0, index.pred_pair, k)
     chunk = 64
     for start in range(0, n_resamples, chunk):
         stop = min(n_resamples, start + chunk)
         e = np.empty((stop - start, k))
         o = np.empty((stop - start, k))
         for row in range(stop - start):
-            weights = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
-            e[row] = np.bincount(gold_pair, weights=weights[gold_ok], minlength=k)
-            o[row] = np.bincount(pred_pair, weights=weights[pred_ok], minlength=k)
+            drawn = rng.integers(0, n, size=n)
+            e[row] = np.bincount(gold_bin[drawn], minlength=k + 1)[:k]
+            o[row] = np.bincount(pred_bin[drawn], minlength=k + 1)[:k]
         out[start:stop] = distribution_from_counts(e, o, index.pair_group, index.n_groups)
     return out
 
@@ -324,6 +341,46 @@ def _group_positions(keys: Sequence[Any]) -> dict[Any, list[int]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class GQAQuestionColumns:
+    """What eval.py reads of the scored questions, in question-file order
+    (docs/protocols.md §7): gold ``answers``, ``structural`` / ``semantic`` / ``detailed``
+    types (``detailed`` None when not needed), ``global_groups``, word counts, step counts
+    and the ``entailed`` ids; ``answer_of`` holds the gold answer of every question of the
+    file (entailed questions need not be scored)."""
+
+    question_ids: list[str]
+    answers: list[Any]
+    structural: list[str]
+    semantic: list[str]
+    detailed: list[str] | None
+    global_groups: list[str | None]
+    words: list[int]
+    steps: list[int]
+    entailed: list[Sequence[str]]
+    answer_of: Mapping[str, Any]
+
+
+def question_columns(
+    questions: Mapping[str, Mapping[str, Any]], scored_ids: Sequence[str], *, detailed: bool
+) -> GQAQuestionColumns:
+    """:class:`GQAQuestionColumns` of parsed question records (``detailed``: also read
+    ``types.detailed``)."""
+    records = [questions[qid] for qid in scored_ids]
+    return GQAQuestionColumns(
+        question_ids=list(scored_ids),
+        answers=[r["answer"] for r in records],
+        structural=[r["types"]["structural"] for r in records],
+        semantic=[r["types"]["semantic"] for r in records],
+        detailed=[r["types"]["detailed"] for r in records] if detailed else None,
+        global_groups=[r["groups"]["global"] for r in records],
+        words=[words_count(r["question"]) for r in records],
+        steps=[steps_count(r["semantic"]) for r in records],
+        entailed=[r.get("entailed") or () for r in records],
+        answer_of={qid: record.get("answer") for qid, record in questions.items()},
+    )
+
+
 def evaluate_gqa(
     questions: Mapping[str, Mapping[str, Any]],
     predictions: Mapping[str, str | None],
@@ -339,48 +396,63 @@ def evaluate_gqa(
     ``question``, ``answer``, ``types.structural``, ``types.semantic``,
     ``semantic`` and ``groups.global`` (and ``types.detailed`` with choices).
     """
-    preds = [predictions.get(qid) for qid in scored_ids]
-    records = [questions[qid] for qid in scored_ids]
-    gold = [r["answer"] for r in records]
-    correct_flags = [p is not None and p == g for p, g in zip(preds, gold, strict=True)]
-    structural = [r["types"]["structural"] for r in records]
-    semantic = [r["types"]["semantic"] for r in records]
-    words = [words_count(r["question"]) for r in records]
-    steps = [steps_count(r["semantic"]) for r in records]
-    valid = plausible = None
+    columns = question_columns(questions, scored_ids, detailed=choices is not None)
+    lists = None
     if choices is not None:
-        valid = np.array(
-            [
-                belongs(p, choices[qid]["valid"], r["types"]["detailed"])
-                for qid, p, r in zip(scored_ids, preds, records, strict=True)
-            ],
-            dtype=np.float64,
+        lists = (
+            [choices[qid]["valid"] for qid in scored_ids],
+            [choices[qid]["plausible"] for qid in scored_ids],
         )
-        plausible = np.array(
-            [
-                belongs(p, choices[qid]["plausible"], r["types"]["detailed"])
-                for qid, p, r in zip(scored_ids, preds, records, strict=True)
-            ],
-            dtype=np.float64,
-        )
-    global_groups = [r["groups"]["global"] for r in records]
-    consistency = consistency_scores(scored_ids, correct_flags, questions, predictions)
+    return evaluate_columns(columns, predictions, lists)
+
+
+def _belonging(
+    preds: Sequence[str | None], groups: Sequence[Sequence[str]], detailed: Sequence[str]
+) -> np.ndarray:
+    return np.array(
+        [belongs(p, g, d) for p, g, d in zip(preds, groups, detailed, strict=True)],
+        dtype=np.float64,
+    )
+
+
+def evaluate_columns(
+    columns: GQAQuestionColumns,
+    predictions: Mapping[str, str | None],
+    choice_lists: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
+) -> GQAEvaluation:
+    """:func:`evaluate_gqa` on :class:`GQAQuestionColumns`; ``choice_lists`` are the valid
+    and the plausible answers of each scored question (``columns.detailed`` is needed
+    with them)."""
+    scored_ids = columns.question_ids
+    preds = [predictions.get(qid) for qid in scored_ids]
+    gold = columns.answers
+    correct_flags = [p is not None and p == g for p, g in zip(preds, gold, strict=True)]
+    valid = plausible = None
+    if choice_lists is not None:
+        if columns.detailed is None:
+            raise ValueError("choices need the questions' detailed types")
+        valid = _belonging(preds, choice_lists[0], columns.detailed)
+        plausible = _belonging(preds, choice_lists[1], columns.detailed)
+    global_groups = columns.global_groups
+    consistency = consistency_of_lists(
+        scored_ids, correct_flags, columns.entailed, columns.answer_of, predictions
+    )
     return GQAEvaluation(
         question_ids=list(scored_ids),
         correct=np.array(correct_flags, dtype=np.float64),
-        structural=structural,
-        semantic=semantic,
-        words=words,
-        steps=steps,
+        structural=columns.structural,
+        semantic=columns.semantic,
+        words=columns.words,
+        steps=columns.steps,
         valid=valid,
         plausible=plausible,
         consistency=consistency,
         distribution=chi_square_distribution(global_groups, gold, preds),
         distribution_index=distribution_index(global_groups, gold, preds),
         breakdowns={
-            "perStructuralType": _group_positions(structural),
-            "perSemanticType": _group_positions(semantic),
-            "perLength": _group_positions(words),
-            "perSteps": _group_positions(steps),
+            "perStructuralType": _group_positions(columns.structural),
+            "perSemanticType": _group_positions(columns.semantic),
+            "perLength": _group_positions(columns.words),
+            "perSteps": _group_positions(columns.steps),
         },
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa import read_choices, read_gqa_questions
+from vqadiag.data.gqa import read_gqa_questions
 from vqadiag.data.gqa_typed import ood_questions
 from vqadiag.data.jsonio import paused_gc, write_json
 from vqadiag.data.predictions import align_predictions, read_predictions
@@ -26,7 +26,7 @@ from vqadiag.metrics.bootstrap import Estimate, mean_ci, sums_statistic_ci
 from vqadiag.metrics.gqa_eval import (
     GQAEvaluation,
     bootstrap_distribution,
-    evaluate_gqa,
+    evaluate_columns,
     official_rate,
 )
 from vqadiag.metrics.gqa_ood import (
@@ -38,61 +38,9 @@ from vqadiag.metrics.gqa_ood import (
     is_balanced,
     ood_groups,
 )
+from vqadiag.scoring.gqa_inputs import check_local_group, read_gqa_inputs
 
 SPLIT_FILES = {"all": "ood_all.json", "head": "ood_head.json", "tail": "ood_tail.json"}
-
-
-# ----------------------------------------------------------------- validation
-
-
-def _check_mapping(record: Mapping[str, Any], name: str, path: Path, label: str) -> Mapping:
-    value = record.get(name)
-    if value is None:
-        raise DataError(path, f"missing field {name!r}", label)
-    if not isinstance(value, Mapping):
-        raise DataError(path, f"{name!r} must be an object", label)
-    return value
-
-
-def _check_string(parent: Mapping[str, Any], key: str, what: str, path: Path, label: str) -> None:
-    if key not in parent:
-        raise DataError(path, f"missing field {what!r}", label)
-    if not isinstance(parent[key], str):
-        raise DataError(path, f"{what!r} must be a string, got {parent[key]!r}", label)
-
-
-def _check_scored_record(
-    record: Mapping[str, Any], path: Path, qid: str, need_detailed: bool
-) -> None:
-    """The fields eval.py reads from a scored question, with one-line errors."""
-    label = record_label(qid)
-    if not isinstance(record.get("question"), str):
-        raise DataError(path, "'question' must be a string", label)
-    types = _check_mapping(record, "types", path, label)
-    _check_string(types, "structural", "types.structural", path, label)
-    _check_string(types, "semantic", "types.semantic", path, label)
-    if need_detailed:
-        _check_string(types, "detailed", "types.detailed", path, label)
-    groups = _check_mapping(record, "groups", path, label)
-    if "global" not in groups:
-        raise DataError(path, "missing field 'groups.global'", label)
-    if groups["global"] is not None and not isinstance(groups["global"], str):
-        raise DataError(path, "'groups.global' must be a string or null", label)
-    semantic = record.get("semantic")
-    if semantic is None:
-        raise DataError(path, "missing field 'semantic'", label)
-    for i, op in enumerate(semantic):
-        if not isinstance(op, Mapping) or "operation" not in op or "argument" not in op:
-            raise DataError(path, f"'semantic' step {i} needs 'operation' and 'argument'", label)
-
-
-def _check_local_group(record: Mapping[str, Any], path: Path, qid: str) -> None:
-    label = record_label(qid)
-    groups = _check_mapping(record, "groups", path, label)
-    if "local" not in groups:
-        raise DataError(path, "missing field 'groups.local'", label)
-    if groups["local"] is not None and not isinstance(groups["local"], str):
-        raise DataError(path, "'groups.local' must be a string or null", label)
 
 
 def _read_answers(
@@ -193,24 +141,12 @@ def score_gqa(
     Predictions for questions the file does not hold are ignored and counted
     (``extra_predictions``), as the official script ignores them.
     """
-    q_path = Path(questions)
-    records = read_gqa_questions(q_path, require=("question", "answer"))
-    scored = [qid for qid, r in records.items() if all_questions or is_balanced(r)]
-    if not scored:
-        raise DataError(
-            q_path, "no balanced questions (isBalanced true); use --all-questions to score all"
-        )
-    choice_data = None
-    if choices is not None:
-        c_path = Path(choices)
-        choice_data = read_choices(c_path)
-        for qid in scored:
-            if qid not in choice_data:
-                raise DataError(c_path, "no choices for this question", record_label(qid))
-    for qid in scored:
-        _check_scored_record(records[qid], q_path, qid, need_detailed=choice_data is not None)
-    answers, counts = _read_answers(predictions, records, scored, allow_missing)
-    ev = evaluate_gqa(records, answers, scored, choice_data)
+    inputs = read_gqa_inputs(
+        questions, choices, all_questions=all_questions, need_records=attentions is not None
+    )
+    scored = inputs.columns.question_ids
+    answers, counts = _read_answers(predictions, inputs.columns.answer_of, scored, allow_missing)
+    ev = evaluate_columns(inputs.columns, answers, inputs.choice_lists)
     if units is not None:
         units.update(ids=list(scored), accuracy=np.asarray(ev.correct, np.float64))
 
@@ -241,8 +177,9 @@ def score_gqa(
         "questions_skipped": cons.questions_skipped,
     }
     if attentions is not None:
+        assert inputs.records is not None  # read whole for the grounding score
         result["grounding"], ci["grounding"], result["grounding_missing"] = _grounding(
-            records, scored, attentions, scene_graphs, map_size, object_attention,
+            inputs.records, scored, attentions, scene_graphs, map_size, object_attention,
             allow_missing, seed, n_bootstrap,
         )  # fmt: skip
     distribution = _clean(ev.distribution)
@@ -473,7 +410,7 @@ def score_ood(
         if records is None:  # not plainly official, or the split files need whole records
             records = read_gqa_questions(q_path, require=("answer", "groups"))
             for qid, record in records.items():
-                _check_local_group(record, q_path, qid)
+                check_local_group(record, q_path, qid)
         groups = ood_groups(records, balanced_only=False)
         split = groups.split(alpha)
         head_all, tail_all = split.head_ids, split.tail_ids
