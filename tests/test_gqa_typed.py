@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from vqadiag.data import predictions as predictions_module
+from vqadiag.data import relevance_files
 from vqadiag.data.gqa_typed import ood_questions, relevance_questions
 from vqadiag.data.predictions import read_predictions
 from vqadiag.data.result_lists import read_result_list
@@ -62,6 +63,8 @@ def _fast_and_checked(monkeypatch: pytest.MonkeyPatch, call: Callable[[], Any]) 
         patch.setattr(fpvg_scoring, "relevance_questions", lambda path: None)
         patch.setattr(predictions_module, "read_result_list", lambda path: None)
         patch.setattr(gqa_inputs, "read_typed_questions", lambda path, kind: None)
+        patch.setattr(fpvg_scoring, "answer_questions", lambda path: None)
+        patch.setattr(relevance_files, "_typed_relevance", lambda path: None)
         checked = _outcome(call)
     return fast, checked
 
@@ -321,6 +324,88 @@ def test_unusual_question_files_defer_for_relevance(
     assert relevance_questions(paths[0]) is None
     fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
     assert fast == checked
+
+
+# ---------------------------------------------------------------- score fpvg, R.json
+
+
+def _fpvg_inputs(tmp_path: Path, questions: dict[str, Any]) -> tuple[Path, ...]:
+    paths = _relevance_world(tmp_path, questions)
+    relevance = tmp_path / "R.json"
+    fpvg_scoring.relevance(*paths, relevance)
+    runs = []
+    for name, seed in (("all", 1), ("rel", 2), ("irrel", 3)):
+        rng = random.Random(seed)
+        answers = [{"questionId": q, "prediction": r["answer"] if rng.random() < 0.6 else "x"}
+                   for q, r in questions.items()]  # fmt: skip
+        runs.append(_write(tmp_path / f"{name}.json", answers))
+    return paths[0], relevance, *runs
+
+
+def test_score_fpvg_takes_the_fast_path_and_agrees(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    q, relevance, *runs = _fpvg_inputs(tmp_path, _questions())
+    assert relevance_files._typed_relevance(relevance) is not None
+    fast, checked = _fast_and_checked(
+        monkeypatch, lambda: fpvg_scoring.score_fpvg(q, relevance, *runs, n_bootstrap=50)
+    )
+    assert isinstance(fast, dict) and fast["n"] > 0
+    assert fast == checked
+
+
+def _first_record(change: Callable[[dict], Any]) -> Callable[[dict], dict]:
+    def edit(records: dict) -> dict:
+        change(records[next(iter(records))])
+        return records
+
+    return edit
+
+
+R_DEFERRED = {
+    "a negative index": _first_record(lambda r: r.update(relevant=[-1])),
+    "a boolean index": _first_record(lambda r: r.update(relevant=[True])),
+    "a float index": _first_record(lambda r: r.update(irrelevant=[1.0])),
+    "an unknown reason": _first_record(lambda r: r.update(excluded="tired")),
+    "a box both relevant and irrelevant": _first_record(
+        lambda r: r.update(relevant=[0], irrelevant=[0, 1])
+    ),
+    "irrelevant missing": _first_record(lambda r: r.pop("irrelevant")),
+    "a record that is a list": lambda records: {**records, next(iter(records)): [0]},
+    "a list of records": lambda records: list(records.values()),
+    "no records": lambda records: {},
+}
+
+
+@pytest.mark.parametrize("change", R_DEFERRED.values(), ids=R_DEFERRED.keys())
+def test_unusual_relevance_files_defer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[dict], Any]
+) -> None:
+    q, relevance, *runs = _fpvg_inputs(tmp_path, _questions())
+    _write(relevance, change(json.loads(relevance.read_text())))
+    assert relevance_files._typed_relevance(relevance) is None
+    fast, checked = _fast_and_checked(
+        monkeypatch, lambda: relevance_files.read_relevance(relevance)
+    )
+    assert fast == checked
+    fast, checked = _fast_and_checked(
+        monkeypatch, lambda: fpvg_scoring.score_fpvg(q, relevance, *runs, n_bootstrap=50)
+    )
+    assert fast == checked
+
+
+def test_relevance_with_a_question_twice_is_refused_as_before(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _, relevance, *_ = _fpvg_inputs(tmp_path, _questions())
+    text = relevance.read_bytes()
+    assert b'"00001":' in text
+    text = text.replace(b'"00001":', b'"00002": {"relevant": [0], "irrelevant": [1]}, "00001":', 1)
+    _write(relevance, text)
+    fast, checked = _fast_and_checked(
+        monkeypatch, lambda: relevance_files.read_relevance(relevance)
+    )
+    assert fast == checked and "duplicate key" in fast and "R.json" in fast
 
 
 # ---------------------------------------------------------------- result lists

@@ -1,6 +1,7 @@
 """Typed reading of GQA question and choices files for the commands that read a few
 fields of each question: ``score ood`` (answer, balance, local group), ``relevance``
-(image and annotated objects) and ``score gqa`` (eval.py's fields and the choices)
+(image and annotated objects), ``score gqa`` (eval.py's fields and the choices) and
+``score fpvg`` (the answer)
 (docs/reliability.md, "Fast paths defer to the checked readers").
 
 msgspec decodes the file into small typed records holding those fields; every other
@@ -65,6 +66,12 @@ class OODQuestion(QuestionFields, kw_only=True, gc=False):
 
     answer: str
     groups: _LocalGroup
+
+
+class AnswerQuestion(QuestionFields, kw_only=True, gc=False):
+    """What ``score fpvg`` reads: the gold ``answer``."""
+
+    answer: str
 
 
 class RelevanceQuestion(QuestionFields, kw_only=True, gc=False):
@@ -154,3 +161,12 @@ def relevance_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
     if records is None:
         return None
     return {qid: {"imageId": r.imageId, "annotations": r.annotations} for qid, r in records.items()}
+
+
+def answer_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
+    """The gold answers ``score fpvg`` reads, as ``{qid: {"answer"}}``, or None (the checked
+    reader then reads the file)."""
+    records = read_typed_questions(path, AnswerQuestion)
+    if records is None:
+        return None
+    return {qid: {"answer": r.answer} for qid, r in records.items()}

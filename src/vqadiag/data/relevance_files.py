@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from vqadiag.data.jsonio import read_json
+import msgspec
+
+from vqadiag.data.jsonio import paused_gc, read_json
 from vqadiag.data.relevance import EXCLUSION_REASONS, NO_IRRELEVANT_BOXES, NO_RELEVANT_BOXES
+from vqadiag.data.typed_json import decode_or_none, is_utf8, map_file
 from vqadiag.errors import DataError, record_label
 
 
@@ -19,6 +23,48 @@ def _index_list(value: Any, path: Path, label: str, field: str) -> list[int]:
     return value
 
 
+_DECODED = itertools.count()
+_BoxIndex = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _RelevanceRecord(msgspec.Struct, gc=False):
+    relevant: list[_BoxIndex]
+    irrelevant: list[_BoxIndex]
+    excluded: Literal[EXCLUSION_REASONS] | None = None  # type: ignore[valid-type]
+
+    def __post_init__(self) -> None:
+        next(_DECODED)  # one per decoded record: a question id written twice decodes twice
+
+
+_RELEVANCE = msgspec.json.Decoder(dict[str, _RelevanceRecord])
+
+
+def _typed_relevance(path: Path) -> dict[str, tuple[list[int], list[int], str | None]] | None:
+    """:func:`read_relevance` of a plain ``R.json`` decoded typed (msgspec checks the index
+    lists and the reasons; a question id written twice is caught by counting the records
+    decoded), or None for anything else: the checked reader then names the problem
+    (docs/reliability.md, "Fast paths defer to the checked readers")."""
+    raw = map_file(path)
+    if raw is None or not is_utf8(raw):
+        return None
+    before = next(_DECODED)
+    with paused_gc(freeze=True):
+        records = decode_or_none(raw, _RELEVANCE)
+    if not records or next(_DECODED) - before - 1 != len(records):
+        return None
+    out: dict[str, tuple[list[int], list[int], str | None]] = {}
+    for qid, record in records.items():
+        rel, irrel, reason = record.relevant, record.irrelevant, record.excluded
+        if rel and not set(rel).isdisjoint(irrel):
+            return None  # a box both relevant and irrelevant
+        if reason is None and not rel:
+            reason = NO_RELEVANT_BOXES
+        elif reason is None and not irrel:
+            reason = NO_IRRELEVANT_BOXES
+        out[qid] = (rel, irrel, reason)
+    return out
+
+
 def read_relevance(path: str | Path) -> dict[str, tuple[list[int], list[int], str | None]]:
     """Read an ``R.json`` relevance file → ``{qid: (relevant, irrelevant, excluded reason)}``.
 
@@ -26,6 +72,9 @@ def read_relevance(path: str | Path) -> dict[str, tuple[list[int], list[int], st
     ``no_irrelevant_boxes`` when a list is empty, else ``None`` (kept).
     """
     p = Path(path)
+    typed = _typed_relevance(p)
+    if typed is not None:
+        return typed
     data = read_json(p)
     if not isinstance(data, dict) or not data:
         raise DataError(p, "expected a JSON object {qid: {relevant: [...], irrelevant: [...]}}")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
-from vqadiag.data.gqa_typed import relevance_questions
+from vqadiag.data.gqa_typed import answer_questions, relevance_questions
 from vqadiag.data.jsonio import write_json
 from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
 from vqadiag.data.relevance import (
@@ -161,7 +161,7 @@ def score_fpvg(
     ``probs``.
     """
     qpath = Path(questions)
-    qs = read_gqa_questions(qpath, require=("answer",))
+    qs = answer_questions(qpath) or read_gqa_questions(qpath, require=("answer",))
     if isinstance(relevance, tuple):  # FPVG's relevant / irrelevant object pickles
         rpath = Path(relevance[0])
         rel_file = read_object_pickles(*relevance)
