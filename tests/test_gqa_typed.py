@@ -454,3 +454,65 @@ def test_unusual_result_lists_defer(
     assert read_result_list(path) is None
     fast, checked = _fast_and_checked(monkeypatch, lambda: _read(path))
     assert fast == checked
+
+
+# ---------------------------------------------------------------- found in review
+
+
+def test_invalid_utf8_in_a_result_list_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = _write(tmp_path / "p.json", b'[{"question_id": 1, "answer": "caf\xe9"}]')
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _read(path))
+    assert fast == checked and fast.startswith("DataError") and "p.json" in fast
+
+
+NESTED = "NESTED-PLACEHOLDER"
+
+
+def _with_nesting(content: Any, depth: int) -> bytes:
+    """``content`` as JSON with the string NESTED replaced by ``depth`` nested lists (too
+    deep for ``json.dumps``)."""
+    deep = "[" * depth + "0" + "]" * depth
+    return json.dumps(content).replace(json.dumps(NESTED), deep).encode()
+
+
+@pytest.mark.parametrize("depth", [1000, 1100], ids=["accepted by orjson", "too deep"])
+def test_deep_nesting_in_a_skipped_field_defers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, depth: int
+) -> None:
+    questions = _questions()
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    c = _write(tmp_path / "c.json", _choices(questions))
+    questions["00001"]["semantic"][0]["dependencies"] = NESTED
+    q = _write(tmp_path / "q.json", _with_nesting(questions, depth))
+    for call in (lambda: gqa_scoring.score_ood(q, p), lambda: _score_gqa(q, c, p)):
+        fast, checked = _fast_and_checked(monkeypatch, call)
+        assert fast == checked
+        assert isinstance(fast, dict) == (depth == 1000)
+
+
+@pytest.mark.parametrize("digits", [30, 400])
+def test_ids_beyond_64_bits_are_read_as_orjson_reads_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, digits: int
+) -> None:
+    big = int("1" * digits)
+    path = _write(tmp_path / "p.json", [{"question_id": big, "answer": "yes"}])
+    assert read_result_list(path) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _read(path))
+    assert fast == checked
+    questions = _questions()
+    questions["00001"]["annotations"] = {"question": {"2": big}}
+    paths = _relevance_world(tmp_path, questions)
+    assert relevance_questions(paths[0]) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
+    assert fast == checked
+
+
+def test_a_small_read_does_not_freeze_the_collector(tmp_path: Path) -> None:
+    import gc
+
+    path = _write(tmp_path / "p.json", [{"question_id": 1, "answer": "yes"}])
+    frozen = gc.get_freeze_count()
+    assert read_result_list(path) == {"1": "yes"}
+    assert gc.get_freeze_count() == frozen

@@ -355,3 +355,24 @@ def test_is_utf8() -> None:
     assert is_utf8("café 😀".encode())
     assert not is_utf8(b"caf\xe9")
     assert not is_utf8("😀".encode()[:3])
+
+
+def test_ids_beyond_64_bits_score_as_before(tmp_path: Path) -> None:
+    """orjson reads such ids as doubles; the columnar path leaves them to the checked
+    readers, so questions, annotations and predictions keep agreeing."""
+    big = int("1" * 30)
+    questions, annotations, results = _example()
+    questions["questions"][0]["question_id"] = big
+    annotations["annotations"][0]["question_id"] = big
+    results[0]["question_id"] = big
+    got = _check(tmp_path, questions, annotations, results, fast_expected=False)
+    assert got.predictions[0] == "white"
+
+
+def test_deep_nesting_in_a_skipped_field_defers(tmp_path: Path) -> None:
+    questions, annotations, results = _example()
+    annotations["annotations"][0]["extra"] = "NESTED"
+    deep = "[" * 1000 + "0" + "]" * 1000
+    text = json.dumps(annotations).replace('"NESTED"', deep).encode()
+    got = _check(tmp_path, questions, text, results, fast_expected=False)
+    assert len(got.question_ids) == 12

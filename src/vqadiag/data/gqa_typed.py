@@ -29,8 +29,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from vqadiag.data.jsonio import paused_gc
-from vqadiag.data.typed_json import decode_or_none, is_utf8, map_file
+from vqadiag.data.typed_json import JSONInt, decode_or_none, is_utf8, map_file
 
 _DECODED = itertools.count()
 
@@ -79,7 +78,7 @@ class RelevanceQuestion(QuestionFields, kw_only=True, gc=False):
     object id, a string or an integer)."""
 
     imageId: str
-    annotations: dict[str, dict[str, str | int]] | None = None
+    annotations: dict[str, dict[str, str | JSONInt]] | None = None
 
 
 class _Types(msgspec.Struct, gc=False):
@@ -132,10 +131,11 @@ def read_typed_questions(path: str | Path, record_type: type[T]) -> dict[str, T]
     raw = map_file(path)
     if raw is None or not is_utf8(raw):
         return None
-    decoder = _DECODERS.setdefault(record_type, msgspec.json.Decoder(dict[str, record_type]))
+    decoder = _DECODERS.get(record_type)
+    if decoder is None:
+        decoder = _DECODERS[record_type] = msgspec.json.Decoder(dict[str, record_type])
     before = next(_DECODED)
-    with paused_gc(freeze=True):
-        records = decode_or_none(raw, decoder)
+    records = decode_or_none(raw, decoder)
     decoded = next(_DECODED) - before - 1
     if not records or decoded != len(records):
         return None  # empty, not an object of questions, or a question id written twice

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from vqadiag.data.jsonio import paused_gc, read_json
+from vqadiag.data.jsonio import read_json
 from vqadiag.data.relevance import EXCLUSION_REASONS, NO_IRRELEVANT_BOXES, NO_RELEVANT_BOXES
 from vqadiag.data.typed_json import decode_or_none, is_utf8, map_file
 from vqadiag.errors import DataError, record_label
@@ -24,7 +24,7 @@ def _index_list(value: Any, path: Path, label: str, field: str) -> list[int]:
 
 
 _DECODED = itertools.count()
-_BoxIndex = Annotated[int, msgspec.Meta(ge=0)]
+_BoxIndex = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # beyond: orjson may read a double
 
 
 class _RelevanceRecord(msgspec.Struct, gc=False):
@@ -48,8 +48,7 @@ def _typed_relevance(path: Path) -> dict[str, tuple[list[int], list[int], str | 
     if raw is None or not is_utf8(raw):
         return None
     before = next(_DECODED)
-    with paused_gc(freeze=True):
-        records = decode_or_none(raw, _RELEVANCE)
+    records = decode_or_none(raw, _RELEVANCE)
     if not records or next(_DECODED) - before - 1 != len(records):
         return None
     out: dict[str, tuple[list[int], list[int], str | None]] = {}

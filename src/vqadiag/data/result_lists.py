@@ -15,12 +15,11 @@ from pathlib import Path
 
 import msgspec
 
-from vqadiag.data.jsonio import paused_gc
-from vqadiag.data.typed_json import decode_or_none, map_file
+from vqadiag.data.typed_json import JSONInt, decode_or_none, map_file
 
 
 class _VQAResult(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    question_id: int
+    question_id: JSONInt
     answer: str
 
 
@@ -39,15 +38,14 @@ def read_result_list(path: str | Path) -> dict[str, str] | None:
     raw = map_file(path)
     if raw is None:
         return None
-    with paused_gc(freeze=True):
-        gqa = decode_or_none(raw, _GQA)
-        if gqa is not None:
-            if not all(r.questionId and r.questionId.strip() == r.questionId for r in gqa):
-                return None  # the general reader strips or refuses it
-            out = {r.questionId: r.prediction for r in gqa}
-            return out if out and len(out) == len(gqa) else None
-        vqa = decode_or_none(raw, _VQA)
-        if vqa is None:
-            return None
-        out = {str(r.question_id): r.answer for r in vqa}
-        return out if out and len(out) == len(vqa) else None  # a repeated id: named there
+    gqa = decode_or_none(raw, _GQA)
+    if gqa is not None:
+        if not all(r.questionId and r.questionId.strip() == r.questionId for r in gqa):
+            return None  # the general reader strips or refuses it
+        out = {r.questionId: r.prediction for r in gqa}
+        return out if out and len(out) == len(gqa) else None
+    vqa = decode_or_none(raw, _VQA)
+    if vqa is None:
+        return None
+    out = {str(r.question_id): r.answer for r in vqa}
+    return out if out and len(out) == len(vqa) else None  # a repeated id: named there

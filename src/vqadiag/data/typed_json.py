@@ -17,12 +17,13 @@ import codecs
 import mmap
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import numpy as np
 
 from vqadiag.data.json_keys import count_top_level_members
+from vqadiag.data.jsonio import FREEZE_BYTES, paused_gc
 
 T = TypeVar("T")
 
@@ -59,11 +60,21 @@ def is_utf8(raw: bytes | mmap.mmap) -> bool:
 def decode_or_none(
     raw: bytes | mmap.mmap | msgspec.Raw, decoder: msgspec.json.Decoder[T]
 ) -> T | None:
-    """``decoder.decode(raw)``, or None when the bytes are not valid JSON of that type."""
+    """``decoder.decode(raw)``, or None when the bytes are not valid JSON of that type (also
+    for a string that is not UTF-8 and for nesting deeper than Python's recursion limit:
+    the checked reader then accepts or names it). The cyclic collector is paused while
+    decoding, and big inputs are frozen afterwards (:func:`~vqadiag.data.jsonio.paused_gc`)."""
     try:
-        return decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+        with paused_gc(freeze=len(raw) >= FREEZE_BYTES):
+            return decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
+
+
+#: An integer field a typed reader takes: an int64. orjson (the checked readers) reads
+#: integers beyond −2⁶³ … 2⁶⁴ − 1 as doubles, so such values must be left to the checked
+#: reader (msgspec cannot bound beyond int64, so the unsigned top half is left to it too).
+JSONInt = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])

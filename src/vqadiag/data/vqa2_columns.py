@@ -20,14 +20,13 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from vqadiag.data.jsonio import paused_gc
 from vqadiag.data.predictions import LINE_OR_TABLE_SUFFIXES
-from vqadiag.data.typed_json import decode_or_none, map_file, records_value
+from vqadiag.data.typed_json import JSONInt, decode_or_none, map_file, records_value
 
 
 class _Question(msgspec.Struct, gc=False):
-    question_id: int
-    image_id: int
+    question_id: JSONInt
+    image_id: JSONInt
     question: str
 
 
@@ -36,16 +35,16 @@ class _Answer(msgspec.Struct, gc=False):
 
 
 class _Annotation(msgspec.Struct, gc=False):
-    question_id: int
+    question_id: JSONInt
     question_type: str
     answer_type: str
     answers: list[_Answer]
-    image_id: int | msgspec.UnsetType = msgspec.UNSET
+    image_id: JSONInt | msgspec.UnsetType = msgspec.UNSET
     multiple_choice_answer: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class _Result(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    question_id: int
+    question_id: JSONInt
     answer: str
 
 
@@ -110,8 +109,7 @@ def _decoded(path: str | Path, key: str | None, decoder: msgspec.json.Decoder) -
     value = records_value(raw, key)
     if value is None:
         return None
-    with paused_gc(freeze=True):
-        records = decode_or_none(value, decoder)
+    records = decode_or_none(value, decoder)
     return records or None  # an empty list: the checked reader says so
 
 
