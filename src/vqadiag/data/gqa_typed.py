@@ -16,29 +16,26 @@ problem. The typed records check at least what the checked reader checks:
 * the optional fields it type-checks when present and not null
   (:data:`vqadiag.data.gqa.QUESTION_FIELD_TYPES`) have the same types here (objects and
   lists are checked without being built);
-* a question id written twice is caught by counting the records decoded (one
-  ``__post_init__`` call each) against the questions kept;
+* a question id written twice is caught by counting the records decoded against the
+  questions kept (:func:`~vqadiag.data.typed_json.read_keyed_records`);
 * the bytes are valid UTF-8 (msgspec does not check the strings it skips).
 """
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-from vqadiag.data.typed_json import JSONInt, decode_or_none, is_utf8, map_file
-
-_DECODED = itertools.count()
+from vqadiag.data.typed_json import JSONInt, KeyedRecord, read_keyed_records
 
 
 class _AnyObject(msgspec.Struct, gc=False):
     """Any JSON object; its fields are skipped (a type check only)."""
 
 
-class QuestionFields(msgspec.Struct, kw_only=True, gc=False):
+class QuestionFields(KeyedRecord, kw_only=True, gc=False):
     """The fields the checked reader type-checks when present and not null
     (``QUESTION_FIELD_TYPES``); subclasses make the ones they read required and typed."""
 
@@ -50,9 +47,6 @@ class QuestionFields(msgspec.Struct, kw_only=True, gc=False):
     equivalent: list[msgspec.Raw] | None = None
     semantic: list[msgspec.Raw] | None = None
     isBalanced: bool | None = None
-
-    def __post_init__(self) -> None:
-        next(_DECODED)  # one per decoded question: a repeated id decodes twice
 
 
 class _LocalGroup(msgspec.Struct, gc=False):
@@ -111,14 +105,11 @@ class ScoredQuestion(QuestionFields, kw_only=True, gc=False):
     entailed: list[str] | None = None
 
 
-class Choices(msgspec.Struct, gc=False):
+class Choices(KeyedRecord, gc=False):
     """One question's ``valid`` and ``plausible`` answers in a GQA choices file."""
 
     valid: list[str]
     plausible: list[str]
-
-    def __post_init__(self) -> None:
-        next(_DECODED)
 
 
 T = TypeVar("T", bound=QuestionFields | Choices)
@@ -128,18 +119,10 @@ _DECODERS: dict[type, msgspec.json.Decoder] = {}
 def read_typed_questions(path: str | Path, record_type: type[T]) -> dict[str, T] | None:
     """``{qid: record}`` of a GQA question (or choices) file decoded as ``record_type``, or
     None when the file is not plainly the official shape (see the module docstring)."""
-    raw = map_file(path)
-    if raw is None or not is_utf8(raw):
-        return None
     decoder = _DECODERS.get(record_type)
     if decoder is None:
         decoder = _DECODERS[record_type] = msgspec.json.Decoder(dict[str, record_type])
-    before = next(_DECODED)
-    records = decode_or_none(raw, decoder)
-    decoded = next(_DECODED) - before - 1
-    if not records or decoded != len(records):
-        return None  # empty, not an object of questions, or a question id written twice
-    return records
+    return read_keyed_records(path, decoder)
 
 
 def ood_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -11,7 +10,7 @@ import msgspec
 
 from vqadiag.data.jsonio import read_json
 from vqadiag.data.relevance import EXCLUSION_REASONS, NO_IRRELEVANT_BOXES, NO_RELEVANT_BOXES
-from vqadiag.data.typed_json import decode_or_none, is_utf8, map_file
+from vqadiag.data.typed_json import KeyedRecord, read_keyed_records
 from vqadiag.errors import DataError, record_label
 
 
@@ -23,17 +22,13 @@ def _index_list(value: Any, path: Path, label: str, field: str) -> list[int]:
     return value
 
 
-_DECODED = itertools.count()
 _BoxIndex = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # beyond: orjson may read a double
 
 
-class _RelevanceRecord(msgspec.Struct, gc=False):
+class _RelevanceRecord(KeyedRecord, gc=False):
     relevant: list[_BoxIndex]
     irrelevant: list[_BoxIndex]
     excluded: Literal[EXCLUSION_REASONS] | None = None  # type: ignore[valid-type]
-
-    def __post_init__(self) -> None:
-        next(_DECODED)  # one per decoded record: a question id written twice decodes twice
 
 
 _RELEVANCE = msgspec.json.Decoder(dict[str, _RelevanceRecord])
@@ -44,12 +39,8 @@ def _typed_relevance(path: Path) -> dict[str, tuple[list[int], list[int], str | 
     lists and the reasons; a question id written twice is caught by counting the records
     decoded), or None for anything else: the checked reader then names the problem
     (docs/reliability.md, "Fast paths defer to the checked readers")."""
-    raw = map_file(path)
-    if raw is None or not is_utf8(raw):
-        return None
-    before = next(_DECODED)
-    records = decode_or_none(raw, _RELEVANCE)
-    if not records or next(_DECODED) - before - 1 != len(records):
+    records = read_keyed_records(path, _RELEVANCE)
+    if records is None:
         return None
     out: dict[str, tuple[list[int], list[int], str | None]] = {}
     for qid, record in records.items():

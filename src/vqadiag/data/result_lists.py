@@ -18,7 +18,9 @@ import msgspec
 from vqadiag.data.typed_json import JSONInt, decode_or_none, map_file
 
 
-class _VQAResult(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+class VQAResult(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """One record of VQA's official result list: exactly these two fields."""
+
     question_id: JSONInt
     answer: str
 
@@ -28,7 +30,8 @@ class _GQAResult(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     prediction: str
 
 
-_VQA = msgspec.json.Decoder(list[_VQAResult])
+#: decodes a whole VQA result list (also read in columns by ``score vqa``)
+VQA_RESULTS = msgspec.json.Decoder(list[VQAResult])
 _GQA = msgspec.json.Decoder(list[_GQAResult])
 
 
@@ -44,7 +47,7 @@ def read_result_list(path: str | Path) -> dict[str, str] | None:
             return None  # the general reader strips or refuses it
         out = {r.questionId: r.prediction for r in gqa}
         return out if out and len(out) == len(gqa) else None
-    vqa = decode_or_none(raw, _VQA)
+    vqa = decode_or_none(raw, VQA_RESULTS)
     if vqa is None:
         return None
     out = {str(r.question_id): r.answer for r in vqa}

@@ -14,6 +14,7 @@ fast path only if the checked reader would score it the same way.
 from __future__ import annotations
 
 import codecs
+import itertools
 import mmap
 import re
 from pathlib import Path
@@ -113,3 +114,34 @@ def _without_value(raw: bytes | mmap.mmap, value: msgspec.Raw) -> bytes | mmap.m
     if not 0 <= start < end <= len(raw):
         return raw
     return raw[:start] + b"0" + raw[end:]
+
+
+_DECODED = itertools.count()
+R = TypeVar("R", bound="KeyedRecord")
+
+
+class KeyedRecord(msgspec.Struct, gc=False):
+    """Base of the records of a file keyed by id (``{id: record, ...}``): every decoded
+    record counts itself, so :func:`read_keyed_records` can tell a key written twice (JSON
+    decoders keep only the last) without scanning the bytes."""
+
+    def __post_init__(self) -> None:
+        next(_DECODED)
+
+
+def read_keyed_records(
+    path: str | Path, decoder: msgspec.json.Decoder[dict[str, R]]
+) -> dict[str, R] | None:
+    """``{id: record}`` of a keyed file decoded by ``decoder`` (values: a
+    :class:`KeyedRecord` type), or None: unreadable, not UTF-8, not of that type, empty,
+    or an id written twice (more records decoded than kept); the checked reader then
+    names the problem."""
+    raw = map_file(path)
+    if raw is None or not is_utf8(raw):
+        return None
+    before = next(_DECODED)
+    records = decode_or_none(raw, decoder)
+    decoded = next(_DECODED) - before - 1
+    if not records or decoded != len(records):
+        return None
+    return records

@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 
 from vqadiag.data.predictions import LINE_OR_TABLE_SUFFIXES
+from vqadiag.data.result_lists import VQA_RESULTS
 from vqadiag.data.typed_json import JSONInt, decode_or_none, map_file, records_value
 
 
@@ -43,14 +44,8 @@ class _Annotation(msgspec.Struct, gc=False):
     multiple_choice_answer: str | msgspec.UnsetType = msgspec.UNSET
 
 
-class _Result(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    question_id: JSONInt
-    answer: str
-
-
 _QUESTIONS = msgspec.json.Decoder(list[_Question])
 _ANNOTATIONS = msgspec.json.Decoder(list[_Annotation])
-_RESULTS = msgspec.json.Decoder(list[_Result])
 
 
 @dataclass(frozen=True)
@@ -158,7 +153,7 @@ def read_result_columns(path: str | Path) -> ResultColumns | None:
     with any other field, e.g. ``probs``, goes through the checked reader)."""
     if Path(path).suffix.lower() in LINE_OR_TABLE_SUFFIXES:
         return None
-    records = _decoded(path, None, _RESULTS)
+    records = _decoded(path, None, VQA_RESULTS)
     if records is None:
         return None
     ids = _question_ids(records)
