@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_gqa_loading import COLORS, OBJECTS, generate  # noqa: E402
-from bench_score_vqa_command import MEASURE, print_comparison  # noqa: E402
+from bench_score_vqa_command import MEASURE, print_comparison, require_same  # noqa: E402
 
 OFFICIAL_STYLE = r"""
 import json, sys
@@ -141,10 +141,8 @@ def main() -> None:
                         str(predictions), "--json"])  # fmt: skip
         a = json.loads(official["stdout"])
         b = json.loads(ours["stdout"])
-        for key in ("accuracy", "binary", "open", "validity", "plausibility", "consistency",
-                    "distribution"):  # fmt: skip
-            if a[key] != b[key]:
-                raise SystemExit(f"{key} differs: official-style {a[key]!r}, vqadiag {b[key]!r}")
+        require_same(a, b, ("accuracy", "binary", "open", "validity", "plausibility",
+                            "consistency", "distribution"))  # fmt: skip
         print(f"identical figures (accuracy {b['accuracy']:.4f}, consistency "
               f"{b['consistency']:.4f}, distribution {b['distribution']:.6f})")  # fmt: skip
         print_comparison("vqadiag score gqa", official, ours, target=10)

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_score_gqa_command import write_inputs  # noqa: E402
-from bench_score_vqa_command import measure, print_comparison  # noqa: E402
+from bench_score_vqa_command import measure, print_comparison, require_same  # noqa: E402
 
 OFFICIAL_STYLE = r"""
 import json, sys
@@ -87,9 +87,7 @@ def main() -> None:
         ours = measure([sys.executable, "-m", "vqadiag", "score", "ood", "--questions",
                         str(questions), "--predictions", str(predictions), "--json"])  # fmt: skip
         a, b = json.loads(official["stdout"]), json.loads(ours["stdout"])
-        for key in FIGURES:
-            if a[key] != b[key]:
-                raise SystemExit(f"{key} differs: official-style {a[key]!r}, vqadiag {b[key]!r}")
+        require_same(a, b, FIGURES)
         print(f"identical figures (acc-all {b['acc_all']:.4f}, head {b['acc_head']:.4f} over "
               f"{b['n_head']:,}, tail {b['acc_tail']:.4f} over {b['n_tail']:,})")  # fmt: skip
         print_comparison("vqadiag score ood", official, ours, target=10)

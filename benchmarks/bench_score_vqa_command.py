@@ -78,6 +78,15 @@ def measure(cmd: list[str]) -> dict:
     return json.loads(done.stdout)
 
 
+def require_same(official: dict, ours: dict, keys: tuple[str, ...]) -> None:
+    """Stop when the two programs disagree on one of the figures ``keys``."""
+    for key in keys:
+        if official[key] != ours[key]:
+            raise SystemExit(
+                f"{key} differs: official-style {official[key]!r}, vqadiag {ours[key]!r}"
+            )
+
+
 def print_comparison(command: str, official: dict, ours: dict, target: float) -> None:
     """Wall time and peak RSS of both programs, and the two ratios against the targets."""
     for name, r in (("official-style program", official), (command, ours)):

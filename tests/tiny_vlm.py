@@ -50,7 +50,6 @@ def byte_level_tokenizer(special: list[str], **tokens: Any) -> Any:
 
 def build_tiny_llava(out: str | Path, *, seed: int = 0) -> Path:
     """Write a random tiny LLaVA chat model (weights, config, processor) to ``out``."""
-    import torch
     import transformers
 
     out = Path(out)
@@ -88,8 +87,15 @@ def build_tiny_llava(out: str | Path, *, seed: int = 0) -> Path:
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
     )  # fmt: skip
+    return _save_random(transformers.LlavaForConditionalGeneration, config, processor, out, seed)
+
+
+def _save_random(model_class: Any, config: Any, processor: Any, out: Path, seed: int) -> Path:
+    """A model of ``model_class`` with seeded random weights, saved with its processor."""
+    import torch
+
     torch.manual_seed(seed)
-    model = transformers.LlavaForConditionalGeneration(config)
+    model = model_class(config)
     model.generation_config.pad_token_id = 0
     model.save_pretrained(out)
     processor.save_pretrained(out)
@@ -150,7 +156,6 @@ GEMMA3_TEMPLATE = (
 
 def build_tiny_gemma3(out: str | Path, *, seed: int = 0) -> Path:
     """Write a random tiny Gemma 3 chat model (SigLIP tower + Gemma 3 text) to ``out``."""
-    import torch
     import transformers
 
     out = Path(out)
@@ -184,9 +189,4 @@ def build_tiny_gemma3(out: str | Path, *, seed: int = 0) -> Path:
         eoi_token_index=token("<end_of_image>"),
         image_token_index=token("<image_soft_token>"),
     )  # fmt: skip
-    torch.manual_seed(seed)
-    model = transformers.Gemma3ForConditionalGeneration(config)
-    model.generation_config.pad_token_id = 0
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    return out
+    return _save_random(transformers.Gemma3ForConditionalGeneration, config, processor, out, seed)
