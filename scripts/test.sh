@@ -26,7 +26,7 @@ if [ ! -x "$lmms_venv/bin/python" ] || ! "$lmms_venv/bin/python" -c "import lmms
     tqdm-multiprocess numexpr decord
 fi
 export VQADIAG_LMMS_EVAL_PYTHON="$lmms_venv/bin/python"
-python3 -m ruff check src tests benchmarks
+python3 -m ruff check src tests benchmarks experiments
 lint-imports --no-cache
 set +e
 python3 -m pytest "$@"
