@@ -30,11 +30,18 @@ split has scene graphs, two more signals come from them:
 
 The loss is ``CE(answer) + aux_weight · (CE(names) + BCE(attributes)) +
 attention_supervision · L_att``.
+
+``head`` ``tokens`` swaps the attention and fusion above for the token-grounded head
+(:func:`build_token_net`): every question token attends over the cells. A token that
+the question's ``annotations`` tie to objects is then supervised as well, by
+``token_supervision · L_tok``, where ``L_tok = −log Σ_{c ∈ T_t} α_tc`` over the cells
+``T_t`` of the token's objects, averaged over the tied tokens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -63,56 +70,51 @@ def box_cell_overlap(boxes: np.ndarray, grid: int, size: int) -> np.ndarray:
     return (wy[..., :, None] * wx[..., None, :]).reshape(*b.shape[:2], grid * grid)
 
 
+#: ``head`` option values: top-down attention over the cells, or token-grounded
+HEADS = ("grid", "tokens")
+
 #: What a config saved before ``attention_supervision`` existed means.
 LEGACY_ATTENTION_SUPERVISION = 0.0
 
 
-def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
-    """The network of the module docstring."""
+def grid_encoder(c: int) -> Any:
+    """The CNN of the module docstring: (U, 3, S, S) → (U, 4c, S/8, S/8)."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, c, 5, stride=2, padding=2),
+        nn.BatchNorm2d(c),
+        nn.ReLU(),
+        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
+        nn.BatchNorm2d(2 * c),
+        nn.ReLU(),
+        nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1),
+        nn.BatchNorm2d(4 * c),
+        nn.ReLU(),
+        nn.Conv2d(4 * c, 4 * c, 3, stride=1, padding=1),
+        nn.ReLU(),
+    )
+
+
+def cell_centres(grid: int) -> Any:
+    """(1, G·G, 2): each cell's normalised centre (x, y), row by row."""
+    import torch
+
+    ys, xs = torch.meshgrid(
+        (torch.arange(grid) + 0.5) / grid, (torch.arange(grid) + 0.5) / grid, indexing="ij"
+    )
+    return torch.stack([xs, ys], -1).reshape(1, grid * grid, 2)
+
+
+@lru_cache(maxsize=1)
+def cell_network_base() -> Any:
+    """The ``nn.Module`` base of both pixel networks: ``cells`` (the CNN's grid with each
+    cell's centre appended) and ``forward`` = ``head(tokens, lengths, cells(images),
+    image_of)``; a subclass sets ``cnn`` and ``coords`` and defines ``head``."""
     import torch
     from torch import nn
 
-    emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
-    c = int(options["channels"])
-    size = int(options["image_size"])
-    grid = size // 8
-    dim = 4 * c + 2
-    att = int(options["attention_dim"])
-
-    class PixelNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.cnn = nn.Sequential(
-                nn.Conv2d(3, c, 5, stride=2, padding=2),
-                nn.BatchNorm2d(c),
-                nn.ReLU(),
-                nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
-                nn.BatchNorm2d(2 * c),
-                nn.ReLU(),
-                nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1),
-                nn.BatchNorm2d(4 * c),
-                nn.ReLU(),
-                nn.Conv2d(4 * c, 4 * c, 3, stride=1, padding=1),
-                nn.ReLU(),
-            )
-            ys, xs = torch.meshgrid(
-                (torch.arange(grid) + 0.5) / grid, (torch.arange(grid) + 0.5) / grid, indexing="ij"
-            )
-            self.register_buffer("coords", torch.stack([xs, ys], -1).reshape(1, grid * grid, 2))
-            self.question = make_question_encoder(n_words, emb, hidden)
-            self.att_v = nn.Linear(dim, att)
-            self.att_q = nn.Linear(hidden, att)
-            self.att_w = nn.Linear(att, 1)
-            self.joint_q = nn.Linear(hidden, hidden)
-            self.joint_v = nn.Linear(dim, hidden)
-            n_names, n_attrs = (int(x) for x in options["aux_sizes"])
-            self.aux_name = nn.Linear(dim, max(1, n_names))
-            self.aux_attr = nn.Linear(dim, max(1, n_attrs))
-            self.classifier = nn.Sequential(
-                nn.Dropout(dropout), nn.Linear(hidden, 2 * hidden), nn.ReLU(),
-                nn.Dropout(dropout), nn.Linear(2 * hidden, n_answers),
-            )  # fmt: skip
-
+    class CellNetwork(nn.Module):
         def cells(self, images: torch.Tensor) -> torch.Tensor:
             """(U, 3, S, S) → (U, G·G, 4c + 2) cell features with their centres."""
             f = self.cnn(images).flatten(2).transpose(1, 2)
@@ -126,6 +128,54 @@ def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
             image_of: torch.Tensor,
         ) -> tuple[torch.Tensor, torch.Tensor]:
             return self.head(tokens, lengths, self.cells(images), image_of)
+
+    return CellNetwork
+
+
+def add_output_heads(net: Any, dim: int, n_answers: int, options: Mapping[str, Any]) -> None:
+    """Give ``net`` the cell-label heads (``aux_name``, ``aux_attr``: ``aux_sizes`` outputs
+    from the ``dim``-wide cells) and the answer classifier (``Dropout → Linear(H, 2H) →
+    ReLU → Dropout → Linear(2H, A)``), in that order (saved weights keep their names)."""
+    from torch import nn
+
+    hidden, dropout = options["hidden_dim"], options["dropout"]
+    n_names, n_attrs = (int(x) for x in options["aux_sizes"])
+    net.aux_name = nn.Linear(dim, max(1, n_names))
+    net.aux_attr = nn.Linear(dim, max(1, n_attrs))
+    net.classifier = nn.Sequential(
+        nn.Dropout(dropout), nn.Linear(hidden, 2 * hidden), nn.ReLU(),
+        nn.Dropout(dropout), nn.Linear(2 * hidden, n_answers),
+    )  # fmt: skip
+
+
+def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
+    """The network of the module docstring (``head`` ``grid``), or the token-grounded one
+    (``head`` ``tokens``, :func:`build_token_net`)."""
+    import torch
+    from torch import nn
+
+    if options.get("head", "grid") == "tokens":
+        return build_token_net(n_words, n_answers, options)
+
+    emb, hidden = options["embedding_dim"], options["hidden_dim"]
+    c = int(options["channels"])
+    size = int(options["image_size"])
+    grid = size // 8
+    dim = 4 * c + 2
+    att = int(options["attention_dim"])
+
+    class PixelNet(cell_network_base()):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cnn = grid_encoder(c)
+            self.register_buffer("coords", cell_centres(grid))
+            self.question = make_question_encoder(n_words, emb, hidden)
+            self.att_v = nn.Linear(dim, att)
+            self.att_q = nn.Linear(hidden, att)
+            self.att_w = nn.Linear(att, 1)
+            self.joint_q = nn.Linear(hidden, hidden)
+            self.joint_v = nn.Linear(dim, hidden)
+            add_output_heads(self, dim, n_answers, options)
 
         def head(
             self,
@@ -144,6 +194,83 @@ def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
             return self.classifier(joint), alpha
 
     return PixelNet()
+
+
+def build_token_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
+    """The token-grounded network (docs/models.md, "The pixel model"): the same cells as
+    the grid network; every question token t queries them.
+
+    * ``h_t``: bidirectional GRU state; ``u_t = W_u [h_t; e_t]`` (``e_t`` the embedding);
+      ``s_tc = u_t · W_k v_c / √d``; ``α_tc = softmax_c(s_tc)``; ``r_t = Σ_c α_tc W_r v_c``;
+      the evidence ``(logmeanexp_c s_tc, max_c s_tc)`` says whether what t names is there.
+    * A second GRU reads ``[h_t; r_t; evidence_t]``; its last state → the classifier.
+    * Reported cell attention ``α_c = Σ_t g_t α_tc``, ``g = softmax_t(w_g · h_t)`` over the
+      question's tokens; the per-token ``α_tc`` are kept in ``token_attention`` for
+      their supervision (:class:`GridObjective`).
+    """
+    import math
+
+    import torch
+    from torch import nn
+
+    emb, hidden = options["embedding_dim"], options["hidden_dim"]
+    c = int(options["channels"])
+    grid = int(options["image_size"]) // 8
+    dim = 4 * c + 2
+    att = int(options["attention_dim"])
+
+    def run_gru(gru: nn.GRU, x: torch.Tensor, lengths: torch.Tensor) -> tuple[Any, Any]:
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
+        )
+        states, last = gru(packed)
+        states, _ = nn.utils.rnn.pad_packed_sequence(
+            states, batch_first=True, total_length=x.shape[1]
+        )
+        return states, last
+
+    class TokenPixelNet(cell_network_base()):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cnn = grid_encoder(c)
+            self.register_buffer("coords", cell_centres(grid))
+            self.embedding = nn.Embedding(n_words, emb, padding_idx=0)
+            self.encoder = nn.GRU(emb, hidden // 2, batch_first=True, bidirectional=True)
+            self.query = nn.Linear(2 * (hidden // 2) + emb, att)
+            self.key = nn.Linear(dim, att)
+            self.read = nn.Linear(dim, att)
+            self.reader = nn.GRU(2 * (hidden // 2) + att + 2, hidden, batch_first=True)
+            self.gate = nn.Linear(2 * (hidden // 2), 1)
+            add_output_heads(self, dim, n_answers, options)
+            self.token_attention: torch.Tensor | None = None
+
+        def head(
+            self,
+            tokens: torch.Tensor,
+            lengths: torch.Tensor,
+            cells: torch.Tensor,
+            image_of: torch.Tensor,
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            """Answer logits and cell attention (B, G·G); per-token attention (B, T, G·G)
+            in ``token_attention``."""
+            words = self.embedding(tokens)
+            states, _ = run_gru(self.encoder, words, lengths)
+            queries = self.query(torch.cat([states, words], dim=2))
+            keys = self.key(cells)[image_of]
+            scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[2])
+            alpha = torch.softmax(scores, dim=2)
+            read = torch.bmm(alpha, self.read(cells)[image_of])
+            evidence = torch.stack(
+                [torch.logsumexp(scores, 2) - math.log(scores.shape[2]), scores.amax(2)], dim=2
+            )
+            _, last = run_gru(self.reader, torch.cat([states, read, evidence], dim=2), lengths)
+            valid = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
+            gate = self.gate(states).squeeze(2).masked_fill(~valid, float("-inf"))
+            cell_alpha = torch.bmm(torch.softmax(gate, 1)[:, None, :], alpha).squeeze(1)
+            self.token_attention = alpha
+            return self.classifier(last[0]), cell_alpha
+
+    return TokenPixelNet()
 
 
 class PixelModel(TorchModel):
@@ -167,7 +294,11 @@ class PixelModel(TorchModel):
         "dropout": 0.3,
         "weight_decay": 1e-3,
         "attention_supervision": 1.0,
+        "head": "grid",
+        "token_supervision": 1.0,
     }
+    #: runs saved before the token-grounded head existed are grid runs
+    omitted_options: ClassVar[dict[str, Any]] = {"head": "grid", "token_supervision": 1.0}
 
     @property
     def input_size(self) -> tuple[int, int]:
@@ -187,6 +318,8 @@ class PixelModel(TorchModel):
         size = opts["image_size"]
         if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
             raise ValueError(f"image_size must be a multiple of 8 and at least 16, got {size!r}")
+        if opts["head"] not in HEADS:
+            raise ValueError(f"head must be one of {', '.join(HEADS)}, got {opts['head']!r}")
         return opts
 
     @classmethod
@@ -268,7 +401,11 @@ class PixelModel(TorchModel):
         """Answer cross-entropy plus, with scene graphs, the cell supervision (module doc)."""
         from vqadiag.models.training import CrossEntropyObjective
 
-        supervised = self.options["aux_weight"] > 0 or self.options["attention_supervision"] > 0
+        supervised = (
+            self.options["aux_weight"] > 0
+            or self.options["attention_supervision"] > 0
+            or (self.options["head"] == "tokens" and self.options["token_supervision"] > 0)
+        )
         if not supervised or not self.options["aux_sizes"][0]:
             return CrossEntropyObjective(self)
         return GridObjective(self, data, split)
@@ -280,6 +417,23 @@ class PixelModel(TorchModel):
         n_attrs = int(kwargs.get("aux_attributes", cls.defaults["aux_attributes"]))
         names, attrs = _grid_vocab(data, split, n_attrs)
         return super().train(data, split=split, aux_sizes=[len(names), len(attrs)], **kwargs)
+
+
+def word_token_starts(question: str) -> list[int]:
+    """For each word of ``question`` split on spaces after removing a final ``?`` / ``.``
+    (the words GQA ``annotations`` index), the index of its first model token
+    (:func:`vqadiag.models.vocab.tokenize`): ``"Is the cup, or the plate, red?"`` →
+    [0, 1, 2, 4, 5, 6, 8]."""
+    from vqadiag.models.vocab import tokenize
+
+    text = question.strip()
+    if text.endswith(("?", ".")):
+        text = text[:-1]
+    starts, position = [], 0
+    for word in text.split(" "):
+        starts.append(position)
+        position += len(tokenize(word))
+    return starts
 
 
 def _grid_vocab(data: GQAData, split: str, n_attrs: int) -> tuple[list[str], list[str]]:
@@ -317,6 +471,8 @@ class GridObjective:
         self.n_attrs = len(attrs)
         self.weight = float(model.options["aux_weight"])
         self.attention_weight = float(model.options["attention_supervision"])
+        tokens = model.options["head"] == "tokens"
+        self.token_weight = float(model.options["token_supervision"]) if tokens else 0.0
         self.ce = torch.nn.CrossEntropyLoss()
         self.bce = torch.nn.BCEWithLogitsLoss()
         self._targets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -375,15 +531,46 @@ class GridObjective:
         ids = {str(o) for part in parts for o in part.values()}
         for object_id in ids:
             obj = objects.get(object_id)
-            if obj is None:
+            if obj is not None:
+                out |= self._object_cells(obj, cx, cy, width, height)
+        return out
+
+    def _object_cells(
+        self, obj: Mapping[str, Any], cx: np.ndarray, cy: np.ndarray, width: float, height: float
+    ) -> np.ndarray:
+        """(G·G,) bool: the cells whose centre lies in the object's box, or the cell of the
+        box's centre when none does."""
+        grid = self.model.grid
+        x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+        inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h)
+        if not inside.any():
+            col = min(grid - 1, max(0, int((x + w / 2) / width * grid)))
+            row = min(grid - 1, max(0, int((y + h / 2) / height * grid)))
+            inside[row * grid + col] = True
+        return inside
+
+    def token_attention_target(self, record: Mapping[str, Any], n_tokens: int) -> np.ndarray:
+        """(T, G·G) bool: for each of the first ``n_tokens`` model tokens that the question's
+        ``annotations`` tie to objects, the cells of those objects (rows of other tokens
+        are all False). Annotation keys index the question's words split on spaces after
+        removing the final ``?`` / ``.`` (``"3"``, or ``"3:5"`` for words 3 and 4)."""
+        scene, cx, cy, width, height = self._scene_frame(str(record.get("imageId")))
+        out = np.zeros((n_tokens, self.model.grid**2), dtype=bool)
+        tied = (record.get("annotations") or {}).get("question") or {}
+        if not isinstance(tied, Mapping):
+            return out
+        starts = word_token_starts(str(record.get("question", "")))
+        for span, object_id in tied.items():
+            obj = scene["objects"].get(str(object_id))
+            bounds = str(span).split(":")
+            if obj is None or not all(b.isdigit() for b in bounds):
                 continue
-            x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
-            inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h)
-            if not inside.any():
-                col = min(grid - 1, max(0, int((x + w / 2) / width * grid)))
-                row = min(grid - 1, max(0, int((y + h / 2) / height * grid)))
-                inside[row * grid + col] = True
-            out |= inside
+            first = int(bounds[0])
+            stop = int(bounds[1]) if len(bounds) == 2 else first + 1
+            cells = self._object_cells(obj, cx, cy, width, height)
+            for word in range(first, min(stop, len(starts))):
+                if starts[word] < n_tokens:
+                    out[starts[word]] |= cells
         return out
 
     def __call__(self, batch: QuestionBatch, visual: Any, target: Any, feats: Any = None):
@@ -405,6 +592,16 @@ class GridObjective:
         if self.n_attrs:
             aux = aux + self.bce(net.aux_attr(cells), torch.from_numpy(attrs))
         loss = loss + self.weight * aux
+        token_alpha = getattr(net, "token_attention", None)
+        if self.token_weight > 0 and token_alpha is not None:
+            on = np.stack(
+                [self.token_attention_target(r, token_alpha.shape[1]) for r in batch.records]
+            )
+            tied = on.any(axis=2)
+            if tied.any():
+                mass = (token_alpha * torch.from_numpy(on.astype(np.float32))).sum(dim=2)
+                on_target = -torch.log(mass[torch.from_numpy(tied)] + 1e-6).mean()
+                loss = loss + self.token_weight * on_target
         if self.attention_weight > 0:
             on = np.stack([self.attention_target(r) for r in batch.records])
             has = on.any(axis=1)
