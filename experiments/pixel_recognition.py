@@ -1,7 +1,7 @@
 """How well can the pixel model's CNN recognise objects? (docs/models.md, "The pixel model")
 
-Trains the pixel model's grid encoder (:func:`vqadiag.models.pixel.build_pixel_net`'s
-CNN, same options) on the cell-name targets alone, with no question, and after each
+Trains the pixel model's grid encoder (:func:`vqadiag.models.pixel.grid_encoder`, the
+same CNN) on the cell-name targets alone, with no question, and after each
 epoch prints, on the val split:
 
 * ``cell``: name accuracy over the foreground cells (a cell's target is the object
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from vqadiag.data.gqa_data import GQAData
-from vqadiag.models.pixel import build_pixel_net
+from vqadiag.models.pixel import grid_encoder
 
 SIDE_BINS = ((0, 6), (6, 12), (12, 24), (24, 10_000))
 
@@ -107,9 +107,7 @@ def main() -> None:
     names = {n: i + 1 for i, n in enumerate(vocab)}
     tr_images, tr_targets, _ = load_split(data, "train", args.size, grid, names)
     va_images, va_targets, va_objects = load_split(data, "val", args.size, grid, names)
-    options = {"embedding_dim": 8, "hidden_dim": 8, "dropout": 0.0, "channels": args.channels,
-               "image_size": args.size, "attention_dim": 8, "aux_sizes": [1, 1]}  # fmt: skip
-    cnn = build_pixel_net(2, 2, options).cnn
+    cnn = grid_encoder(args.channels)
     head = nn.Conv2d(4 * args.channels, len(names) + 1, 1)
     params = [*cnn.parameters(), *head.parameters()]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=1e-3)
