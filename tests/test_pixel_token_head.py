@@ -82,16 +82,13 @@ def test_token_loss_is_minus_log_attention_mass_on_the_targets(world, token_mode
     visual = token_model.training_input(world, batch.image_ids)
     target = torch.zeros(16, dtype=torch.int64)
     token_model.net.eval()  # no dropout: both losses see the same network
-    try:
-        with_tokens = GridObjective(token_model, world, "train")
-        without = GridObjective(token_model, world, "train")
-        without.token_weight = 0.0
-        with torch.no_grad():
-            loss_without, _ = without(batch, visual, target)
-            loss_with, _ = with_tokens(batch, visual, target)
-            alpha = token_model.net.token_attention.numpy()
-    finally:
-        token_model.net.train(False)
+    with_tokens = GridObjective(token_model, world, "train")
+    without = GridObjective(token_model, world, "train")
+    without.token_weight = 0.0
+    with torch.no_grad():
+        loss_without, _ = without(batch, visual, target)
+        loss_with, _ = with_tokens(batch, visual, target)
+        alpha = token_model.net.token_attention.numpy()
     on = np.stack([with_tokens.token_attention_target(r, alpha.shape[1]) for r in batch.records])
     tied = on.any(axis=2)
     assert tied.sum() >= 8  # most synthetic questions name an object

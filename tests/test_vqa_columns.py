@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,19 +136,22 @@ def _set(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     return obj
 
 
+def _first(
+    obj: dict[str, Any], key: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """``obj`` with its ``key`` list's first record replaced by ``change(record)``."""
+    return _set(obj, key, [change(obj[key][0]), *obj[key][1:]])
+
+
+def _without(record: dict[str, Any], field: str) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != field}
+
+
 # (name, change of (questions, annotations, results) → the three file contents)
 DEFERRED = [
     (
         "string id in annotations",
-        lambda q, a, r: (
-            q,
-            _set(
-                a,
-                "annotations",
-                [{**a["annotations"][0], "question_id": "101000"}, *a["annotations"][1:]],
-            ),
-            r,
-        ),
+        lambda q, a, r: (q, _first(a, "annotations", lambda x: {**x, "question_id": "101000"}), r),
     ),
     (
         "float id in results",
@@ -168,32 +172,14 @@ DEFERRED = [
     (
         "string image id in questions",
         lambda q, a, r: (
-            _set(
-                q,
-                "questions",
-                [
-                    {**q["questions"][0], "image_id": str(q["questions"][0]["image_id"])},
-                    *q["questions"][1:],
-                ],
-            ),
+            _first(q, "questions", lambda x: {**x, "image_id": str(x["image_id"])}),
             a,
             r,
         ),
     ),
     (
         "image id on some annotations only",
-        lambda q, a, r: (
-            q,
-            _set(
-                a,
-                "annotations",
-                [
-                    {k: v for k, v in a["annotations"][0].items() if k != "image_id"},
-                    *a["annotations"][1:],
-                ],
-            ),
-            r,
-        ),
+        lambda q, a, r: (q, _first(a, "annotations", lambda x: _without(x, "image_id")), r),
     ),
     (
         "results with probabilities",
@@ -211,7 +197,7 @@ DEFERRED = [
         "empty answer list",
         lambda q, a, r: (
             q,
-            _set(a, "annotations", [{**a["annotations"][0], "answers": []}, *a["annotations"][1:]]),
+            _first(a, "annotations", lambda x: {**x, "answers": []}),
             r,
         ),
     ),
@@ -219,11 +205,7 @@ DEFERRED = [
         "answer not a string",
         lambda q, a, r: (
             q,
-            _set(
-                a,
-                "annotations",
-                [{**a["annotations"][0], "answers": [{"answer": 2}]}, *a["annotations"][1:]],
-            ),
+            _first(a, "annotations", lambda x: {**x, "answers": [{"answer": 2}]}),
             r,
         ),
     ),
@@ -231,28 +213,13 @@ DEFERRED = [
         "null multiple choice answer",
         lambda q, a, r: (
             q,
-            _set(
-                a,
-                "annotations",
-                [{**a["annotations"][0], "multiple_choice_answer": None}, *a["annotations"][1:]],
-            ),
+            _first(a, "annotations", lambda x: {**x, "multiple_choice_answer": None}),
             r,
         ),
     ),
     (
         "missing question type",
-        lambda q, a, r: (
-            q,
-            _set(
-                a,
-                "annotations",
-                [
-                    {k: v for k, v in a["annotations"][0].items() if k != "question_type"},
-                    *a["annotations"][1:],
-                ],
-            ),
-            r,
-        ),
+        lambda q, a, r: (q, _first(a, "annotations", lambda x: _without(x, "question_type")), r),
     ),
     (
         "duplicate annotation",
@@ -270,15 +237,7 @@ DEFERRED = [
     ("missing prediction", lambda q, a, r: (q, a, r[1:])),
     (
         "annotation on another image",
-        lambda q, a, r: (
-            q,
-            _set(
-                a,
-                "annotations",
-                [{**a["annotations"][0], "image_id": 123456}, *a["annotations"][1:]],
-            ),
-            r,
-        ),
+        lambda q, a, r: (q, _first(a, "annotations", lambda x: {**x, "image_id": 123456}), r),
     ),
     (
         "annotation outside the questions",

@@ -51,6 +51,7 @@ from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, PixelInput, QuestionBatch
 from vqadiag.models.question_only import make_question_encoder
 from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
+from vqadiag.models.vocab import tokenize
 
 NAME = "pixel"
 
@@ -424,8 +425,6 @@ def word_token_starts(question: str) -> list[int]:
     (the words GQA ``annotations`` index), the index of its first model token
     (:func:`vqadiag.models.vocab.tokenize`): ``"Is the cup, or the plate, red?"`` →
     [0, 1, 2, 4, 5, 6, 8]."""
-    from vqadiag.models.vocab import tokenize
-
     text = question.strip()
     if text.endswith(("?", ".")):
         text = text[:-1]
