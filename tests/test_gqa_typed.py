@@ -515,4 +515,7 @@ def test_a_small_read_does_not_freeze_the_collector(tmp_path: Path) -> None:
     path = _write(tmp_path / "p.json", [{"question_id": 1, "answer": "yes"}])
     frozen = gc.get_freeze_count()
     assert read_result_list(path) == {"1": "yes"}
-    assert gc.get_freeze_count() == frozen
+    # a freeze would move every live object (hundreds of thousands here) into the
+    # permanent generation; frozen objects freed meanwhile (by an earlier test's
+    # leftovers) can only lower the count
+    assert gc.get_freeze_count() <= frozen
