@@ -36,6 +36,11 @@ attention_supervision · L_att``.
 the question's ``annotations`` tie to objects is then supervised as well, by
 ``token_supervision · L_tok``, where ``L_tok = −log Σ_{c ∈ T_t} α_tc`` over the cells
 ``T_t`` of the token's objects, averaged over the tied tokens.
+
+``encoder`` ``boxes`` replaces the grid by the detected boxes, each cut from the stored
+image and encoded by a crop CNN (:mod:`vqadiag.models.pixel_boxes`); the heads then
+attend over boxes, and ``pretrain_epochs`` first trains the crop CNN on the boxes' names
+and attributes (:func:`pretrain_box_encoder`).
 """
 
 from __future__ import annotations
@@ -49,8 +54,17 @@ import numpy as np
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, PixelInput, QuestionBatch
+from vqadiag.models.pixel_boxes import (
+    ENCODERS,
+    BoxCropInput,
+    TrainingCrops,
+    box_crops,
+    boxes_of_object,
+    crop_encoder,
+    matched_objects,
+)
 from vqadiag.models.question_only import make_question_encoder
-from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
+from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel, spatial_features
 from vqadiag.models.vocab import tokenize
 
 NAME = "pixel"
@@ -107,30 +121,75 @@ def cell_centres(grid: int) -> Any:
     return torch.stack([xs, ys], -1).reshape(1, grid * grid, 2)
 
 
+def unit_dim(options: Mapping[str, Any]) -> int:
+    """Width of one unit the heads attend over: a grid cell's ``4c`` features and its
+    centre (``4c + 2``), or a box's ``4c`` crop features and its 5 spatial features."""
+    c = int(options["channels"])
+    return 4 * c + (5 if options.get("encoder", "grid") == "boxes" else 2)
+
+
+def attach_encoder(net: Any, options: Mapping[str, Any]) -> None:
+    """Give ``net`` its image encoder: ``cnn`` = :func:`grid_encoder` and the ``coords``
+    buffer (``encoder`` ``grid``), or ``cnn`` = the crop encoder (``boxes``)."""
+    c = int(options["channels"])
+    net.units = options.get("encoder", "grid")
+    if net.units == "boxes":
+        net.cnn = crop_encoder(c)
+        net.crop_dim = 4 * c
+        return
+    net.cnn = grid_encoder(c)
+    net.register_buffer("coords", cell_centres(int(options["image_size"]) // 8))
+
+
 @lru_cache(maxsize=1)
 def cell_network_base() -> Any:
-    """The ``nn.Module`` base of both pixel networks: ``cells`` (the CNN's grid with each
-    cell's centre appended) and ``forward`` = ``head(tokens, lengths, cells(images),
-    image_of)``; a subclass sets ``cnn`` and ``coords`` and defines ``head``."""
+    """The ``nn.Module`` base of both pixel networks: ``cells`` (the units the heads attend
+    over, with a mask of the real ones) and ``forward`` = ``head(tokens, lengths,
+    *cells(view), image_of)``; a subclass calls :func:`attach_encoder` and defines
+    ``head``."""
     import torch
     from torch import nn
 
     class CellNetwork(nn.Module):
-        def cells(self, images: torch.Tensor) -> torch.Tensor:
-            """(U, 3, S, S) → (U, G·G, 4c + 2) cell features with their centres."""
-            f = self.cnn(images).flatten(2).transpose(1, 2)
-            return torch.cat([f, self.coords.expand(f.shape[0], -1, -1)], dim=2)
+        def cells(self, view: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+            """Grid: (U, 3, S, S) images → (U, G·G, 4c + 2) cell features with their
+            centres, no mask. Boxes: ``(crops (K, 3, s, s), positions (U, N, 5), mask
+            (U, N))`` with one crop per real box, in row order → (U, N, 4c + 5) box
+            features (zeros for padding) and the mask."""
+            if self.units == "boxes":
+                crops, positions, mask = view
+                f = positions.new_zeros((*mask.shape, self.crop_dim))
+                if crops.shape[0]:
+                    f[mask] = self.cnn(crops)
+                return torch.cat([f, positions], dim=2), mask
+            f = self.cnn(view).flatten(2).transpose(1, 2)
+            return torch.cat([f, self.coords.expand(f.shape[0], -1, -1)], dim=2), None
 
         def forward(
             self,
             tokens: torch.Tensor,
             lengths: torch.Tensor,
-            images: torch.Tensor,
+            view: Any,
             image_of: torch.Tensor,
         ) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.head(tokens, lengths, self.cells(images), image_of)
+            cells, mask = self.cells(view)
+            return self.head(tokens, lengths, cells, image_of, mask)
 
     return CellNetwork
+
+
+def masked_scores(scores: Any, mask: Any, image_of: Any) -> Any:
+    """``scores`` (B, …, N) with the padding units of each question's image set to −∞
+    (unchanged when ``mask`` is None). An image without any real unit keeps its first
+    (padding) unit, so its softmax stays defined."""
+    if mask is None:
+        return scores
+    keep = mask.clone()
+    keep[:, 0] |= ~mask.any(dim=1)
+    keep = keep[image_of]
+    if scores.dim() == 3:
+        keep = keep[:, None, :]
+    return scores.masked_fill(~keep, float("-inf"))
 
 
 def add_output_heads(net: Any, dim: int, n_answers: int, options: Mapping[str, Any]) -> None:
@@ -159,17 +218,13 @@ def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
         return build_token_net(n_words, n_answers, options)
 
     emb, hidden = options["embedding_dim"], options["hidden_dim"]
-    c = int(options["channels"])
-    size = int(options["image_size"])
-    grid = size // 8
-    dim = 4 * c + 2
+    dim = unit_dim(options)
     att = int(options["attention_dim"])
 
     class PixelNet(cell_network_base()):
         def __init__(self) -> None:
             super().__init__()
-            self.cnn = grid_encoder(c)
-            self.register_buffer("coords", cell_centres(grid))
+            attach_encoder(self, options)
             self.question = make_question_encoder(n_words, emb, hidden)
             self.att_v = nn.Linear(dim, att)
             self.att_q = nn.Linear(hidden, att)
@@ -184,12 +239,14 @@ def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
             lengths: torch.Tensor,
             cells: torch.Tensor,
             image_of: torch.Tensor,
+            mask: torch.Tensor | None = None,
         ) -> tuple[torch.Tensor, torch.Tensor]:
-            """Answer logits and cell attention from the unique images' cells (U, G·G, dim)."""
+            """Answer logits and attention from the unique images' units (U, N, dim) (grid
+            cells, or boxes with their ``mask`` (U, N))."""
             q = self.question(tokens, lengths)
-            keys = self.att_v(cells)[image_of]  # (B, G·G, att)
+            keys = self.att_v(cells)[image_of]  # (B, N, att)
             scores = self.att_w(torch.tanh(keys + self.att_q(q)[:, None, :]))
-            alpha = torch.softmax(scores.squeeze(-1), dim=1)
+            alpha = torch.softmax(masked_scores(scores.squeeze(-1), mask, image_of), dim=1)
             pooled = torch.bmm(alpha[:, None, :], cells[image_of]).squeeze(1)
             joint = torch.relu(self.joint_q(q)) * torch.relu(self.joint_v(pooled))
             return self.classifier(joint), alpha
@@ -215,9 +272,7 @@ def build_token_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
     from torch import nn
 
     emb, hidden = options["embedding_dim"], options["hidden_dim"]
-    c = int(options["channels"])
-    grid = int(options["image_size"]) // 8
-    dim = 4 * c + 2
+    dim = unit_dim(options)
     att = int(options["attention_dim"])
 
     def run_gru(gru: nn.GRU, x: torch.Tensor, lengths: torch.Tensor) -> tuple[Any, Any]:
@@ -233,8 +288,7 @@ def build_token_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
     class TokenPixelNet(cell_network_base()):
         def __init__(self) -> None:
             super().__init__()
-            self.cnn = grid_encoder(c)
-            self.register_buffer("coords", cell_centres(grid))
+            attach_encoder(self, options)
             self.embedding = nn.Embedding(n_words, emb, padding_idx=0)
             self.encoder = nn.GRU(emb, hidden // 2, batch_first=True, bidirectional=True)
             self.query = nn.Linear(2 * (hidden // 2) + emb, att)
@@ -251,19 +305,25 @@ def build_token_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
             lengths: torch.Tensor,
             cells: torch.Tensor,
             image_of: torch.Tensor,
+            mask: torch.Tensor | None = None,
         ) -> tuple[torch.Tensor, torch.Tensor]:
-            """Answer logits and cell attention (B, G·G); per-token attention (B, T, G·G)
-            in ``token_attention``."""
+            """Answer logits and attention (B, N) over the units (grid cells, or boxes
+            with their ``mask`` (U, N)); per-token attention (B, T, N) in
+            ``token_attention``."""
             words = self.embedding(tokens)
             states, _ = run_gru(self.encoder, words, lengths)
             queries = self.query(torch.cat([states, words], dim=2))
             keys = self.key(cells)[image_of]
-            scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[2])
+            raw = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[2])
+            scores = masked_scores(raw, mask, image_of)
             alpha = torch.softmax(scores, dim=2)
             read = torch.bmm(alpha, self.read(cells)[image_of])
-            evidence = torch.stack(
-                [torch.logsumexp(scores, 2) - math.log(scores.shape[2]), scores.amax(2)], dim=2
-            )
+            if mask is None:
+                log_n = math.log(scores.shape[2])
+            else:
+                real = torch.isfinite(scores[:, :1, :]).sum(2, keepdim=True)
+                log_n = torch.log(real.to(scores.dtype)).squeeze(2)
+            evidence = torch.stack([torch.logsumexp(scores, 2) - log_n, scores.amax(2)], dim=2)
             _, last = run_gru(self.reader, torch.cat([states, read, evidence], dim=2), lengths)
             valid = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
             gate = self.gate(states).squeeze(2).masked_fill(~valid, float("-inf"))
@@ -297,13 +357,30 @@ class PixelModel(TorchModel):
         "attention_supervision": 1.0,
         "head": "grid",
         "token_supervision": 1.0,
+        "encoder": "grid",
+        "crop_size": 24,
+        "pretrain_epochs": 0,
     }
-    #: runs saved before the token-grounded head existed are grid runs
-    omitted_options: ClassVar[dict[str, Any]] = {"head": "grid", "token_supervision": 1.0}
+    #: runs saved before the token-grounded head or the box encoder existed are grid runs
+    omitted_options: ClassVar[dict[str, Any]] = {
+        "head": "grid",
+        "token_supervision": 1.0,
+        "encoder": "grid",
+        "crop_size": 24,
+        "pretrain_epochs": 0,
+    }
 
     @property
-    def input_size(self) -> tuple[int, int]:
-        """(width, height) the model reads; the data path resizes to it."""
+    def boxes(self) -> bool:
+        """Whether the model reads crops of the detected boxes (``encoder`` ``boxes``)."""
+        return self.options.get("encoder", "grid") == "boxes"
+
+    @property
+    def input_size(self) -> tuple[int, int] | None:
+        """(width, height) the model reads; the data path resizes to it (None: the stored
+        size, which the box encoder crops from)."""
+        if self.boxes:
+            return None
         size = int(self.options["image_size"])
         return size, size
 
@@ -321,6 +398,18 @@ class PixelModel(TorchModel):
             raise ValueError(f"image_size must be a multiple of 8 and at least 16, got {size!r}")
         if opts["head"] not in HEADS:
             raise ValueError(f"head must be one of {', '.join(HEADS)}, got {opts['head']!r}")
+        if opts["encoder"] not in ENCODERS:
+            raise ValueError(
+                f"encoder must be one of {', '.join(ENCODERS)}, got {opts['encoder']!r}"
+            )
+        crop = opts["crop_size"]
+        if isinstance(crop, bool) or not isinstance(crop, int) or crop < 4:
+            raise ValueError(f"crop_size must be an integer of at least 4, got {crop!r}")
+        pre = opts["pretrain_epochs"]
+        if isinstance(pre, bool) or not isinstance(pre, int) or pre < 0:
+            raise ValueError(f"pretrain_epochs must be an integer of at least 0, got {pre!r}")
+        if pre and opts["encoder"] != "boxes":
+            raise ValueError("pretrain_epochs needs encoder=boxes (the grid is not pre-trained)")
         return opts
 
     @classmethod
@@ -354,46 +443,101 @@ class PixelModel(TorchModel):
         return np.asarray(order, dtype=np.int64)
 
     def training_input(self, data: GQAData, image_ids: Sequence[str]) -> PixelInput:
-        """The batch's images at the model's input size (the data path caches them)."""
+        """The batch's images at the model's input size (the data path caches them); the
+        box encoder gets the crops of their detected boxes, cut once per image
+        (:class:`~vqadiag.models.pixel_boxes.TrainingCrops`)."""
+        if self.boxes:
+            crops = self.__dict__.get("_training_crops")
+            if crops is None:
+                crops = TrainingCrops(
+                    int(self.options["crop_size"]), int(self.options["max_objects"])
+                )
+                self._training_crops = crops
+            return crops.batch(data, image_ids)
         return data.pixel_input(image_ids, size=self.input_size, max_objects=1)
 
     def _pixel_tensors(self, batch: QuestionBatch, visual: PixelInput | None) -> tuple[Any, Any]:
-        """Unique images as a (U, 3, S, S) tensor in [−1, 1] and each question's image row."""
+        """The network's view of the batch's unique images and each question's image row.
+
+        Grid: a (U, 3, S, S) tensor in [−1, 1]. Boxes: ``(crops, positions, mask)`` for
+        :meth:`CellNetwork.cells`, the crops of each image's real boxes in [−1, 1]."""
         import torch
 
-        if not isinstance(visual, PixelInput):
+        cropped = self.boxes and isinstance(visual, BoxCropInput)
+        if not cropped and not isinstance(visual, PixelInput):
             raise DataError(None, f"model {self.name!r} needs pixel input (images)")
         size = int(self.options["image_size"])
         rows: dict[str, int] = {}
-        unique: list[np.ndarray] = []
+        first_row: list[int] = []
         image_of = []
-        for image_id, image in zip(batch.image_ids, visual.images, strict=True):
+        arrays = visual.crops if cropped else visual.images
+        for b, (image_id, image) in enumerate(zip(batch.image_ids, arrays, strict=True)):
             key = f"{image_id}:{id(image)}"  # a condition's changed copy is its own image
             if key not in rows:
-                if image.shape != (size, size, 3):
+                if not self.boxes and image.shape != (size, size, 3):
                     raise DataError(
                         None, f"pixel input is {image.shape}, the model reads {size}×{size}×3"
                     )
-                rows[key] = len(unique)
-                unique.append(image)
+                rows[key] = len(first_row)
+                first_row.append(b)
             image_of.append(rows[key])
-        array = np.stack(unique).astype(np.float32) / 127.5 - 1.0
+        image_of_t = torch.as_tensor(image_of, dtype=torch.int64)
+        if self.boxes:
+            return self._box_view(visual, first_row), image_of_t
+        array = np.stack([visual.images[b] for b in first_row]).astype(np.float32) / 127.5 - 1.0
         images = torch.from_numpy(np.ascontiguousarray(array.transpose(0, 3, 1, 2)))
-        return images, torch.as_tensor(image_of, dtype=torch.int64)
+        return images, image_of_t
+
+    def _box_view(
+        self, visual: PixelInput | BoxCropInput, rows: Sequence[int]
+    ) -> tuple[Any, Any, Any]:
+        """``(crops (K, 3, s, s), positions (U, N, 5), mask (U, N))`` of the images at
+        ``rows`` of ``visual``: one crop per real box, image by image."""
+        import torch
+
+        if visual.boxes is None:
+            boxes = np.zeros((len(rows), 1, 4), np.float32)
+            mask = np.zeros((len(rows), 1), dtype=bool)
+        else:
+            boxes = np.asarray(visual.boxes, np.float32)[list(rows)]
+            mask = (
+                np.ones(boxes.shape[:2], dtype=bool)
+                if visual.mask is None
+                else np.asarray(visual.mask, dtype=bool)[list(rows)]
+            )
+        crop = int(self.options["crop_size"])
+        sizes = np.zeros((len(rows), 2), np.float32)
+        crops = []
+        for u, b in enumerate(rows):
+            if isinstance(visual, BoxCropInput):
+                sizes[u] = visual.image_sizes[b]
+                crops.append(visual.crops[b])
+                continue
+            image = visual.images[b]
+            sizes[u] = (image.shape[1], image.shape[0])
+            crops.append(box_crops(image, boxes[u][mask[u]], crop))
+        flat = np.concatenate(crops).astype(np.float32) / 127.5 - 1.0
+        crops_t = torch.from_numpy(np.ascontiguousarray(flat.transpose(0, 3, 1, 2)))
+        positions = torch.from_numpy(spatial_features(boxes, sizes))
+        return crops_t, positions, torch.from_numpy(mask)
 
     def forward(self, batch: QuestionBatch, visual: Any, feats: Any = None) -> tuple[Any, Any]:
         """``(logits (B, A), per-box importance (B, N) or None)``; N = the boxes of
-        ``visual`` (None when it carries none)."""
+        ``visual`` (None when it carries none). The box encoder's importance is its
+        attention; the grid's is the attention on the cells a box covers."""
         import torch
 
         tokens, lengths = self._question_tensors(batch)
-        images, image_of = self._pixel_tensors(batch, visual)
-        logits, alpha = self.net(tokens, lengths, images, image_of)
+        view, image_of = self._pixel_tensors(batch, visual)
+        logits, alpha = self.net(tokens, lengths, view, image_of)
         if visual.boxes is None or visual.boxes.shape[1] == 0:
             return logits, None
-        overlap = box_cell_overlap(visual.boxes, self.grid, int(self.options["image_size"]))
-        weights = torch.from_numpy(overlap.astype(np.float32))
-        per_box = torch.bmm(weights, alpha[..., None].detach()).squeeze(-1)
+        if self.boxes:
+            per_box = alpha.detach()
+        else:
+            overlap = box_cell_overlap(visual.boxes, self.grid, int(self.options["image_size"]))
+            weights = torch.from_numpy(overlap.astype(np.float32))
+            per_box = torch.bmm(weights, alpha[..., None].detach()).squeeze(-1)
         if visual.mask is not None:
             per_box = per_box * torch.from_numpy(visual.mask.astype(np.float32))
         return logits, per_box
@@ -411,13 +555,34 @@ class PixelModel(TorchModel):
             return CrossEntropyObjective(self)
         return GridObjective(self, data, split)
 
+    def before_training(
+        self,
+        data: GQAData,
+        split: str,
+        question_ids: Sequence[str],
+        objective: Any,
+        *,
+        seed: int,
+        progress: bool,
+    ) -> None:
+        """With the box encoder and ``pretrain_epochs`` > 0, train the crop CNN and the
+        name / attribute heads on the training images' matched boxes first
+        (:func:`pretrain_box_encoder`)."""
+        epochs = int(self.options["pretrain_epochs"])
+        if self.boxes and epochs and isinstance(objective, GridObjective):
+            questions = data.questions(split)
+            images = sorted({str(questions[q]["imageId"]) for q in question_ids})
+            pretrain_box_encoder(self, objective, data, images, epochs, seed, progress)
+
     @classmethod
     def train(cls, data: GQAData, *, split: str = "train", **kwargs: Any) -> PixelModel:
         """:meth:`TorchModel.train`, with the sizes of the cell-label heads taken from the
         training split's scene graphs (none: no cell supervision)."""
         n_attrs = int(kwargs.get("aux_attributes", cls.defaults["aux_attributes"]))
         names, attrs = _grid_vocab(data, split, n_attrs)
-        return super().train(data, split=split, aux_sizes=[len(names), len(attrs)], **kwargs)
+        model = super().train(data, split=split, aux_sizes=[len(names), len(attrs)], **kwargs)
+        model.__dict__.pop("_training_crops", None)  # the box encoder's training crops
+        return model
 
 
 def word_token_starts(question: str) -> list[int]:
@@ -456,13 +621,15 @@ def _grid_vocab(data: GQAData, split: str, n_attrs: int) -> tuple[list[str], lis
 
 
 class GridObjective:
-    """``CE(answer) + w · (CE(cell names) + BCE(cell attributes)) + w_att · L_att``
-    (module docstring)."""
+    """``CE(answer) + w · (CE(unit names) + BCE(unit attributes)) + w_att · L_att``
+    (module docstring); the units are grid cells, or with the box encoder the detected
+    boxes, matched to the scene graph's objects by IoU (:mod:`vqadiag.models.pixel_boxes`)."""
 
     def __init__(self, model: PixelModel, data: GQAData, split: str) -> None:
         import torch
 
         self.model = model
+        self.data = data
         self.scenes = data.scene_graphs(split)
         names, attrs = _grid_vocab(data, split, int(model.options["aux_attributes"]))
         self.name_index = {n: i for i, n in enumerate(names)}
@@ -475,6 +642,7 @@ class GridObjective:
         self.ce = torch.nn.CrossEntropyLoss()
         self.bce = torch.nn.BCEWithLogitsLoss()
         self._targets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._image_boxes: dict[str, np.ndarray] = {}
         grid = model.grid
         self._centres = (np.arange(grid) + 0.5) / grid
 
@@ -490,12 +658,52 @@ class GridObjective:
         cx = np.tile(self._centres * width, grid)
         return scene, cx, np.repeat(self._centres * height, grid), width, height
 
+    def _boxes(self, image_id: str) -> np.ndarray:
+        """The image's detected boxes as the box encoder reads them (stored pixels; read
+        once per image)."""
+        hit = self._image_boxes.get(image_id)
+        if hit is None:
+            try:
+                hit = self.data.image_boxes(image_id)[: int(self.model.options["max_objects"])]
+            except DataError:
+                hit = np.zeros((0, 4), np.float32)
+            self._image_boxes[image_id] = hit
+        return hit
+
+    def _attribute_row(self, obj: Mapping[str, Any]) -> np.ndarray:
+        row = np.zeros(self.n_attrs, dtype=np.float32)
+        for a in obj.get("attributes") or ():
+            j = self.attr_index.get(str(a))
+            if j is not None:
+                row[j] = 1.0
+        return row
+
     def targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per cell (G·G): the name index and the attribute indicator row of the object on
-        top at the cell's centre (in the stored image's coordinates)."""
+        """Per unit: the name index and the attribute indicator row of its object. A cell's
+        object is the one on top at its centre (in the stored image's coordinates); a
+        box's is the object it matches (:func:`~vqadiag.models.pixel_boxes.matched_objects`);
+        index 0 ("background") when none."""
         hit = self._targets.get(image_id)
         if hit is not None:
             return hit
+        boxes = self.model.boxes
+        hit = self._box_targets(image_id) if boxes else self._cell_targets(image_id)
+        self._targets[image_id] = hit
+        return hit
+
+    def _box_targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
+        scene = self.scenes.get(image_id) or {"objects": {}}
+        objects = list(scene["objects"].values())
+        match = matched_objects(self._boxes(image_id), objects)
+        name = np.zeros(len(match), dtype=np.int64)
+        attr = np.zeros((len(match), self.n_attrs), dtype=np.float32)
+        for k, m in enumerate(match.tolist()):
+            if m >= 0:
+                name[k] = self.name_index.get(str(objects[m]["name"]), 0)
+                attr[k] = self._attribute_row(objects[m])
+        return name, attr
+
+    def _cell_targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         grid = self.model.grid
         scene, cx, cy, _, _ = self._scene_frame(image_id)
         name = np.zeros(grid * grid, dtype=np.int64)
@@ -508,22 +716,30 @@ class GridObjective:
                 continue
             best[inside] = w * h
             name[inside] = self.name_index.get(str(obj["name"]), 0)
-            row = np.zeros(self.n_attrs, dtype=np.float32)
-            for a in obj.get("attributes") or ():
-                j = self.attr_index.get(str(a))
-                if j is not None:
-                    row[j] = 1.0
-            attr[inside] = row
-        self._targets[image_id] = (name, attr)
+            attr[inside] = self._attribute_row(obj)
         return name, attr
 
+    def _units_of(self, image_id: str) -> tuple[dict[str, Any], Any, int]:
+        """The scene, a function from one of its objects to its units ((n,) bool), and
+        the image's number of units n."""
+        if self.model.boxes:
+            boxes = self._boxes(image_id)
+            scene = self.scenes.get(image_id) or {"objects": {}}
+            return scene, lambda obj: boxes_of_object(boxes, obj), len(boxes)
+        scene, cx, cy, width, height = self._scene_frame(image_id)
+        return (
+            scene,
+            lambda obj: self._object_cells(obj, cx, cy, width, height),
+            self.model.grid**2,
+        )
+
     def attention_target(self, record: Mapping[str, Any]) -> np.ndarray:
-        """(G·G,) bool: the cells of the objects the question's annotations name (GQA
-        ``annotations`` of the question, answer and full answer): cells whose centre lies
-        in an object's box, or the cell of its box's centre when none does."""
-        grid = self.model.grid
-        scene, cx, cy, width, height = self._scene_frame(str(record.get("imageId")))
-        out = np.zeros(grid * grid, dtype=bool)
+        """(n,) bool over the image's units: those of the objects the question's
+        annotations name (GQA ``annotations`` of the question, answer and full answer).
+        A cell belongs to an object when its centre lies in the object's box (the cell
+        of the box's centre when none does); boxes: :func:`boxes_of_object`."""
+        scene, units_of, n = self._units_of(str(record.get("imageId")))
+        out = np.zeros(n, dtype=bool)
         objects = scene["objects"]
         annotations = record.get("annotations") or {}
         parts = [part for part in annotations.values() if isinstance(part, Mapping)]
@@ -531,7 +747,7 @@ class GridObjective:
         for object_id in ids:
             obj = objects.get(object_id)
             if obj is not None:
-                out |= self._object_cells(obj, cx, cy, width, height)
+                out |= units_of(obj)
         return out
 
     def _object_cells(
@@ -549,12 +765,12 @@ class GridObjective:
         return inside
 
     def token_attention_target(self, record: Mapping[str, Any], n_tokens: int) -> np.ndarray:
-        """(T, G·G) bool: for each of the first ``n_tokens`` model tokens that the question's
-        ``annotations`` tie to objects, the cells of those objects (rows of other tokens
+        """(T, n) bool: for each of the first ``n_tokens`` model tokens that the question's
+        ``annotations`` tie to objects, the units of those objects (rows of other tokens
         are all False). Annotation keys index the question's words split on spaces after
         removing the final ``?`` / ``.`` (``"3"``, or ``"3:5"`` for words 3 and 4)."""
-        scene, cx, cy, width, height = self._scene_frame(str(record.get("imageId")))
-        out = np.zeros((n_tokens, self.model.grid**2), dtype=bool)
+        scene, units_of, n = self._units_of(str(record.get("imageId")))
+        out = np.zeros((n_tokens, n), dtype=bool)
         tied = (record.get("annotations") or {}).get("question") or {}
         if not isinstance(tied, Mapping):
             return out
@@ -566,10 +782,10 @@ class GridObjective:
                 continue
             first = int(bounds[0])
             stop = int(bounds[1]) if len(bounds) == 2 else first + 1
-            cells = self._object_cells(obj, cx, cy, width, height)
+            units = units_of(obj)
             for word in range(first, min(stop, len(starts))):
                 if starts[word] < n_tokens:
-                    out[starts[word]] |= cells
+                    out[starts[word]] |= units
         return out
 
     def __call__(self, batch: QuestionBatch, visual: Any, target: Any, feats: Any = None):
@@ -577,24 +793,31 @@ class GridObjective:
 
         model = self.model
         tokens, lengths = model._question_tensors(batch)
-        images, image_of = model._pixel_tensors(batch, visual)
+        view, image_of = model._pixel_tensors(batch, visual)
         net = model.net
-        cells = net.cells(images)
-        logits, alpha = net.head(tokens, lengths, cells, image_of)
+        cells, mask = net.cells(view)
+        logits, alpha = net.head(tokens, lengths, cells, image_of, mask)
         loss = self.ce(logits, target)
+        n_units = cells.shape[1]
         first: dict[int, str] = {}
         for image_id, row in zip(batch.image_ids, image_of.tolist(), strict=True):
             first.setdefault(row, str(image_id))
-        names = np.stack([self.targets(first[r])[0] for r in range(len(first))])
-        attrs = np.stack([self.targets(first[r])[1] for r in range(len(first))])
-        aux = self.ce(net.aux_name(cells).flatten(0, 1), torch.from_numpy(names).flatten())
+        per_image = [self.targets(first[r]) for r in range(len(first))]
+        names = np.stack([_padded(t[0], n_units) for t in per_image])
+        attrs = np.stack([_padded(t[1], n_units) for t in per_image])
+        real = slice(None) if mask is None else mask
+        aux = self.ce(net.aux_name(cells[real]).reshape(-1, net.aux_name.out_features),
+                      torch.from_numpy(names)[real].flatten())  # fmt: skip
         if self.n_attrs:
-            aux = aux + self.bce(net.aux_attr(cells), torch.from_numpy(attrs))
+            aux = aux + self.bce(net.aux_attr(cells[real]), torch.from_numpy(attrs)[real])
         loss = loss + self.weight * aux
         token_alpha = getattr(net, "token_attention", None)
         if self.token_weight > 0 and token_alpha is not None:
             on = np.stack(
-                [self.token_attention_target(r, token_alpha.shape[1]) for r in batch.records]
+                [
+                    _padded(self.token_attention_target(r, token_alpha.shape[1]).T, n_units).T
+                    for r in batch.records
+                ]
             )
             tied = on.any(axis=2)
             if tied.any():
@@ -602,10 +825,78 @@ class GridObjective:
                 on_target = -torch.log(mass[torch.from_numpy(tied)] + 1e-6).mean()
                 loss = loss + self.token_weight * on_target
         if self.attention_weight > 0:
-            on = np.stack([self.attention_target(r) for r in batch.records])
+            on = np.stack([_padded(self.attention_target(r), n_units) for r in batch.records])
             has = on.any(axis=1)
             if has.any():
                 mass = (alpha * torch.from_numpy(on.astype(np.float32))).sum(dim=1)
                 on_target = -torch.log(mass[torch.from_numpy(has)] + 1e-6).mean()
                 loss = loss + self.attention_weight * on_target
         return loss, logits
+
+
+def _padded(values: np.ndarray, n: int) -> np.ndarray:
+    """``values`` with its first axis cut or zero-padded to ``n`` (units of the batch)."""
+    if values.shape[0] >= n:
+        return values[:n]
+    pad = np.zeros((n - values.shape[0], *values.shape[1:]), dtype=values.dtype)
+    return np.concatenate([values, pad])
+
+
+#: images per pre-training step and the step size of the box encoder's pre-training
+PRETRAIN_IMAGES, PRETRAIN_LR = 16, 1e-3
+
+
+def pretrain_box_encoder(
+    model: PixelModel,
+    objective: GridObjective,
+    data: GQAData,
+    image_ids: Sequence[str],
+    epochs: int,
+    seed: int,
+    progress: bool,
+) -> list[float]:
+    """Train the crop CNN and the name / attribute heads alone on ``image_ids``' boxes:
+    ``CE(names) + BCE(attributes)`` over the real boxes (targets:
+    :meth:`GridObjective.targets`), Adam (step :data:`PRETRAIN_LR`), the images in fixed
+    groups of :data:`PRETRAIN_IMAGES` visited in a new random order each epoch (seeded by
+    ``seed``), as bottom-up features are trained on object labels before VQA. Returns the
+    name accuracy on the matched boxes of each epoch (measured while training)."""
+    import torch
+
+    from vqadiag.progress import progress_bar
+
+    net = model.net
+    groups = [image_ids[i : i + PRETRAIN_IMAGES] for i in range(0, len(image_ids), PRETRAIN_IMAGES)]
+    params = [*net.cnn.parameters(), *net.aux_name.parameters(), *net.aux_attr.parameters()]
+    optimizer = torch.optim.Adam(params, lr=PRETRAIN_LR)
+    rng = np.random.default_rng(seed)
+    accuracies: list[float] = []
+    net.train()
+    with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
+        task = bar.add_task("pixel: pre-training boxes", total=epochs * len(groups), acc=0.0)
+        for _ in range(epochs):
+            right = named = 0
+            for g in rng.permutation(len(groups)):
+                ids = groups[g]
+                view = model._box_view(model.training_input(data, ids), range(len(ids)))
+                cells, mask = net.cells(view)
+                n_units = cells.shape[1]
+                names = torch.from_numpy(
+                    np.stack([_padded(objective.targets(i)[0], n_units) for i in ids])
+                )[mask]
+                logits = net.aux_name(cells[mask])
+                loss = objective.ce(logits, names)
+                if objective.n_attrs:
+                    attrs = np.stack([_padded(objective.targets(i)[1], n_units) for i in ids])
+                    loss = loss + objective.bce(
+                        net.aux_attr(cells[mask]), torch.from_numpy(attrs)[mask]
+                    )
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                matched = names > 0
+                right += int((logits.argmax(1)[matched] == names[matched]).sum())
+                named += int(matched.sum())
+                bar.update(task, advance=1, acc=100.0 * right / max(1, named))
+            accuracies.append(right / max(1, named))
+    return accuracies

@@ -214,6 +214,19 @@ class TorchModel:
             return None
         return data.object_input(image_ids, self.options["max_objects"])
 
+    def before_training(
+        self,
+        data: GQAData,
+        split: str,
+        question_ids: Sequence[str],
+        objective: TrainingObjective,
+        *,
+        seed: int,
+        progress: bool,
+    ) -> None:
+        """A stage run once the network is built, before the first epoch (none by
+        default; the pixel model's box encoder pre-trains on object names here)."""
+
     def training_objective(
         self, data: GQAData, split: str, question_ids: Sequence[str]
     ) -> TrainingObjective:
@@ -401,6 +414,7 @@ def fit(
             net.parameters(), lr=options["lr"], weight_decay=options["weight_decay"]
         )
         objective = model.training_objective(data, split, qids)
+        model.before_training(data, split, qids, objective, seed=seed, progress=progress)
         rng = np.random.default_rng(seed)
         epochs = int(options["epochs"])
         bs = int(options["batch_size"])

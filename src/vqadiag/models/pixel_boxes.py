@@ -1,0 +1,166 @@
+"""The pixel model's box encoder (``-o encoder=boxes``; docs/models.md, "The pixel model").
+
+Instead of one CNN over the whole image resized to a square, each detected box is cut
+from the stored image and resized to ``crop_size`` × ``crop_size`` (Pillow's bilinear
+resize, which averages over the box when shrinking), and a small CNN turns each crop
+into one feature vector, with the box's position appended
+(:func:`~vqadiag.models.training.spatial_features`: ``x1/W, y1/H, x2/W, y2/H, area``).
+The heads then attend over boxes instead of grid cells, so a box's importance is its
+attention weight.
+
+Why: at a 128-pixel input 44 % of the synthetic world's objects are under 12 pixels
+and the grid CNN never learns to name them; cut from the stored image, every object
+fills its crop.
+
+Supervision from scene graphs matches each detection to an annotated object by
+intersection over union (IoU): the object of largest IoU when it is at least
+:data:`MATCH_IOU`, "background" otherwise. The boxes of an annotated object (for the
+attention targets) are the detections that match it, or when none does, the one
+detection of largest positive IoU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: a detection shows an object when their IoU reaches this (the usual detection threshold)
+MATCH_IOU = 0.5
+#: values of the pixel model's ``encoder`` option
+ENCODERS = ("grid", "boxes")
+
+
+def box_crops(image: np.ndarray, boxes: np.ndarray, crop: int) -> np.ndarray:
+    """``(N, crop, crop, 3)`` uint8: each box (corners ``x1 y1 x2 y2`` in ``image``'s
+    pixels, clipped to the image, at least one pixel wide and high) resized to ``crop``
+    × ``crop`` with Pillow's bilinear filter."""
+    from PIL import Image
+
+    height, width = image.shape[:2]
+    picture = Image.fromarray(np.ascontiguousarray(image))
+    out = np.empty((len(boxes), crop, crop, 3), dtype=np.uint8)
+    for k, (x1, y1, x2, y2) in enumerate(np.asarray(boxes, np.float64)):
+        x1 = min(max(x1, 0.0), width - 1.0)
+        y1 = min(max(y1, 0.0), height - 1.0)
+        x2 = min(max(x2, x1 + 1.0), float(width))
+        y2 = min(max(y2, y1 + 1.0), float(height))
+        resized = picture.resize((crop, crop), Image.BILINEAR, box=(x1, y1, x2, y2))
+        out[k] = np.asarray(resized, dtype=np.uint8)
+    return out
+
+
+def crop_encoder(c: int) -> Any:
+    """The crop CNN: (K, 3, S, S) → (K, 4c): four 3×3 convolutions (``c``, 2c stride 2,
+    4c stride 2, 4c; batch norm and ReLU) and the mean over positions."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, c, 3, padding=1),
+        nn.BatchNorm2d(c),
+        nn.ReLU(),
+        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
+        nn.BatchNorm2d(2 * c),
+        nn.ReLU(),
+        nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1),
+        nn.BatchNorm2d(4 * c),
+        nn.ReLU(),
+        nn.Conv2d(4 * c, 4 * c, 3, padding=1),
+        nn.BatchNorm2d(4 * c),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    )
+
+
+def iou(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """``(N, M)`` intersection over union of corner boxes ``(N, 4)`` and ``(M, 4)``
+    (0 where both are empty)."""
+    a = np.asarray(boxes, np.float64)[:, None, :]
+    b = np.asarray(others, np.float64)[None, :, :]
+    w = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
+    h = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
+    inter = w * h
+    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
+    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    union = area_a + area_b - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+def object_corners(objects: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``(M, 4)`` corners of scene-graph objects (``x, y, w, h``)."""
+    rows = [
+        (float(o["x"]), float(o["y"]), float(o["x"]) + float(o["w"]), float(o["y"]) + float(o["h"]))
+        for o in objects
+    ]
+    return np.asarray(rows, np.float64).reshape(len(rows), 4)
+
+
+def matched_objects(boxes: np.ndarray, objects: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``(N,)``: for each detection, the index in ``objects`` of the object of largest
+    IoU when that IoU is at least :data:`MATCH_IOU` (the first on ties), else −1."""
+    if len(boxes) == 0 or len(objects) == 0:
+        return np.full(len(boxes), -1, dtype=np.int64)
+    overlap = iou(boxes, object_corners(objects))
+    best = overlap.argmax(axis=1)
+    return np.where(overlap[np.arange(len(boxes)), best] >= MATCH_IOU, best, -1)
+
+
+def boxes_of_object(boxes: np.ndarray, obj: Mapping[str, Any]) -> np.ndarray:
+    """``(N,)`` bool: the detections whose IoU with ``obj`` reaches :data:`MATCH_IOU`, or
+    when none does, the one of largest positive IoU (none when no box overlaps it)."""
+    out = np.zeros(len(boxes), dtype=bool)
+    if len(boxes) == 0:
+        return out
+    overlap = iou(boxes, object_corners([obj]))[:, 0]
+    out[overlap >= MATCH_IOU] = True
+    if not out.any() and overlap.max() > 0:
+        out[int(overlap.argmax())] = True
+    return out
+
+
+@dataclass(frozen=True)
+class BoxCropInput:
+    """A batch's boxes already cut out (the box encoder's training input, cached per image
+    so that each training image is decoded and cropped once): ``crops[b]`` (K_b, s, s, 3)
+    uint8, the crops of row b's real boxes in order; ``boxes`` (B, N, 4) corners and
+    ``mask`` (B, N) as in :class:`~vqadiag.data.inputs.PixelInput`; ``image_sizes`` (B, 2)
+    the stored images' width and height."""
+
+    crops: Sequence[np.ndarray]
+    boxes: np.ndarray
+    mask: np.ndarray
+    image_sizes: np.ndarray
+
+
+class TrainingCrops:
+    """Crops of the training images' detected boxes, made once per image and kept for the
+    whole training run (the images and boxes of a split do not change during it)."""
+
+    def __init__(self, crop: int, max_objects: int) -> None:
+        self.crop = crop
+        self.max_objects = max_objects
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray, tuple[float, float]]] = {}
+
+    def batch(self, data: Any, image_ids: Sequence[str]) -> BoxCropInput:
+        """The :class:`BoxCropInput` of ``image_ids`` (decoding the images not seen yet)."""
+        ids = [str(i) for i in image_ids]
+        missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
+        if missing:
+            pixels = data.pixel_input(missing, max_objects=self.max_objects)
+            for row, image_id in enumerate(missing):
+                real = pixels.boxes[row][pixels.mask[row]]
+                image = pixels.images[row]
+                size = (float(image.shape[1]), float(image.shape[0]))
+                self._cache[image_id] = (box_crops(image, real, self.crop), real, size)
+        rows = [self._cache[i] for i in ids]
+        n = max(1, max(len(r[1]) for r in rows))
+        boxes = np.zeros((len(rows), n, 4), np.float32)
+        mask = np.zeros((len(rows), n), dtype=bool)
+        for b, (_, real, _) in enumerate(rows):
+            boxes[b, : len(real)] = real
+            mask[b, : len(real)] = True
+        sizes = np.asarray([r[2] for r in rows], np.float32).reshape(len(rows), 2)
+        return BoxCropInput([r[0] for r in rows], boxes, mask, sizes)
