@@ -48,3 +48,14 @@ def write_json(tmp_path: Path) -> Callable[[str, Any], Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def rendered_world_60(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 60-image rendered synthetic world (seed 2), generated once per session; tests
+    read it and write elsewhere."""
+    from vqadiag.synth import generate_world
+
+    root = tmp_path_factory.mktemp("rendered-world-60") / "w"
+    generate_world(root, images=60, seed=2)
+    return root

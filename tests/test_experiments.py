@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.synth import generate_world
-
 pytest.importorskip("torch")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "pixel_recognition.py"
@@ -46,10 +44,9 @@ def test_cell_targets_take_the_smallest_box_containing_each_centre():
     assert objects == [(2, 1, 8.0), (0, 2, 4.8), (3, 3, 1.6)]
 
 
-def test_one_epoch_prints_the_recognition_figures(tmp_path, monkeypatch, capsys):
-    generate_world(tmp_path / "w", images=60, seed=2)
+def test_one_epoch_prints_the_recognition_figures(rendered_world_60, monkeypatch, capsys):
     probe = load_probe()
-    argv = ["pixel_recognition.py", str(tmp_path / "w" / "gqa"), "--epochs", "1", "--size", "32"]
+    argv = ["pixel_recognition.py", str(rendered_world_60 / "gqa"), "--epochs", "1", "--size", "32"]
     monkeypatch.setattr(sys, "argv", argv)
     probe.main()
     line = capsys.readouterr().out.strip()
@@ -61,5 +58,5 @@ def test_one_epoch_prints_the_recognition_figures(tmp_path, monkeypatch, capsys)
     assert match, line
     assert all(0.0 <= float(match.group(k)) <= 1.0 for k in (1, 2, 3))
     counts = [int(n) for n in re.findall(r"n=(\d+)", line)]
-    val_scenes = probe.GQAData(tmp_path / "w" / "gqa").scene_graphs("val")
+    val_scenes = probe.GQAData(rendered_world_60 / "gqa").scene_graphs("val")
     assert sum(counts) == sum(len(scene["objects"]) for scene in val_scenes.values())

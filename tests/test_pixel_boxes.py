@@ -96,12 +96,8 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    from vqadiag.synth import generate_world
-
-    root = tmp_path_factory.mktemp("box-encoder") / "w"
-    generate_world(root, images=60, seed=2)
-    return GQAData(root / "gqa")
+def world(rendered_world_60):
+    return GQAData(rendered_world_60 / "gqa")
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,13 @@ import pytest
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.pixel import GridObjective, PixelModel, word_token_starts
 from vqadiag.models.registry import load_model
-from vqadiag.synth import generate_world
 
 torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("token-head") / "w"
-    generate_world(root, images=60, seed=2)
-    return GQAData(root / "gqa")
+def world(rendered_world_60):
+    return GQAData(rendered_world_60 / "gqa")
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import numpy as np
 from vqadiag.data.detections import Detections, read_detections
 from vqadiag.data.gqa import GQAQuestions, SceneGraphs, read_gqa_questions, read_scene_graphs
 from vqadiag.data.images import ImageFiles
-from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch
+from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch, padded_boxes
 from vqadiag.data.lru import ByteLRU
 from vqadiag.errors import DataError
 
@@ -163,12 +163,7 @@ class GQAData:
             except DataError:
                 boxes = np.zeros((0, 4), np.float32)
             per_boxes.append(boxes * np.array([*scale, *scale], np.float32))
-        n = max(1, max((len(b) for b in per_boxes), default=1))
-        boxes = np.zeros((len(images), n, 4), dtype=np.float32)
-        mask = np.zeros((len(images), n), dtype=bool)
-        for row, b in enumerate(per_boxes):
-            boxes[row, : len(b)] = b
-            mask[row, : len(b)] = True
+        boxes, mask = padded_boxes(per_boxes)
         return PixelInput(images, boxes, mask, sizes)
 
     def object_input(self, image_ids: Sequence[str], max_objects: int = 100) -> ObjectInput:

@@ -90,3 +90,16 @@ class PixelInput:
 
     def __len__(self) -> int:
         return len(self.images)
+
+
+def padded_boxes(per_image: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each image's ``(n_b, 4)`` boxes laid out as ``boxes`` (B, N, 4) float32, zero
+    padded, and ``mask`` (B, N) bool (True for real boxes), with N = max(1, max n_b): the
+    ``boxes`` and ``mask`` of :class:`PixelInput`."""
+    n = max(1, max((len(b) for b in per_image), default=1))
+    boxes = np.zeros((len(per_image), n, 4), dtype=np.float32)
+    mask = np.zeros((len(per_image), n), dtype=bool)
+    for row, b in enumerate(per_image):
+        boxes[row, : len(b)] = b
+        mask[row, : len(b)] = True
+    return boxes, mask

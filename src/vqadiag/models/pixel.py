@@ -788,6 +788,27 @@ class GridObjective:
                     out[starts[word]] |= units
         return out
 
+    def unit_label_loss(
+        self, cells: Any, mask: Any, image_ids: Sequence[str]
+    ) -> tuple[Any, Any, Any]:
+        """``CE(names) + BCE(attributes)`` of the units of ``image_ids`` (one per row of
+        ``cells`` (U, N, dim); only the real units when ``mask`` (U, N) is given), with the
+        name logits and targets of those units (:meth:`targets`)."""
+        import torch
+
+        net = self.model.net
+        n_units = cells.shape[1]
+        per_image = [self.targets(i) for i in image_ids]
+        names = np.stack([_padded(t[0], n_units) for t in per_image])
+        real = slice(None) if mask is None else mask
+        logits = net.aux_name(cells[real]).reshape(-1, net.aux_name.out_features)
+        name_targets = torch.from_numpy(names)[real].flatten()
+        loss = self.ce(logits, name_targets)
+        if self.n_attrs:
+            attrs = np.stack([_padded(t[1], n_units) for t in per_image])
+            loss = loss + self.bce(net.aux_attr(cells[real]), torch.from_numpy(attrs)[real])
+        return loss, logits, name_targets
+
     def __call__(self, batch: QuestionBatch, visual: Any, target: Any, feats: Any = None):
         import torch
 
@@ -802,14 +823,7 @@ class GridObjective:
         first: dict[int, str] = {}
         for image_id, row in zip(batch.image_ids, image_of.tolist(), strict=True):
             first.setdefault(row, str(image_id))
-        per_image = [self.targets(first[r]) for r in range(len(first))]
-        names = np.stack([_padded(t[0], n_units) for t in per_image])
-        attrs = np.stack([_padded(t[1], n_units) for t in per_image])
-        real = slice(None) if mask is None else mask
-        aux = self.ce(net.aux_name(cells[real]).reshape(-1, net.aux_name.out_features),
-                      torch.from_numpy(names)[real].flatten())  # fmt: skip
-        if self.n_attrs:
-            aux = aux + self.bce(net.aux_attr(cells[real]), torch.from_numpy(attrs)[real])
+        aux, _, _ = self.unit_label_loss(cells, mask, [first[r] for r in range(len(first))])
         loss = loss + self.weight * aux
         token_alpha = getattr(net, "token_attention", None)
         if self.token_weight > 0 and token_alpha is not None:
@@ -880,17 +894,7 @@ def pretrain_box_encoder(
                 ids = groups[g]
                 view = model._box_view(model.training_input(data, ids), range(len(ids)))
                 cells, mask = net.cells(view)
-                n_units = cells.shape[1]
-                names = torch.from_numpy(
-                    np.stack([_padded(objective.targets(i)[0], n_units) for i in ids])
-                )[mask]
-                logits = net.aux_name(cells[mask])
-                loss = objective.ce(logits, names)
-                if objective.n_attrs:
-                    attrs = np.stack([_padded(objective.targets(i)[1], n_units) for i in ids])
-                    loss = loss + objective.bce(
-                        net.aux_attr(cells[mask]), torch.from_numpy(attrs)[mask]
-                    )
+                loss, logits, names = objective.unit_label_loss(cells, mask, ids)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.data.inputs import padded_boxes
+
 #: a detection shows an object when their IoU reaches this (the usual detection threshold)
 MATCH_IOU = 0.5
 #: values of the pixel model's ``encoder`` option
@@ -156,11 +158,6 @@ class TrainingCrops:
                 size = (float(image.shape[1]), float(image.shape[0]))
                 self._cache[image_id] = (box_crops(image, real, self.crop), real, size)
         rows = [self._cache[i] for i in ids]
-        n = max(1, max(len(r[1]) for r in rows))
-        boxes = np.zeros((len(rows), n, 4), np.float32)
-        mask = np.zeros((len(rows), n), dtype=bool)
-        for b, (_, real, _) in enumerate(rows):
-            boxes[b, : len(real)] = real
-            mask[b, : len(real)] = True
+        boxes, mask = padded_boxes([r[1] for r in rows])
         sizes = np.asarray([r[2] for r in rows], np.float32).reshape(len(rows), 2)
         return BoxCropInput([r[0] for r in rows], boxes, mask, sizes)
