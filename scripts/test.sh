@@ -16,14 +16,15 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
 fi
 # lmms-eval, for the test that runs it on an exported task: in its own virtual environment
 # that sees this one's packages (torch, transformers), installed without its dependency
-# list, which pulls a CUDA torch through torchvision; only what it imports is added.
+# list, which pulls a CUDA torch through torchvision; only what it imports is added
+# (filelock below 4: lmms-eval 0.7 imports filelock._api, which filelock 4 removed).
 lmms_venv="${VQADIAG_LMMS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/vqadiag/lmms-eval-venv}"
-if [ ! -x "$lmms_venv/bin/python" ] || ! "$lmms_venv/bin/python" -c "import lmms_eval, decord" 2>/dev/null; then
+if [ ! -x "$lmms_venv/bin/python" ] || ! "$lmms_venv/bin/python" -c "import lmms_eval, decord, filelock._api" 2>/dev/null; then
   python3 -m venv --system-site-packages "$lmms_venv"
   "$lmms_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "lmms-eval>=0.4"
   "$lmms_venv/bin/pip" install --quiet --disable-pip-version-check datasets evaluate \
     jsonlines loguru pytablewriter sacrebleu sqlitedict tenacity python-dotenv zss \
-    tqdm-multiprocess numexpr decord
+    tqdm-multiprocess numexpr decord "filelock>=3.12,<4"
 fi
 export VQADIAG_LMMS_EVAL_PYTHON="$lmms_venv/bin/python"
 python3 -m ruff check src tests benchmarks experiments
