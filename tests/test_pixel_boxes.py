@@ -103,9 +103,10 @@ def world(rendered_world_60):
 @pytest.fixture(scope="module")
 def box_model(world):
     model = PixelModel.train(
-        world, epochs=1, seed=0, progress=False, encoder="boxes", head="tokens", crop_size=8
-    )
-    assert "_training_crops" not in model.__dict__  # the crops are dropped after training
+        world, epochs=1, seed=0, progress=False, encoder="boxes", head="tokens", crop_size=8,
+        pretrain_epochs=0, freeze_encoder=False, crop_pooling="mean",
+    )  # fmt: skip
+    assert "training_crops" not in model.__dict__  # the crops are dropped after training
     return model
 
 
@@ -144,7 +145,7 @@ def test_training_crops_are_the_crops_of_the_stored_image(world, box_model):
         box_model._box_view(cached, rows), box_model._box_view(pixels, rows), strict=True
     ):
         assert torch.equal(left, right)
-    box_model.__dict__.pop("_training_crops")
+    box_model.__dict__.pop("training_crops")
 
 
 def test_box_model_saves_loads_and_reports_attention_per_box(world, box_model, tmp_path):
@@ -177,8 +178,17 @@ def test_an_image_without_boxes_still_gets_an_answer(world, box_model):
 
 
 def test_grid_runs_keep_their_config_and_bad_box_options_are_refused():
-    grid = PixelModel.resolve_options({})
-    assert grid["encoder"] == "grid" and PixelModel.omitted_options["encoder"] == "grid"
+    assert PixelModel.resolve_options({})["encoder"] == "boxes"  # the default
+    grid = PixelModel.resolve_options({"encoder": "grid"})
+    # the grid encoder is the pixel model as it was before the box encoder
+    assert grid["head"] == "grid" and grid["pretrain_epochs"] == 0
+    assert not grid["freeze_encoder"] and grid["crop_pooling"] == "mean"
+    assert PixelModel.resolve_options({"encoder": "grid", "head": "tokens"})["head"] == "tokens"
+    # a config without these keys is a grid run saved before they existed
+    assert PixelModel.omitted_options["encoder"] == "grid"
+    legacy = PixelModel.resolve_options(PixelModel.legacy_options({"epochs": 8}))
+    assert legacy["encoder"] == "grid" and legacy["head"] == "grid"
+    assert legacy["pretrain_epochs"] == 0 and legacy["attention_supervision"] == 0.0
     with pytest.raises(ValueError, match="encoder must be one of grid, boxes"):
         PixelModel.resolve_options({"encoder": "regions"})
     with pytest.raises(ValueError, match="crop_size must be an integer of at least 4"):
@@ -205,7 +215,7 @@ def test_pretraining_fits_the_box_names_and_leaves_the_head_alone(world, box_mod
     before = _name_loss(box_model, objective, world, images)
     accuracies = pixel.pretrain_box_encoder(box_model, objective, world, images, 3, 0, False)
     after = _name_loss(box_model, objective, world, images)
-    box_model.__dict__.pop("_training_crops")
+    box_model.__dict__.pop("training_crops")
     assert len(accuracies) == 3 and all(0.0 <= a <= 1.0 for a in accuracies)
     assert after < before
     for k, v in box_model.net.state_dict().items():
@@ -218,11 +228,14 @@ def test_training_runs_the_pretraining_on_the_training_images(world, monkeypatch
     monkeypatch.setattr(
         pixel, "pretrain_box_encoder", lambda *args: calls.append((args[3], args[4], args[5]))
     )
-    PixelModel.train(world, epochs=1, seed=3, progress=False, encoder="boxes", pretrain_epochs=2)
+    PixelModel.train(
+        world, epochs=1, seed=3, progress=False, encoder="boxes", pretrain_epochs=2,
+        freeze_encoder=False,
+    )  # fmt: skip
     questions = world.questions("train")
     assert calls == [(sorted({str(q["imageId"]) for q in questions.values()}), 2, 3)]
     with pytest.raises(ValueError, match="pretrain_epochs needs encoder=boxes"):
-        PixelModel.resolve_options({"pretrain_epochs": 2})
+        PixelModel.resolve_options({"encoder": "grid", "pretrain_epochs": 2})
     with pytest.raises(ValueError, match="pretrain_epochs must be an integer of at least 0"):
         PixelModel.resolve_options({"encoder": "boxes", "pretrain_epochs": -1})
 

@@ -23,7 +23,9 @@ def world(rendered_world_60):
 
 @pytest.fixture(scope="module")
 def token_model(world):
-    return PixelModel.train(world, epochs=1, seed=0, progress=False, head="tokens", image_size=32)
+    return PixelModel.train(
+        world, epochs=1, seed=0, progress=False, encoder="grid", head="tokens", image_size=32
+    )
 
 
 def test_word_token_starts_follow_the_tokenizer():
@@ -120,7 +122,7 @@ def test_train_save_load_and_per_box_importance(world, token_model, tmp_path):
 
 
 def test_grid_runs_keep_their_config_and_a_bad_head_is_refused(world):
-    grid = PixelModel.train(world, epochs=1, seed=0, progress=False, image_size=32)
+    grid = PixelModel.train(world, epochs=1, seed=0, progress=False, encoder="grid", image_size=32)
     assert "head" not in grid.architecture()["options"]
     assert "token_supervision" not in grid.architecture()["options"]
     with pytest.raises(ValueError, match="head must be one of grid, tokens"):

@@ -136,12 +136,15 @@ class GQAData:
         size: tuple[int, int] | None = None,
         max_objects: int = 100,
         questions: Sequence[str] | None = None,
+        keep: bool = True,
     ) -> PixelInput:
         """The images of ``image_ids`` (resized to ``size`` = (width, height) when given)
         with their detected boxes in the same pixel coordinates (docs/diagnose.md, "Images").
 
         Arrays come from a cache: callers that change pixels copy first. ``questions``
-        (one id per image) name the question in the error of a missing image.
+        (one id per image) name the question in the error of a missing image. ``keep``
+        False leaves full-size images that are not cached yet out of the cache, for a
+        caller that reads each image once (:meth:`ImageFiles.pixels`).
         """
         images: list[np.ndarray] = []
         per_boxes: list[np.ndarray] = []
@@ -150,7 +153,7 @@ class GQAData:
             image_id = str(image_id)
             question = questions[row] if questions is not None else None
             if size is None:
-                array = self.images.pixels(image_id, question)
+                array = self.images.pixels(image_id, question, keep=keep)
                 width, height = array.shape[1], array.shape[0]
                 scale = (1.0, 1.0)
             else:

@@ -120,13 +120,19 @@ class ImageFiles:
             hit = self._digests[image_id] = hashlib.blake2b(data, digest_size=8).hexdigest()
         return hit
 
-    def pixels(self, image_id: str, question: str | None = None) -> np.ndarray:
-        """``(H, W, 3)`` uint8 RGB of the stored image (no EXIF rotation), cached."""
+    def pixels(
+        self, image_id: str, question: str | None = None, *, keep: bool = True
+    ) -> np.ndarray:
+        """``(H, W, 3)`` uint8 RGB of the stored image (no EXIF rotation), cached unless
+        ``keep`` is False: a caller that reads each image once (the box encoder's training
+        crops) then does not evict the images that other callers read again."""
         hit = self._pixels.get(image_id)
         if hit is not None:
             return hit
         array = decode(self.path(image_id, question), question)
         array.setflags(write=False)
+        if not keep:
+            return array
         return self._pixels.put(image_id, array)  # another thread's, if it decoded it first
 
     def resized(

@@ -26,6 +26,17 @@ class ByteLRU(Generic[K, V]):
         self._bytes = 0
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        """The number of entries held."""
+        with self._lock:
+            return len(self._items)
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
     def get(self, key: K, *, touch: bool = True) -> V | None:
         """The value of ``key`` (None when absent); ``touch`` marks it most recently used."""
         with self._lock:

@@ -1,5 +1,9 @@
-"""The pixel reference model: a small CNN grid encoder, a GRU question encoder and
-top-down attention over grid cells (docs/models.md, "The pixel model").
+"""The pixel reference model (docs/models.md, "The pixel model"). By default it reads
+crops of the detected boxes with a pre-trained, then frozen crop CNN, and answers with the
+token-grounded head (``encoder`` ``boxes``, ``crop_pooling`` ``layout``,
+``pretrain_epochs`` 6, ``freeze_encoder``, ``head`` ``tokens``; last paragraph). With
+``encoder`` ``grid`` it is the first pixel model, described first: a small CNN grid
+encoder, a GRU question encoder and top-down attention over grid cells.
 
 * Image: resized to ``image_size`` × ``image_size`` (bilinear), scaled to [−1, 1]; four
   convolutions (5×5 stride 2, then 3×3 stride 2, 3×3 stride 2, 3×3 stride 1; ReLU,
@@ -28,8 +32,10 @@ split has scene graphs, two more signals come from them:
   the questions that name an object, weight ``attention_supervision`` (as HINT and
   similar grounding supervision do with human attention).
 
-The loss is ``CE(answer) + aux_weight · (CE(names) + BCE(attributes)) +
-attention_supervision · L_att``.
+The loss is ``CE(answer) + aux_weight · (CE(names) + s · BCE(attributes)) +
+attention_supervision · L_att``, BCE averaged over the units and the attributes; s = 1
+(``attribute_loss`` ``mean``, the grid's) or the number of attributes (``sum``, the
+default with the box encoder: each attribute weighs as one binary label of the unit).
 
 ``head`` ``tokens`` swaps the attention and fusion above for the token-grounded head
 (:func:`build_token_net`): every question token attends over the cells. A token that
@@ -40,7 +46,11 @@ the question's ``annotations`` tie to objects is then supervised as well, by
 ``encoder`` ``boxes`` replaces the grid by the detected boxes, each cut from the stored
 image and encoded by a crop CNN (:mod:`vqadiag.models.pixel_boxes`); the heads then
 attend over boxes, and ``pretrain_epochs`` first trains the crop CNN on the boxes' names
-and attributes (:func:`pretrain_box_encoder`).
+and attributes (:func:`pretrain_box_encoder`). ``crop_pooling`` ``layout`` flattens the
+crop CNN's last map instead of averaging it (where a class's mark or a state's badge sits
+counts), and ``freeze_encoder`` keeps the pre-trained crop CNN fixed for the rest of
+training, so each training box is encoded once (bottom-up features are likewise
+trained on object labels first and then read by the VQA model as they are).
 """
 
 from __future__ import annotations
@@ -55,12 +65,16 @@ from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, PixelInput, QuestionBatch
 from vqadiag.models.pixel_boxes import (
+    CROP_POOLINGS,
     ENCODERS,
     BoxCropInput,
+    CropFeatureCache,
     TrainingCrops,
     box_crops,
     boxes_of_object,
     crop_encoder,
+    crops_tensor,
+    layout_crop_encoder,
     matched_objects,
 )
 from vqadiag.models.question_only import make_question_encoder
@@ -87,6 +101,31 @@ def box_cell_overlap(boxes: np.ndarray, grid: int, size: int) -> np.ndarray:
 
 #: ``head`` option values: top-down attention over the cells, or token-grounded
 HEADS = ("grid", "tokens")
+
+#: What ``encoder`` ``grid`` changes in the defaults, unless given: the grid's own head and
+#: no pre-training (``-o encoder=grid`` is the pixel model as it was before the box encoder)
+#: What a config without these options means: it was saved before they existed, by a grid
+#: run (the pixel model's :attr:`~PixelModel.omitted_options`)
+OPTIONS_BEFORE_BOXES: dict[str, Any] = {
+    "head": "grid",
+    "token_supervision": 1.0,
+    "encoder": "grid",
+    "crop_size": 24,
+    "pretrain_epochs": 0,
+    "freeze_encoder": False,
+    "crop_pooling": "mean",
+    "attribute_loss": "mean",
+}
+GRID_DEFAULTS: dict[str, Any] = {
+    k: OPTIONS_BEFORE_BOXES[k]
+    for k in ("head", "pretrain_epochs", "freeze_encoder", "crop_pooling", "attribute_loss")
+}
+#: the box encoder's options that a grid run cannot use
+BOX_ONLY = ("crop_pooling", "pretrain_epochs", "freeze_encoder")
+
+#: ``attribute_loss`` values: the units' attribute BCE averaged over the attributes too,
+#: or summed over them (each attribute one binary label of the unit)
+ATTRIBUTE_LOSSES = ("mean", "sum")
 
 #: What a config saved before ``attention_supervision`` existed means.
 LEGACY_ATTENTION_SUPERVISION = 0.0
@@ -134,8 +173,12 @@ def attach_encoder(net: Any, options: Mapping[str, Any]) -> None:
     c = int(options["channels"])
     net.units = options.get("encoder", "grid")
     if net.units == "boxes":
-        net.cnn = crop_encoder(c)
+        if options.get("crop_pooling", "mean") == "layout":
+            net.cnn = layout_crop_encoder(c, int(options["crop_size"]))
+        else:
+            net.cnn = crop_encoder(c)
         net.crop_dim = 4 * c
+        net.crop_cache = CropFeatureCache()
         return
     net.cnn = grid_encoder(c)
     net.register_buffer("coords", cell_centres(int(options["image_size"]) // 8))
@@ -151,16 +194,48 @@ def cell_network_base() -> Any:
     from torch import nn
 
     class CellNetwork(nn.Module):
+        frozen_encoder = False
+
+        def train(self, mode: bool = True) -> CellNetwork:
+            """``nn.Module.train``; a frozen encoder stays in evaluation mode (and keeps
+            its cached crop features); otherwise the box encoder's cached crop features
+            are dropped, as training may change the weights."""
+            super().train(mode)
+            if self.frozen_encoder:
+                self.cnn.eval()
+            elif mode and hasattr(self, "crop_cache"):
+                self.crop_cache.clear()
+            return self
+
+        def encode(self, crops: torch.Tensor) -> torch.Tensor:
+            """The crop CNN's (K, 4c) features of (K, 3, s, s) crops. One crop in training
+            mode is read with batch norm's running statistics: a batch of one has no
+            statistics for the layout encoder's last (per-feature) batch norm."""
+            if not (self.training and self.cnn.training and crops.shape[0] == 1):
+                return self.cnn(crops)
+            self.cnn.eval()
+            try:
+                return self.cnn(crops)
+            finally:
+                self.cnn.train()
+
+        def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+            """``nn.Module.load_state_dict``, dropping the cached crop features."""
+            if hasattr(self, "crop_cache"):
+                self.crop_cache.clear()
+            return super().load_state_dict(*args, **kwargs)
+
         def cells(self, view: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
             """Grid: (U, 3, S, S) images → (U, G·G, 4c + 2) cell features with their
             centres, no mask. Boxes: ``(crops (K, 3, s, s), positions (U, N, 5), mask
-            (U, N))`` with one crop per real box, in row order → (U, N, 4c + 5) box
+            (U, N))`` with one crop per real box, in row order (or the crops' features
+            (K, 4c) in their place: a frozen or cached encoder's) → (U, N, 4c + 5) box
             features (zeros for padding) and the mask."""
             if self.units == "boxes":
                 crops, positions, mask = view
                 f = positions.new_zeros((*mask.shape, self.crop_dim))
                 if crops.shape[0]:
-                    f[mask] = self.cnn(crops)
+                    f[mask] = crops if crops.dim() == 2 else self.encode(crops)
                 return torch.cat([f, positions], dim=2), mask
             f = self.cnn(view).flatten(2).transpose(1, 2)
             return torch.cat([f, self.coords.expand(f.shape[0], -1, -1)], dim=2), None
@@ -335,7 +410,8 @@ def build_token_net(n_words: int, n_answers: int, options: Mapping[str, Any]) ->
 
 
 class PixelModel(TorchModel):
-    """Reads pixels; attention over grid cells gives per-box importance by overlap."""
+    """Reads pixels. Its attention gives per-box importance: over the boxes themselves
+    (the box encoder, the default), or over grid cells, by overlap (``encoder`` ``grid``)."""
 
     name: ClassVar[str] = NAME
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -355,20 +431,17 @@ class PixelModel(TorchModel):
         "dropout": 0.3,
         "weight_decay": 1e-3,
         "attention_supervision": 1.0,
-        "head": "grid",
+        "head": "tokens",
         "token_supervision": 1.0,
-        "encoder": "grid",
+        "encoder": "boxes",
         "crop_size": 24,
-        "pretrain_epochs": 0,
+        "pretrain_epochs": 6,
+        "freeze_encoder": True,
+        "crop_pooling": "layout",
+        "attribute_loss": "sum",
     }
     #: runs saved before the token-grounded head or the box encoder existed are grid runs
-    omitted_options: ClassVar[dict[str, Any]] = {
-        "head": "grid",
-        "token_supervision": 1.0,
-        "encoder": "grid",
-        "crop_size": 24,
-        "pretrain_epochs": 0,
-    }
+    omitted_options: ClassVar[dict[str, Any]] = OPTIONS_BEFORE_BOXES
 
     @property
     def boxes(self) -> bool:
@@ -391,11 +464,17 @@ class PixelModel(TorchModel):
 
     @classmethod
     def resolve_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults overridden by ``options``; ``image_size`` must be a multiple of 8."""
+        """Defaults overridden by ``options`` (with ``encoder`` ``grid``, the options not
+        given come from :data:`GRID_DEFAULTS`); ``image_size`` must be a multiple of 8."""
         opts = super().resolve_options(options)
         size = opts["image_size"]
         if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
             raise ValueError(f"image_size must be a multiple of 8 and at least 16, got {size!r}")
+        if opts["encoder"] == "grid":
+            given = [k for k in BOX_ONLY if k in options and options[k] != GRID_DEFAULTS[k]]
+            if given:
+                raise ValueError(f"{given[0]} needs encoder=boxes (the grid has no crop CNN)")
+            opts.update({k: v for k, v in GRID_DEFAULTS.items() if k not in options})
         if opts["head"] not in HEADS:
             raise ValueError(f"head must be one of {', '.join(HEADS)}, got {opts['head']!r}")
         if opts["encoder"] not in ENCODERS:
@@ -408,14 +487,34 @@ class PixelModel(TorchModel):
         pre = opts["pretrain_epochs"]
         if isinstance(pre, bool) or not isinstance(pre, int) or pre < 0:
             raise ValueError(f"pretrain_epochs must be an integer of at least 0, got {pre!r}")
-        if pre and opts["encoder"] != "boxes":
-            raise ValueError("pretrain_epochs needs encoder=boxes (the grid is not pre-trained)")
+        pooling = opts["crop_pooling"]
+        if pooling not in CROP_POOLINGS:
+            choices = ", ".join(CROP_POOLINGS)
+            raise ValueError(f"crop_pooling must be one of {choices}, got {pooling!r}")
+        if opts["attribute_loss"] not in ATTRIBUTE_LOSSES:
+            choices = ", ".join(ATTRIBUTE_LOSSES)
+            raise ValueError(
+                f"attribute_loss must be one of {choices}, got {opts['attribute_loss']!r}"
+            )
+        if not pre and "freeze_encoder" not in options:
+            opts["freeze_encoder"] = False  # nothing pre-trained to freeze
+        frozen = opts["freeze_encoder"]
+        if not isinstance(frozen, bool):
+            raise ValueError(f"freeze_encoder must be true or false, got {frozen!r}")
+        if frozen and not pre:
+            raise ValueError("freeze_encoder needs pretrain_epochs > 0 (a pre-trained encoder)")
         return opts
 
     @classmethod
     def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
-        """A config saved before ``attention_supervision`` existed was trained without it."""
-        return {"attention_supervision": LEGACY_ATTENTION_SUPERVISION, **config_options}
+        """A config saved before ``attention_supervision`` existed was trained without it;
+        an option missing from a config has its :attr:`omitted_options` value (a grid run
+        saved before the box encoder was the default stays a grid run)."""
+        return {
+            "attention_supervision": LEGACY_ATTENTION_SUPERVISION,
+            **cls.omitted_options,
+            **config_options,
+        }
 
     @classmethod
     def build_net(
@@ -447,16 +546,20 @@ class PixelModel(TorchModel):
         box encoder gets the crops of their detected boxes, cut once per image
         (:class:`~vqadiag.models.pixel_boxes.TrainingCrops`)."""
         if self.boxes:
-            crops = self.__dict__.get("_training_crops")
-            if crops is None:
-                crops = TrainingCrops(
-                    int(self.options["crop_size"]), int(self.options["max_objects"])
-                )
-                self._training_crops = crops
-            return crops.batch(data, image_ids)
+            return self._training_crops().batch(data, image_ids)
         return data.pixel_input(image_ids, size=self.input_size, max_objects=1)
 
-    def _pixel_tensors(self, batch: QuestionBatch, visual: PixelInput | None) -> tuple[Any, Any]:
+    def _training_crops(self) -> TrainingCrops:
+        """The training run's crop cache (made on first use, dropped after training)."""
+        crops = self.__dict__.get("training_crops")
+        if crops is None:
+            crops = TrainingCrops(int(self.options["crop_size"]), int(self.options["max_objects"]))
+            self.training_crops = crops
+        return crops
+
+    def _pixel_tensors(
+        self, batch: QuestionBatch, visual: PixelInput | None, encode: bool = False
+    ) -> tuple[Any, Any]:
         """The network's view of the batch's unique images and each question's image row.
 
         Grid: a (U, 3, S, S) tensor in [−1, 1]. Boxes: ``(crops, positions, mask)`` for
@@ -483,16 +586,18 @@ class PixelModel(TorchModel):
             image_of.append(rows[key])
         image_of_t = torch.as_tensor(image_of, dtype=torch.int64)
         if self.boxes:
-            return self._box_view(visual, first_row), image_of_t
+            return self._box_view(visual, first_row, encode), image_of_t
         array = np.stack([visual.images[b] for b in first_row]).astype(np.float32) / 127.5 - 1.0
         images = torch.from_numpy(np.ascontiguousarray(array.transpose(0, 3, 1, 2)))
         return images, image_of_t
 
     def _box_view(
-        self, visual: PixelInput | BoxCropInput, rows: Sequence[int]
+        self, visual: PixelInput | BoxCropInput, rows: Sequence[int], encode: bool = False
     ) -> tuple[Any, Any, Any]:
         """``(crops (K, 3, s, s), positions (U, N, 5), mask (U, N))`` of the images at
-        ``rows`` of ``visual``: one crop per real box, image by image."""
+        ``rows`` of ``visual``: one crop per real box, image by image. With ``encode``
+        (inference: the weights are fixed), the crops' features (K, 4c) in their place,
+        from the crop cache (:class:`~vqadiag.models.pixel_boxes.CropFeatureCache`)."""
         import torch
 
         if visual.boxes is None:
@@ -516,8 +621,13 @@ class PixelModel(TorchModel):
             image = visual.images[b]
             sizes[u] = (image.shape[1], image.shape[0])
             crops.append(box_crops(image, boxes[u][mask[u]], crop))
-        flat = np.concatenate(crops).astype(np.float32) / 127.5 - 1.0
-        crops_t = torch.from_numpy(np.ascontiguousarray(flat.transpose(0, 3, 1, 2)))
+        if isinstance(visual, BoxCropInput) and visual.encoded:
+            crops_t = torch.from_numpy(np.concatenate(crops))
+        elif encode:
+            features = self.net.crop_cache.features(np.concatenate(crops), self.encode_crops)
+            crops_t = torch.from_numpy(features)
+        else:
+            crops_t = crops_tensor(np.concatenate(crops))
         positions = torch.from_numpy(spatial_features(boxes, sizes))
         return crops_t, positions, torch.from_numpy(mask)
 
@@ -528,7 +638,7 @@ class PixelModel(TorchModel):
         import torch
 
         tokens, lengths = self._question_tensors(batch)
-        view, image_of = self._pixel_tensors(batch, visual)
+        view, image_of = self._pixel_tensors(batch, visual, encode=not self.net.training)
         logits, alpha = self.net(tokens, lengths, view, image_of)
         if visual.boxes is None or visual.boxes.shape[1] == 0:
             return logits, None
@@ -569,19 +679,53 @@ class PixelModel(TorchModel):
         name / attribute heads on the training images' matched boxes first
         (:func:`pretrain_box_encoder`)."""
         epochs = int(self.options["pretrain_epochs"])
-        if self.boxes and epochs and isinstance(objective, GridObjective):
+        if self.boxes and epochs:
+            if not isinstance(objective, GridObjective):  # the answer loss alone: no labels
+                objective = GridObjective(self, data, split)
             questions = data.questions(split)
             images = sorted({str(questions[q]["imageId"]) for q in question_ids})
             pretrain_box_encoder(self, objective, data, images, epochs, seed, progress)
+            if self.options["freeze_encoder"]:
+                self._freeze_encoder()
+
+    def _freeze_encoder(self) -> None:
+        """Fix the pre-trained crop CNN for the rest of training (no gradients, batch
+        norm on its running statistics) and keep each training box's features in place
+        of its crop, so the CNN runs once per box instead of once per box and epoch."""
+        self.net.cnn.requires_grad_(False)
+        self.net.frozen_encoder = True
+        self.net.cnn.eval()
+        self._training_crops().encode_with(self.encode_crops)
+
+    def encode_crops(self, crops: np.ndarray) -> np.ndarray:
+        """``(K, 4c)`` float32: the crop CNN's features of ``(K, s, s, 3)`` uint8 crops (no
+        gradients; batch norm in whatever mode the CNN is in)."""
+        import torch
+
+        out = np.zeros((len(crops), self.net.crop_dim), np.float32)
+        with torch.no_grad():
+            for i in range(0, len(crops), ENCODE_BATCH):
+                out[i : i + ENCODE_BATCH] = self.net.cnn(crops_tensor(crops[i : i + ENCODE_BATCH]))
+        return out
 
     @classmethod
     def train(cls, data: GQAData, *, split: str = "train", **kwargs: Any) -> PixelModel:
         """:meth:`TorchModel.train`, with the sizes of the cell-label heads taken from the
-        training split's scene graphs (none: no cell supervision)."""
+        training split's scene graphs. Without scene graphs (VQA v2) there is nothing to
+        pre-train a box encoder on or to supervise the units with: the options not given
+        default to the grid encoder without pre-training, and asking for pre-training is
+        refused."""
         n_attrs = int(kwargs.get("aux_attributes", cls.defaults["aux_attributes"]))
         names, attrs = _grid_vocab(data, split, n_attrs)
+        if not names:
+            if kwargs.get("pretrain_epochs") or kwargs.get("freeze_encoder"):
+                raise ValueError(
+                    f"pretrain_epochs needs scene graphs of the {split!r} split (the box "
+                    "names and attributes to pre-train on); this data has none"
+                )
+            kwargs = {"encoder": "grid", "pretrain_epochs": 0, **kwargs}
         model = super().train(data, split=split, aux_sizes=[len(names), len(attrs)], **kwargs)
-        model.__dict__.pop("_training_crops", None)  # the box encoder's training crops
+        model.__dict__.pop("training_crops", None)  # the box encoder's training crops
         return model
 
 
@@ -621,9 +765,10 @@ def _grid_vocab(data: GQAData, split: str, n_attrs: int) -> tuple[list[str], lis
 
 
 class GridObjective:
-    """``CE(answer) + w · (CE(unit names) + BCE(unit attributes)) + w_att · L_att``
+    """``CE(answer) + w · (CE(unit names) + s · BCE(unit attributes)) + w_att · L_att``
     (module docstring); the units are grid cells, or with the box encoder the detected
-    boxes, matched to the scene graph's objects by IoU (:mod:`vqadiag.models.pixel_boxes`)."""
+    boxes, matched to the scene graph's objects by IoU (:mod:`vqadiag.models.pixel_boxes`).
+    With a frozen encoder the unit term is left out: the units no longer learn from it."""
 
     def __init__(self, model: PixelModel, data: GQAData, split: str) -> None:
         import torch
@@ -635,6 +780,8 @@ class GridObjective:
         self.name_index = {n: i for i, n in enumerate(names)}
         self.attr_index = {a: i for i, a in enumerate(attrs)}
         self.n_attrs = len(attrs)
+        summed = model.options.get("attribute_loss", "mean") == "sum"
+        self.attribute_scale = float(self.n_attrs) if summed else 1.0
         self.weight = float(model.options["aux_weight"])
         self.attention_weight = float(model.options["attention_supervision"])
         tokens = model.options["head"] == "tokens"
@@ -791,9 +938,11 @@ class GridObjective:
     def unit_label_loss(
         self, cells: Any, mask: Any, image_ids: Sequence[str]
     ) -> tuple[Any, Any, Any]:
-        """``CE(names) + BCE(attributes)`` of the units of ``image_ids`` (one per row of
+        """``CE(names) + s · BCE(attributes)`` of the units of ``image_ids`` (one per row of
         ``cells`` (U, N, dim); only the real units when ``mask`` (U, N) is given), with the
-        name logits and targets of those units (:meth:`targets`)."""
+        name logits and targets of those units (:meth:`targets`). Both are means over the
+        units; BCE is also a mean over the attributes, and s = 1 (``attribute_loss``
+        ``mean``) or the number of attributes (``sum``: summed over them instead)."""
         import torch
 
         net = self.model.net
@@ -806,7 +955,8 @@ class GridObjective:
         loss = self.ce(logits, name_targets)
         if self.n_attrs:
             attrs = np.stack([_padded(t[1], n_units) for t in per_image])
-            loss = loss + self.bce(net.aux_attr(cells[real]), torch.from_numpy(attrs)[real])
+            attr_loss = self.bce(net.aux_attr(cells[real]), torch.from_numpy(attrs)[real])
+            loss = loss + self.attribute_scale * attr_loss
         return loss, logits, name_targets
 
     def __call__(self, batch: QuestionBatch, visual: Any, target: Any, feats: Any = None):
@@ -823,8 +973,9 @@ class GridObjective:
         first: dict[int, str] = {}
         for image_id, row in zip(batch.image_ids, image_of.tolist(), strict=True):
             first.setdefault(row, str(image_id))
-        aux, _, _ = self.unit_label_loss(cells, mask, [first[r] for r in range(len(first))])
-        loss = loss + self.weight * aux
+        if not net.frozen_encoder:  # a frozen encoder's units no longer learn from labels
+            aux, _, _ = self.unit_label_loss(cells, mask, [first[r] for r in range(len(first))])
+            loss = loss + self.weight * aux
         token_alpha = getattr(net, "token_attention", None)
         if self.token_weight > 0 and token_alpha is not None:
             on = np.stack(
@@ -856,6 +1007,9 @@ def _padded(values: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([values, pad])
 
 
+#: crops per forward pass when a frozen encoder's features are computed
+ENCODE_BATCH = 512
+
 #: images per pre-training step and the step size of the box encoder's pre-training
 PRETRAIN_IMAGES, PRETRAIN_LR = 16, 1e-3
 
@@ -870,7 +1024,7 @@ def pretrain_box_encoder(
     progress: bool,
 ) -> list[float]:
     """Train the crop CNN and the name / attribute heads alone on ``image_ids``' boxes:
-    ``CE(names) + BCE(attributes)`` over the real boxes (targets:
+    ``CE(names) + s · BCE(attributes)`` over the real boxes (targets:
     :meth:`GridObjective.targets`), Adam (step :data:`PRETRAIN_LR`), the images in fixed
     groups of :data:`PRETRAIN_IMAGES` visited in a new random order each epoch (seeded by
     ``seed``), as bottom-up features are trained on object labels before VQA. Returns the

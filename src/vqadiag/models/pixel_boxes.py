@@ -21,18 +21,22 @@ detection of largest positive IoU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from vqadiag.data.inputs import padded_boxes
+from vqadiag.data.lru import ByteLRU
 
 #: a detection shows an object when their IoU reaches this (the usual detection threshold)
 MATCH_IOU = 0.5
 #: values of the pixel model's ``encoder`` option
 ENCODERS = ("grid", "boxes")
+#: values of the ``crop_pooling`` option: the mean over positions, or the flattened map
+CROP_POOLINGS = ("mean", "layout")
 
 
 def box_crops(image: np.ndarray, boxes: np.ndarray, crop: int) -> np.ndarray:
@@ -54,27 +58,65 @@ def box_crops(image: np.ndarray, boxes: np.ndarray, crop: int) -> np.ndarray:
     return out
 
 
+def _crop_trunk(c: int) -> list[Any]:
+    """The first three blocks of both crop CNNs: 3×3 convolutions of ``c``, 2c stride 2
+    and 4c stride 2 channels, each with batch norm and ReLU."""
+    from torch import nn
+
+    layers: list[Any] = []
+    for k, (n_in, n_out) in enumerate(((3, c), (c, 2 * c), (2 * c, 4 * c))):
+        layers += [
+            nn.Conv2d(n_in, n_out, 3, stride=1 if k == 0 else 2, padding=1),
+            nn.BatchNorm2d(n_out),
+            nn.ReLU(),
+        ]
+    return layers
+
+
 def crop_encoder(c: int) -> Any:
     """The crop CNN: (K, 3, S, S) → (K, 4c): four 3×3 convolutions (``c``, 2c stride 2,
     4c stride 2, 4c; batch norm and ReLU) and the mean over positions."""
     from torch import nn
 
     return nn.Sequential(
-        nn.Conv2d(3, c, 3, padding=1),
-        nn.BatchNorm2d(c),
-        nn.ReLU(),
-        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
-        nn.BatchNorm2d(2 * c),
-        nn.ReLU(),
-        nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1),
-        nn.BatchNorm2d(4 * c),
-        nn.ReLU(),
+        *_crop_trunk(c),
         nn.Conv2d(4 * c, 4 * c, 3, padding=1),
         nn.BatchNorm2d(4 * c),
         nn.ReLU(),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
     )
+
+
+def layout_crop_encoder(c: int, crop: int) -> Any:
+    """The crop CNN that keeps the layout (``crop_pooling`` ``layout``): (K, 3, S, S) →
+    (K, 4c). The same first three blocks as :func:`crop_encoder`, a fourth 3×3
+    convolution of ⌊4c/3⌋ channels (batch norm, ReLU), then the whole ⌈S/4⌉ × ⌈S/4⌉ map
+    flattened into a linear layer of 4c outputs (batch norm, ReLU) instead of the mean
+    over positions, so where a part sits in the crop (a class's mark inside its
+    silhouette, a state's badge) still counts."""
+    from torch import nn
+
+    side = (crop + 3) // 4
+    last = (4 * c) // 3
+    return nn.Sequential(
+        *_crop_trunk(c),
+        nn.Conv2d(4 * c, last, 3, padding=1),
+        nn.BatchNorm2d(last),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(last * side * side, 4 * c),
+        nn.BatchNorm1d(4 * c),
+        nn.ReLU(),
+    )
+
+
+def crops_tensor(crops: np.ndarray) -> Any:
+    """``(K, 3, s, s)`` float32 tensor in [−1, 1] of ``(K, s, s, 3)`` uint8 crops."""
+    import torch
+
+    scaled = np.asarray(crops, np.float32) / 127.5 - 1.0
+    return torch.from_numpy(np.ascontiguousarray(scaled.transpose(0, 3, 1, 2)))
 
 
 def iou(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
@@ -123,18 +165,72 @@ def boxes_of_object(boxes: np.ndarray, obj: Mapping[str, Any]) -> np.ndarray:
     return out
 
 
+#: bytes of features a :class:`CropFeatureCache` keeps (about 80,000 boxes of 96 features)
+CROP_CACHE_BYTES = 32 << 20
+
+
+class CropFeatureCache:
+    """The crop CNN's features of crops already seen, keyed by the crops' bytes (a 128-bit
+    BLAKE2b digest of the uint8 pixels). In a diagnosis most conditions leave most boxes'
+    pixels as they were (noise questions, other boxes replaced), so each distinct crop
+    goes through the CNN once. The owner clears it whenever the weights may change: the
+    pixel network does on entering training mode (unless its encoder is frozen) and on
+    ``load_state_dict``; code that edits the CNN's weights in place must call
+    :meth:`clear` itself. LRU past :data:`CROP_CACHE_BYTES`."""
+
+    def __init__(self, limit: int = CROP_CACHE_BYTES) -> None:
+        self._features: ByteLRU[bytes, np.ndarray] = ByteLRU(limit, _nbytes)
+        self._generation = 0  # counts clears: features computed before one are not kept
+
+    def __len__(self) -> int:
+        """The number of crops whose features are kept."""
+        return len(self._features)
+
+    def clear(self) -> None:
+        """Forget every feature (the weights changed)."""
+        self._generation += 1
+        self._features.clear()
+
+    def features(self, crops: np.ndarray, encode: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``(K, F)``: ``encode(crops)`` row for row, computing only the distinct crops not
+        in the cache (``crops`` (K, s, s, 3) uint8; ``encode`` → (k, F) float32)."""
+        if not len(crops):
+            return encode(crops)
+        generation = self._generation
+        keys = [hashlib.blake2b(c.tobytes(), digest_size=16).digest() for c in crops]
+        rows: list[np.ndarray | None] = [self._features.get(k) for k in keys]
+        todo: dict[bytes, int] = {}
+        for i, (key, row) in enumerate(zip(keys, rows, strict=True)):
+            if row is None:
+                todo.setdefault(key, i)
+        if todo:
+            fresh = encode(crops[list(todo.values())])
+            # one copy per row, so that a kept row does not keep its whole batch alive
+            computed = {key: fresh[j].copy() for j, key in enumerate(todo)}
+            if generation == self._generation:  # no clear while encoding
+                computed = {key: self._features.put(key, row) for key, row in computed.items()}
+            rows = [computed[k] if r is None else r for k, r in zip(keys, rows, strict=True)]
+        return np.stack(rows)
+
+
+def _nbytes(array: np.ndarray) -> int:
+    return array.nbytes
+
+
 @dataclass(frozen=True)
 class BoxCropInput:
     """A batch's boxes already cut out (the box encoder's training input, cached per image
     so that each training image is decoded and cropped once): ``crops[b]`` (K_b, s, s, 3)
-    uint8, the crops of row b's real boxes in order; ``boxes`` (B, N, 4) corners and
-    ``mask`` (B, N) as in :class:`~vqadiag.data.inputs.PixelInput`; ``image_sizes`` (B, 2)
-    the stored images' width and height."""
+    uint8, the crops of row b's real boxes in order, or with ``encoded`` their features
+    (K_b, 4c) float32 (a frozen encoder's, :meth:`TrainingCrops.encode_with`); ``boxes``
+    (B, N, 4) corners and ``mask`` (B, N) as in :class:`~vqadiag.data.inputs.PixelInput`;
+    ``image_sizes`` (B, 2) the stored images' width and height."""
 
     crops: Sequence[np.ndarray]
     boxes: np.ndarray
     mask: np.ndarray
     image_sizes: np.ndarray
+    encoded: bool = False
 
 
 class TrainingCrops:
@@ -145,19 +241,32 @@ class TrainingCrops:
         self.crop = crop
         self.max_objects = max_objects
         self._cache: dict[str, tuple[np.ndarray, np.ndarray, tuple[float, float]]] = {}
+        self.encoder: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def encode_with(self, encoder: Callable[[np.ndarray], np.ndarray]) -> None:
+        """From now on keep ``encoder(crops)`` ((K, s, s, 3) uint8 → (K, F) float32) in
+        place of each image's crops: the frozen crop CNN's features, computed once."""
+        self.encoder = encoder
+        for image_id, (crops, real, size) in self._cache.items():
+            self._cache[image_id] = (encoder(crops), real, size)
 
     def batch(self, data: Any, image_ids: Sequence[str]) -> BoxCropInput:
         """The :class:`BoxCropInput` of ``image_ids`` (decoding the images not seen yet)."""
         ids = [str(i) for i in image_ids]
         missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
         if missing:
-            pixels = data.pixel_input(missing, max_objects=self.max_objects)
+            # each training image is read once here: not kept in the decoded-image cache
+            pixels = data.pixel_input(missing, max_objects=self.max_objects, keep=False)
             for row, image_id in enumerate(missing):
                 real = pixels.boxes[row][pixels.mask[row]]
                 image = pixels.images[row]
                 size = (float(image.shape[1]), float(image.shape[0]))
-                self._cache[image_id] = (box_crops(image, real, self.crop), real, size)
+                crops = box_crops(image, real, self.crop)
+                if self.encoder is not None:
+                    crops = self.encoder(crops)
+                self._cache[image_id] = (crops, real, size)
         rows = [self._cache[i] for i in ids]
         boxes, mask = padded_boxes([r[1] for r in rows])
         sizes = np.asarray([r[2] for r in rows], np.float32).reshape(len(rows), 2)
-        return BoxCropInput([r[0] for r in rows], boxes, mask, sizes)
+        encoded = self.encoder is not None
+        return BoxCropInput([r[0] for r in rows], boxes, mask, sizes, encoded)
