@@ -142,3 +142,20 @@ def test_the_demos_findings_follow_from_its_figures(first_run):
                 assert significant
     symbolic = next(m for m in f["models"] if m["model"] == "symbolic")
     assert "uses the image" in {i["verdict"] for i in symbolic["items"]}
+
+
+def test_new_model_defaults_retrain_that_model_only(first_run, run_cli, monkeypatch):
+    from vqadiag.models.pixel import PixelModel
+
+    _, out = first_run
+    # as if a later version changed the pixel model's defaults: its run is out of date
+    monkeypatch.setattr(PixelModel, "defaults", {**PixelModel.defaults, "dropout": 0.25})
+    res = run_cli(*_tiny_demo(out))
+    assert res.exit_code == 0, res.stderr
+    status = {s["stage"]: s["status"] for s in res.json()["stages"]}
+    assert status.pop("train-pixel") == "done"
+    assert status.pop("diagnose-pixel") == "done"
+    assert status.pop("report") == "done"
+    assert set(status.values()) == {"skipped"}
+    config = json.loads((out / "runs" / "pixel" / "config.json").read_text())
+    assert config["options"]["dropout"] == 0.25

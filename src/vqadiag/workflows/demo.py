@@ -11,11 +11,11 @@ Stages (each prints a header on stderr, then its own progress bars):
 
 Resume: each finished stage writes ``OUT/stages/<stage>.json`` with its
 configuration and the fingerprint of what it produced (world: ``world.json``'s
-seed / images / bias / feature dim; a run: its config and
-:func:`~vqadiag.models.checkpoint.run_fingerprint`; results: the model fingerprint
-and a hash of ``results.json``; report: the hashes of its inputs). A stage whose
-record matches its configuration and whose output still has that fingerprint is
-skipped; otherwise it runs again (and so do the stages after it, whose inputs
+seed / images / bias / feature dim; a run: its model, epochs, seed, world and a digest
+of the model's default options, and :func:`~vqadiag.models.checkpoint.run_fingerprint`;
+results: the model fingerprint and a hash of ``results.json``; report: the hashes of its
+inputs). A stage whose record matches its configuration and whose output still has that
+fingerprint is skipped; otherwise it runs again (and so do the stages after it, whose inputs
 changed). An interrupted diagnosis resumes from its store.
 """
 
@@ -196,7 +196,13 @@ def demo(
         model_epochs = preset["epochs"][name]
         if epochs is not None and model_epochs is not None:
             model_epochs = int(epochs)
-        config = {"model": name, "epochs": model_epochs, "seed": seed, "world": world_fp}
+        config = {
+            "model": name,
+            "epochs": model_epochs,
+            "seed": seed,
+            "world": world_fp,
+            "defaults": _defaults_digest(name),
+        }
         title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
         fp = _run_fingerprint(run)
         stage = f"train-{name}"
@@ -301,6 +307,19 @@ def demo(
         "report": {"html": str(html), "json": str(report_dir / "report.json")},
         "seconds": time.perf_counter() - start,
     }
+
+
+def _defaults_digest(name: str) -> str | None:
+    """SHA-256 (16 hex) of a trainable model's default options (None when it has none), so
+    that a demo folder trained before the defaults changed trains that model again."""
+    import orjson
+
+    from vqadiag.models.registry import model_class
+
+    defaults = getattr(model_class(name), "defaults", None)
+    if not defaults:
+        return None
+    return hashlib.sha256(orjson.dumps(defaults, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 def _run_fingerprint(run: Path) -> str | None:
