@@ -2,7 +2,8 @@
 
 Target (issue "images in the data path"): the data path adds under 20% to the pixel
 model's FPVG time on 2 cores. Generates a rendered synthetic world, trains the pixel
-model briefly, relevance-matches the val questions, then in the same run:
+model briefly (``--encoder``: ``boxes``, its default, or ``grid``), relevance-matches the
+val questions, then in the same run:
 
 1. **data path alone** on the FPVG batches (relevant-only and irrelevant-only probes):
    ``GQAData.pixel_input`` (decode from PNG on a cold cache, resize to the model's
@@ -15,7 +16,8 @@ model briefly, relevance-matches the val questions, then in the same run:
 Figures (medians of ``--repeats`` interleaved repeats, each with a cold cache): questions
 per second of each, the data / model ratio, and the overhead of every repeat.
 
-    python benchmarks/bench_pixel_path.py                  # 300 images
+    python benchmarks/bench_pixel_path.py                  # 300 images, box encoder
+    python benchmarks/bench_pixel_path.py --encoder grid
     python benchmarks/bench_pixel_path.py --images 1000 --questions 2000
 """
 
@@ -28,11 +30,19 @@ import time
 from pathlib import Path
 
 
+def clear_crop_cache(model: object) -> None:
+    """Start a timing with the box encoder's crop-feature cache empty (grid: no cache)."""
+    cache = getattr(model.net, "crop_cache", None)
+    if cache is not None:
+        cache.clear()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=300)
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--encoder", choices=("boxes", "grid"), default="boxes")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5, help="Timed repeats (median).")
     parser.add_argument("--keep", type=Path, default=None, help="Work folder to keep.")
@@ -54,8 +64,10 @@ def main() -> None:
         generate_world(world, images=args.images, seed=0)
     print(f"world: {args.images} images, {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
-    model = PixelModel.train(GQAData(world), epochs=args.epochs, progress=False)
-    print(f"pixel model: {args.epochs} epoch(s), {time.perf_counter() - t0:.1f} s")
+    model = PixelModel.train(
+        GQAData(world), epochs=args.epochs, progress=False, encoder=args.encoder
+    )
+    print(f"pixel model ({args.encoder}): {args.epochs} epoch(s), {time.perf_counter() - t0:.1f} s")
 
     gqa = world / "gqa"
     rel_path = work / "relevance.json"
@@ -95,7 +107,8 @@ def main() -> None:
             inputs.append(apply_pixel_condition(pixels, batch, "mean"))
         t_data.append(time.perf_counter() - t0)
 
-        # 2. the model alone on the same inputs
+        # 2. the model alone on the same inputs (the box encoder's crop features cold too)
+        clear_crop_cache(model)
         t0 = time.perf_counter()
         with single_torch_thread():
             for batch, visual in zip(batches, inputs, strict=True):
@@ -106,6 +119,7 @@ def main() -> None:
         data = GQAData(world)
         store = PredictionStore(":memory:")
         ctx = ProbeContext(model, data, store, batch_size=bs, workers=1)
+        clear_crop_cache(model)
         t0 = time.perf_counter()
         ctx.run(Condition("gqa.rel", "objects", mask), rel)
         ctx.run(Condition("gqa.irrel", "objects", mask), irrel)

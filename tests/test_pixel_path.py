@@ -132,3 +132,35 @@ def test_digest_follows_the_bytes(tmp_path):
     first = ImageFiles([tmp_path]).digest("a")
     _save(path, _image()[:, ::-1].copy())
     assert ImageFiles([tmp_path]).digest("a") != first
+
+
+def test_image_mean_is_numpys_mean_to_the_last_bit():
+    from vqadiag.probes.conditions import image_mean
+
+    two = np.array([[[0, 10, 255], [3, 11, 0]]], np.uint8)  # by hand: 1.5, 10.5, 127.5
+    assert image_mean(two).tolist() == [1.5, 10.5, 127.5]
+    rng = np.random.default_rng(0)
+    for shape in ((1, 1, 3), (7, 5, 3), (480, 640, 3)):
+        image = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        assert np.array_equal(image_mean(image), image.reshape(-1, 3).mean(axis=0))
+
+
+@pytest.mark.parametrize("fill", ["mean", "blur", "noise"])
+def test_conditions_replace_exactly_the_union_of_the_boxes(fill):
+    from vqadiag.probes.conditions import _filler
+
+    rng = np.random.default_rng(1)
+    image = rng.integers(0, 256, size=(37, 53, 3), dtype=np.uint8)
+    # overlapping, fractional, partly outside, and empty boxes
+    boxes = np.array([[[2.4, 3.6, 20.5, 30.0], [15.0, 10.0, 40.2, 25.7],
+                       [-5.0, 30.0, 8.0, 60.0], [30.0, 5.0, 30.2, 5.2]]], np.float32)  # fmt: skip
+    visual = PixelInput([image], boxes, np.ones((1, 4), bool), np.array([[53.0, 37.0]]))
+    for kw in ({"keep": (0, 1, 2, 3)}, {"remove": (0, 1, 2, 3)}, {"keep": (1,)}):
+        probe = _probe(**kw)
+        got = apply_pixel_condition(visual, [probe], fill=fill).images[0]
+        covered = region_mask(37, 53, boxes[0, list(next(iter(kw.values())))])
+        replace = ~covered if "keep" in kw else covered
+        filler = _filler(image, fill, f"{probe.qid}|{probe.image_id}")
+        expected = image.copy()
+        expected[replace] = filler[replace]  # the definition, pixel by pixel
+        assert np.array_equal(got, expected), (fill, kw)

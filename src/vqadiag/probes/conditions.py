@@ -141,27 +141,45 @@ def donor_map(image_ids: Sequence[str]) -> dict[str, str]:
     return {img: ordered[(i + 1) % len(ordered)] for i, img in enumerate(ordered)}
 
 
+def box_rectangles(height: int, width: int, boxes: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """``(r0, r1, c0, c1)`` per box: the rows ``r0:r1`` and columns ``c0:c1`` of the pixels
+    whose centre lies in the box (corners x1 y1 x2 y2 in pixels: x1 ≤ x + ½ < x2 and
+    y1 ≤ y + ½ < y2), clipped to the image."""
+
+    def first_pixel(edge: float, limit: int) -> int:
+        return int(np.clip(np.ceil(edge - 0.5), 0, limit))
+
+    return [
+        (first_pixel(y1, height), first_pixel(y2, height), first_pixel(x1, width),
+         first_pixel(x2, width))
+        for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4)
+    ]  # fmt: skip
+
+
 def region_mask(height: int, width: int, boxes: np.ndarray) -> np.ndarray:
     """``(H, W)`` bool: the pixels covered by the union of ``boxes`` (corners x1 y1 x2 y2 in
     pixels; a pixel (x, y) is covered when x1 ≤ x + ½ < x2 and y1 ≤ y + ½ < y2, i.e. its
     centre lies in the box)."""
     mask = np.zeros((height, width), dtype=bool)
-
-    def first_pixel(edge: float, limit: int) -> int:
-        return int(np.clip(np.ceil(edge - 0.5), 0, limit))
-
-    for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4):
-        c0, c1 = first_pixel(x1, width), first_pixel(x2, width)
-        r0, r1 = first_pixel(y1, height), first_pixel(y2, height)
+    for r0, r1, c0, c1 in box_rectangles(height, width, boxes):
         mask[r0:r1, c0:c1] = True
     return mask
+
+
+def image_mean(image: np.ndarray) -> np.ndarray:
+    """``(3,)`` float64: the mean of each channel of an ``(H, W, 3)`` uint8 image, from its
+    histogram (Pillow's, in C): Σ_v v · count(v) / (H · W), an exact integer divided once,
+    so the same float as ``image.reshape(-1, 3).mean(axis=0)`` at a sixth of the time."""
+    from PIL import Image
+
+    counts = np.asarray(Image.fromarray(image).histogram(), np.int64).reshape(3, 256)
+    return (counts * np.arange(256)).sum(axis=1) / (image.shape[0] * image.shape[1])
 
 
 def _filler(image: np.ndarray, fill: str, seed_text: str) -> np.ndarray:
     """What replaced pixels become, as a full ``(H, W, 3)`` uint8 image."""
     if fill == "mean":
-        mean = image.reshape(-1, 3).mean(axis=0)
-        return np.broadcast_to(np.round(mean).astype(np.uint8), image.shape)
+        return np.broadcast_to(np.round(image_mean(image)).astype(np.uint8), image.shape)
     if fill == "blur":
         from PIL import Image, ImageFilter
 
@@ -197,17 +215,23 @@ def apply_pixel_condition(
         height, width = image.shape[:2]
         chosen = [i for i in (probe.keep if probe.keep is not None else probe.remove or ())]
         chosen = [i for i in chosen if 0 <= i < boxes.shape[1] and present[row, i]]
+        rectangles = box_rectangles(height, width, boxes[row, chosen])
         covered = region_mask(height, width, boxes[row, chosen])
-        replace = ~covered if probe.keep is not None else covered
-        if not replace.any():
-            continue
+        if covered.all() if probe.keep is not None else not covered.any():
+            continue  # nothing to replace
         if fill == "noise":  # seeded per question: never shared
             filler = _filler(image, fill, f"{probe.qid}|{probe.image_id}")
         else:
             filler = fills.get(id(image))
             if filler is None:
                 filler = fills[id(image)] = _filler(image, fill, "")
-        out = image.copy()
-        out[replace] = filler[replace]
+        # pixels outside the union of the boxes (keep) or inside it (remove) become the
+        # filler's: pasting rectangles gives exactly the union, without a per-pixel pass
+        if probe.keep is not None:
+            out, source = np.array(filler, copy=True), image
+        else:
+            out, source = image.copy(), filler
+        for r0, r1, c0, c1 in rectangles:
+            out[r0:r1, c0:c1] = source[r0:r1, c0:c1]
         images[row] = out
     return PixelInput(images, visual.boxes, visual.mask, visual.image_sizes)
