@@ -28,9 +28,10 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
-def clear_crop_cache(model: object) -> None:
+def clear_crop_cache(model: Any) -> None:
     """Start a timing with the box encoder's crop-feature cache empty (grid: no cache)."""
     cache = getattr(model.net, "crop_cache", None)
     if cache is not None:

@@ -102,8 +102,6 @@ def box_cell_overlap(boxes: np.ndarray, grid: int, size: int) -> np.ndarray:
 #: ``head`` option values: top-down attention over the cells, or token-grounded
 HEADS = ("grid", "tokens")
 
-#: What ``encoder`` ``grid`` changes in the defaults, unless given: the grid's own head and
-#: no pre-training (``-o encoder=grid`` is the pixel model as it was before the box encoder)
 #: What a config without these options means: it was saved before they existed, by a grid
 #: run (the pixel model's :attr:`~PixelModel.omitted_options`)
 OPTIONS_BEFORE_BOXES: dict[str, Any] = {
@@ -116,6 +114,8 @@ OPTIONS_BEFORE_BOXES: dict[str, Any] = {
     "crop_pooling": "mean",
     "attribute_loss": "mean",
 }
+#: What ``encoder`` ``grid`` changes in the defaults, unless given: the grid's own head and
+#: no pre-training (``-o encoder=grid`` is the pixel model as it was before the box encoder)
 GRID_DEFAULTS: dict[str, Any] = {
     k: OPTIONS_BEFORE_BOXES[k]
     for k in ("head", "pretrain_epochs", "freeze_encoder", "crop_pooling", "attribute_loss")
@@ -970,10 +970,10 @@ class GridObjective:
         logits, alpha = net.head(tokens, lengths, cells, image_of, mask)
         loss = self.ce(logits, target)
         n_units = cells.shape[1]
-        first: dict[int, str] = {}
-        for image_id, row in zip(batch.image_ids, image_of.tolist(), strict=True):
-            first.setdefault(row, str(image_id))
         if not net.frozen_encoder:  # a frozen encoder's units no longer learn from labels
+            first: dict[int, str] = {}
+            for image_id, row in zip(batch.image_ids, image_of.tolist(), strict=True):
+                first.setdefault(row, str(image_id))
             aux, _, _ = self.unit_label_loss(cells, mask, [first[r] for r in range(len(first))])
             loss = loss + self.weight * aux
         token_alpha = getattr(net, "token_attention", None)

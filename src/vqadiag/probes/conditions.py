@@ -160,8 +160,13 @@ def region_mask(height: int, width: int, boxes: np.ndarray) -> np.ndarray:
     """``(H, W)`` bool: the pixels covered by the union of ``boxes`` (corners x1 y1 x2 y2 in
     pixels; a pixel (x, y) is covered when x1 ≤ x + ½ < x2 and y1 ≤ y + ½ < y2, i.e. its
     centre lies in the box)."""
+    return _union(height, width, box_rectangles(height, width, boxes))
+
+
+def _union(height: int, width: int, rectangles: Sequence[tuple[int, int, int, int]]) -> np.ndarray:
+    """``(H, W)`` bool: the union of ``rectangles`` (:func:`box_rectangles`)."""
     mask = np.zeros((height, width), dtype=bool)
-    for r0, r1, c0, c1 in box_rectangles(height, width, boxes):
+    for r0, r1, c0, c1 in rectangles:
         mask[r0:r1, c0:c1] = True
     return mask
 
@@ -216,8 +221,11 @@ def apply_pixel_condition(
         chosen = [i for i in (probe.keep if probe.keep is not None else probe.remove or ())]
         chosen = [i for i in chosen if 0 <= i < boxes.shape[1] and present[row, i]]
         rectangles = box_rectangles(height, width, boxes[row, chosen])
-        covered = region_mask(height, width, boxes[row, chosen])
-        if covered.all() if probe.keep is not None else not covered.any():
+        if probe.keep is not None:
+            unchanged = bool(_union(height, width, rectangles).all())  # the boxes cover all
+        else:
+            unchanged = not any(r1 > r0 and c1 > c0 for r0, r1, c0, c1 in rectangles)
+        if unchanged:
             continue  # nothing to replace
         if fill == "noise":  # seeded per question: never shared
             filler = _filler(image, fill, f"{probe.qid}|{probe.image_id}")
