@@ -256,3 +256,32 @@ def test_spatial_relations_hold_on_the_pixels(sampled):
                 assert cols[a][1] < cols[b][0], (i, a, b)
                 n_left += 1
     assert n_left > 10
+
+
+def _crop(mask: np.ndarray, size: int = 24) -> np.ndarray:
+    """A boolean texture as the box encoder sees it: resized to size × size (area mean)."""
+    img = Image.fromarray(mask.astype(np.uint8) * 255)
+    return np.asarray(img.resize((size, size), Image.BOX), dtype=np.float32) / 255
+
+
+def test_a_texture_looks_alike_on_square_crops_of_any_aspect():
+    # each axis has its own period, so an elongated box's texture resized to a square
+    # crop is the square box's texture with as many periods (up to the rounding of line
+    # widths), closer to it than to any other material's; with one period for both axes
+    # (the shorter side's) a 4:1 box had 4 × too many periods along its long side
+    square = [_crop(R.texture(m, 48, 48)) for m in range(len(MATERIALS))]
+    for w, h in ((192, 48), (48, 192), (96, 48), (80, 40)):
+        for m in range(len(MATERIALS)):
+            long = _crop(R.texture(m, w, h))
+            gaps = [np.abs(long - other).mean() for other in square]
+            assert int(np.argmin(gaps)) == m, (MATERIALS[m], w, h, gaps)
+            assert gaps[m] < 0.2, (MATERIALS[m], w, h, gaps[m])
+
+
+def test_periods_follow_each_side_and_the_badge_scales_with_the_box():
+    assert [R.period(s) for s in (8, 19, 20, 48, 60, 192, 1000)] == [4, 4, 5, 12, 12, 48, 64]
+    x0, y0, x1, y1 = R._badge_box(R.CATEGORIES.index("furniture"), 200, 50)
+    assert (x1 - x0 + 1, y1 - y0 + 1) == (44, 11)  # 22 % of each side
+    assert min(x0, y0) >= 0 and x1 < 200 and y1 < 50
+    x0, y0, x1, y1 = R._badge_box(R.CATEGORIES.index("furniture"), 12, 12)
+    assert (x1 - x0 + 1, y1 - y0 + 1) == (4, 4)  # at least 4 px

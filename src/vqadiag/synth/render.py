@@ -15,9 +15,11 @@ box, so the box maps exactly to pixels: an object at ``x=10, w=20`` paints colum
   pale tint whose interior lets one pixel in four of what lies below show through);
   classes without colour (people) get :data:`NO_COLOR_RGB`;
 * **material** → a texture drawn in the colour's shade (:data:`MATERIAL_PATTERN`: stripes,
-  dots, grid, cross-hatch, bricks …); no material, no texture;
-* **state** → a badge at a fixed place of the silhouette (:data:`BADGE_AT`): shape
-  (square, disc, triangle) × badge colour (:data:`STATE_BADGE`); no state, no badge;
+  dots, grid, cross-hatch, bricks …), repeating about four times along each side of the
+  box, so it looks alike on crops resized to one square size; no material, no texture;
+* **state** → a badge at a fixed place of the silhouette (:data:`BADGE_AT`), 22 % of the
+  box's width by 22 % of its height: shape (square, disc, triangle) × badge colour
+  (:data:`STATE_BADGE`); no state, no badge;
 * **size** → the box itself; objects with a side under 8 px are drawn as a plain
   silhouette in their fill colour (no texture, mark or badge).
 
@@ -172,12 +174,17 @@ MATERIAL_PATTERN: dict[str, str] = {
     "paper": "broad bands",
     "brick": "bricks",
 }
-#: texture periods (px); a box uses the largest one up to a sixth of its shorter side
+#: texture periods (px); each side of a box takes the largest one up to
+#: side / PERIODS_PER_SIDE, so a texture repeats about that many times along each side
+#: (fewer on sides under PERIODS_PER_SIDE × 4 px)
 PERIODS: tuple[int, ...] = (4, 5, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64)
+PERIODS_PER_SIDE = 4
 #: objects with a side below this are drawn as a plain silhouette (no texture, mark, badge)
 MIN_DETAIL = 8
 #: objects with a side below this get no state badge
 BADGE_MIN = 10
+#: the state badge's width and height, as fractions of the box's
+BADGE_SIZE = 0.22
 #: zlib level of the PNG data (1: fastest; flat colour compresses well anyway)
 ZLIB_LEVEL = 1
 
@@ -309,22 +316,28 @@ def silhouette(category: int, w: int, h: int) -> np.ndarray:
     return np.asarray(_mask(category, w, h)) > 0
 
 
-def period(w: int, h: int) -> int:
-    """Texture period of a w × h box: the largest of :data:`PERIODS` up to min(w, h) / 6."""
-    target = min(w, h) / 6
+def period(side: int) -> int:
+    """Texture period along a box side of ``side`` px: the largest of :data:`PERIODS` up
+    to side / :data:`PERIODS_PER_SIDE`."""
+    target = side / PERIODS_PER_SIDE
     return max([p for p in PERIODS if p <= target], default=PERIODS[0])
 
 
-def texture(material: int, w: int, h: int, p: int | None = None) -> np.ndarray:
+def texture(material: int, w: int, h: int, periods: tuple[int, int] | None = None) -> np.ndarray:
     """Boolean (h, w) texture of ``MATERIALS[material]`` (see :data:`MATERIAL_PATTERN`).
 
-    The period ``p`` (default :func:`period`) grows with the box, so a texture looks
-    alike on object crops resized to one size; each pattern covers a fifth to a quarter
-    of the box.
+    Each axis has its own period (``periods`` = (along x, along y); default
+    :func:`period` of the box's width and height), so the pattern stretches with the box
+    and looks alike on object crops resized to one square size, however elongated the
+    box. The pattern is drawn in pattern coordinates ``(i', j) = (⌊i·p_x / p_y⌋, j)``,
+    where both axes have the period ``p = p_x``, with lines ``t = max(1, round(p / 5))``
+    thick; a pattern covers about a fifth of the box (8-35 %).
     """
-    p = period(w, h) if p is None else p
-    t = max(1, p // 4)
-    i = np.arange(h)[:, None]
+    px, py = (period(w), period(h)) if periods is None else periods
+    p = px
+    t = max(1, round(p / 5))
+    rows = np.arange(h)[:, None]
+    i = rows * px // py
     j = np.arange(w)[None, :]
     kind = MATERIAL_PATTERN[MATERIALS[material]]
     if kind == "zigzag lines":
@@ -349,7 +362,7 @@ def texture(material: int, w: int, h: int, p: int | None = None) -> np.ndarray:
         out = ((i + j) % (2 * p) < t) | ((i - j) % (2 * p) < t)
     elif kind == "plus signs":
         ci, cj = np.abs((i % (2 * p)) - p), np.abs((j % (2 * p)) - p)
-        out = ((ci < t) & (cj <= p // 2)) | ((cj < t) & (ci <= p // 2))
+        out = ((ci <= t) & (cj <= p // 2)) | ((cj <= t) & (ci <= p // 2))
     elif kind == "twill":
         out = (2 * i + j) % (2 * p) < 2 * t
     elif kind == "horizontal dashes":
@@ -357,12 +370,13 @@ def texture(material: int, w: int, h: int, p: int | None = None) -> np.ndarray:
     elif kind == "vertical dashes":
         out = (j % p < 2 * t) & (i % (2 * p) < p)
     elif kind == "concentric rectangles":
-        ring = np.minimum(np.minimum(i, h - 1 - i), np.minimum(j, w - 1 - j))
+        edge_y = np.minimum(rows, h - 1 - rows) * px // py
+        ring = np.minimum(edge_y, np.minimum(j, w - 1 - j))
         out = (ring + p - p // 2) % p < t  # first ring p // 2 inside the edge
     elif kind == "broad bands":
-        out = i % (2 * p) < p // 2
+        out = i % (2 * p) < 2 * t
     elif kind == "bricks":
-        row = max(3, round(1.5 * p))
+        row = _brick_row(p)
         shift = (i // row) % 2 * (3 * p // 2)
         out = (i % row < t) | ((j + shift) % (3 * p) < t)
     else:  # pragma: no cover
@@ -370,18 +384,34 @@ def texture(material: int, w: int, h: int, p: int | None = None) -> np.ndarray:
     return np.broadcast_to(out, (h, w))
 
 
+def _brick_row(p: int) -> int:
+    """Height of one row of bricks at period ``p`` (pattern coordinates)."""
+    return max(3, round(1.5 * p))
+
+
+def _tile_shape(material: int, px: int, py: int) -> tuple[int, int]:
+    """(height, width) of one tile of the texture: the pattern repeats after ``T_y`` rows
+    and ``T_x`` columns of pattern coordinates (2p, or a brick row pair × 3p); pattern
+    row i' = ⌊i·p_x / p_y⌋ advances by p_x every p_y pixel rows, so ``T_y`` pattern rows
+    take T_y / gcd(T_y, p_x) · p_y pixel rows."""
+    from math import gcd
+
+    if MATERIAL_PATTERN[MATERIALS[material]] == "bricks":
+        period_y, period_x = 2 * _brick_row(px), 3 * px
+    else:
+        period_y = period_x = 2 * px
+    return period_y // gcd(period_y, px) * py, period_x
+
+
 _BOX_DEPENDENT = frozenset({"concentric rectangles"})
 
 
 @lru_cache(maxsize=512)
-def _plain_tile(material: int, p: int) -> np.ndarray:
-    """One period of the texture (the pattern repeats over it): 255 off the texture."""
-    kind = MATERIAL_PATTERN[MATERIALS[material]]
-    if kind == "bricks":
-        h, w = 2 * max(3, round(1.5 * p)), 3 * p
-    else:
-        h = w = 2 * p
-    return np.where(texture(material, w, h, p), np.uint8(0), np.uint8(255))
+def _plain_tile(material: int, px: int, py: int) -> np.ndarray:
+    """One tile of the texture (:func:`_tile_shape`; the pattern repeats over it): 255 off
+    the texture."""
+    h, w = _tile_shape(material, px, py)
+    return np.where(texture(material, w, h, (px, py)), np.uint8(0), np.uint8(255))
 
 
 def _tiled(tile: np.ndarray, w: int, h: int) -> Image.Image:
@@ -392,22 +422,28 @@ def _tiled(tile: np.ndarray, w: int, h: int) -> Image.Image:
 
 #: 0 on the pixels a clear object lets through (odd row and odd column)
 _SEE_THROUGH = np.array([[255, 255], [255, 0]], dtype=np.uint8)
-#: (material, period) → an ``L`` image, 255 off the texture, cropped for each object
-_PLAIN: dict[tuple[int, int], Image.Image] = {}
+#: (material, x period, y period) → an ``L`` image, 255 off the texture, cropped for each
+#: object
+_PLAIN: dict[tuple[int, int, int], Image.Image] = {}
 
 
 def _plain(material: int, w: int, h: int) -> Image.Image:
     """``L`` image (w × h): 255 where the texture of ``material`` leaves the fill colour."""
-    p = period(w, h)
+    periods = (period(w), period(h))
     if MATERIAL_PATTERN[MATERIALS[material]] in _BOX_DEPENDENT:
-        return Image.fromarray(np.where(texture(material, w, h, p), np.uint8(0), np.uint8(255)))
-    img = _PLAIN.get((material, p))
+        return Image.fromarray(
+            np.where(texture(material, w, h, periods), np.uint8(0), np.uint8(255))
+        )
+    key = (material, *periods)
+    img = _PLAIN.get(key)
     if img is None or img.width < w or img.height < h:
         if len(_PLAIN) > 256:
             _PLAIN.clear()
         size = (w, h) if img is None else (max(w, img.width), max(h, img.height))
-        img = _tiled(_plain_tile(material, p), -(-size[0] // 64) * 64, -(-size[1] // 64) * 64)
-        _PLAIN[(material, p)] = img
+        img = _tiled(
+            _plain_tile(material, *periods), -(-size[0] // 64) * 64, -(-size[1] // 64) * 64
+        )
+        _PLAIN[key] = img
     return img.crop((0, 0, w, h))
 
 
@@ -448,7 +484,7 @@ def _draw_mark(draw: ImageDraw.ImageDraw, mark: int, box: tuple[int, int, int, i
 def _draw_badge(draw: ImageDraw.ImageDraw, shape: int, box: tuple[int, int, int, int],
                 fill: int, border: int) -> None:  # fmt: skip
     x0, y0, x1, y1 = box
-    width = 1 if x1 - x0 >= 5 else 0
+    width = 1 if min(x1 - x0, y1 - y0) >= 5 else 0
     outline = border if width else None
     if shape == 0:
         draw.rectangle(box, fill=fill, outline=outline, width=width)
@@ -459,13 +495,15 @@ def _draw_badge(draw: ImageDraw.ImageDraw, shape: int, box: tuple[int, int, int,
                      width=width)  # fmt: skip
 
 
-def _badge_box(category: int, w: int, h: int) -> tuple[int, int, int]:
-    """Top-left corner (in the box) and side of the state badge of a w × h object."""
-    side = min(20, max(4, round(0.22 * min(w, h))))
+def _badge_box(category: int, w: int, h: int) -> tuple[int, int, int, int]:
+    """Corners ``(x0, y0, x1, y1)`` (in the box, inclusive) of the state badge of a w × h
+    object: :data:`BADGE_SIZE` of the box's width by that of its height (at least 4 px
+    each), so that, like the texture, it looks alike on crops resized to one size."""
+    bw, bh = (max(4, round(BADGE_SIZE * side)) for side in (w, h))
     u, v = BADGE_AT[CATEGORIES[category]]
-    bx = min(max(0, round(u * (w - 1) - side / 2)), w - side)
-    by = min(max(0, round(v * (h - 1) - side / 2)), h - side)
-    return bx, by, side
+    bx = min(max(0, round(u * (w - 1) - bw / 2)), w - bw)
+    by = min(max(0, round(v * (h - 1) - bh / 2)), h - bh)
+    return bx, by, bx + bw - 1, by + bh - 1
 
 
 def _draw_object(
@@ -504,9 +542,8 @@ def _draw_object(
     if min(mbox[2] - mbox[0], mbox[3] - mbox[1]) >= 3:
         _draw_mark(draw, _MARK_OF[cls], mbox, ink)
     if state >= 0 and min(w, h) >= BADGE_MIN:
-        bx, by, side = _badge_box(cat, w, h)
-        corners = (bx, by, bx + side - 1, by + side - 1)
-        shifted = (x + bx, y + by, x + bx + side - 1, y + by + side - 1)
+        corners = _badge_box(cat, w, h)
+        shifted = (x + corners[0], y + corners[1], x + corners[2], y + corners[3])
         _draw_badge(draw, _STATE_SHAPE[state], shifted, _STATE_COLOR[state], ink)
         if painted is not None:
             painted = painted.copy()

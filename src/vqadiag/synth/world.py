@@ -62,7 +62,9 @@ from vqadiag.synth.taxonomy import (
     STATES,
 )
 
-WORLD_VERSION = 1
+#: version of what a world is made of (2: textures and badges scale with each side of
+#: the box, docs/synth.md "Images"); written to world.json
+WORLD_VERSION = 2
 SPLIT_FRACTIONS = {"train": 0.7, "val": 0.2, "testdev": 0.1}
 GQA_IMAGE_BASE = 2300000
 OBJECT_ID_BASE = 1000000

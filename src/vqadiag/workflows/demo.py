@@ -176,7 +176,12 @@ def demo(
     stages.total = 2 + 2 * len(MODELS)
 
     world = root / "world"
-    world_config = {"images": n_images, "seed": seed, "bias": 0.8, "feature_dim": 64}
+    from vqadiag.synth.world import WORLD_VERSION
+
+    world_config = {
+        "images": n_images, "seed": seed, "bias": 0.8, "feature_dim": 64,
+        "version": WORLD_VERSION,
+    }  # fmt: skip
     world_fp = _file_hash(world / "world.json")
     title = f"synthetic world: {n_images} images, seed {seed} → {world}"
     if stages.done("world", world_config, world_fp):
