@@ -8,10 +8,12 @@ val questions, then in the same run:
 1. **data path alone** on the FPVG batches (relevant-only and irrelevant-only probes):
    ``GQAData.pixel_input`` (decode from PNG on a cold cache, resize to the model's
    input size) + ``apply_pixel_condition`` (mean fill), per question;
-2. **model alone**: ``PixelModel.predict`` on the same, already-built inputs;
+2. **model alone**: ``PixelModel.predict`` on the same, already-built inputs (the box
+   encoder cutting its crops from the images itself);
 3. **the FPVG conditions through the runner** (``ProbeContext.run``, one background
-   worker building the next batch while the model runs, an in-memory store), cold
-   image cache, and its overhead over (2): (runner − model) / model.
+   worker building the next batch while the model runs: decode, condition, and the
+   model's ``prepare_pixels``, where the box encoder cuts its crops; an in-memory
+   store), cold image cache, and its overhead over (2): (runner − model) / model.
 
 Figures (medians of ``--repeats`` interleaved repeats, each with a cold cache): questions
 per second of each, the data / model ratio, and the overhead of every repeat.

@@ -59,3 +59,20 @@ def rendered_world_60(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("rendered-world-60") / "w"
     generate_world(root, images=60, seed=2)
     return root
+
+
+@pytest.fixture
+def schedulers_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, int]]:
+    """``(optimizer, schedule, steps)`` of every step-size schedule ``fit`` makes while the
+    test runs (``vqadiag.models.training.lr_scheduler``, still doing its job)."""
+    from vqadiag.models import training
+
+    made: list[tuple[Any, str, int]] = []
+    real = training.lr_scheduler
+
+    def spy(optimizer: Any, schedule: str, steps: int) -> Any:
+        made.append((optimizer, schedule, steps))
+        return real(optimizer, schedule, steps)
+
+    monkeypatch.setattr(training, "lr_scheduler", spy)
+    return made

@@ -92,3 +92,34 @@ def test_weights_that_do_not_fit_name_the_file(world, tmp_path):
     (tmp_path / "run" / "weights.safetensors").write_bytes(b"\x00" * 10)
     with pytest.raises(DataError, match="does not match the weights_sha256"):
         UpDnModel.load(tmp_path / "run")
+
+
+def test_cosine_schedule_on_a_hand_worked_case():
+    from vqadiag.models.training import lr_scheduler
+
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    scheduler = lr_scheduler(optimizer, "cosine", 4)
+    seen = [optimizer.param_groups[0]["lr"]]
+    for _ in range(4):
+        optimizer.step()
+        scheduler.step()
+        seen.append(optimizer.param_groups[0]["lr"])
+    # 0.1 · ½(1 + cos(π s / 4)), s = 0..4
+    assert seen == pytest.approx([0.1, 0.0853553, 0.05, 0.0146447, 0.0], abs=1e-7)
+    constant = torch.optim.SGD([weight], lr=0.1)
+    flat = lr_scheduler(constant, "constant", 4)
+    constant.step()
+    flat.step()
+    assert constant.param_groups[0]["lr"] == 0.1
+    with pytest.raises(ValueError, match="lr_schedule must be one of constant, cosine"):
+        lr_scheduler(constant, "linear", 4)
+
+
+def test_fit_steps_a_constant_schedule_once_per_batch_by_default(world, schedulers_made):
+    data = GQAData(world)
+    QuestionOnlyModel.train(data, epochs=2, seed=0, progress=False)
+    [(optimizer, schedule, steps)] = schedulers_made
+    assert schedule == "constant"
+    assert steps == 2 * -(-len(data.questions("train")) // 64)
+    assert optimizer.param_groups[0]["lr"] == QuestionOnlyModel.defaults["lr"]

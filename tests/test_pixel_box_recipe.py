@@ -326,3 +326,78 @@ def test_cached_features_are_the_cnns_and_change_with_the_weights(world, frozen_
     model.net.load_state_dict(state)
     restored, _, _ = model._box_view(visual, rows, encode=True)
     assert torch.allclose(restored, cold, atol=1e-5)
+
+
+def test_a_bad_lr_schedule_is_refused_and_older_or_grid_runs_keep_a_constant_one():
+    with pytest.raises(ValueError, match="lr_schedule must be one of constant, cosine"):
+        PixelModel.resolve_options({"lr_schedule": "step"})
+    assert PixelModel.resolve_options({})["lr_schedule"] == "cosine"
+    assert PixelModel.resolve_options({"encoder": "grid"})["lr_schedule"] == "constant"
+    saved = {"encoder": "boxes", "head": "tokens", "pretrain_epochs": 6, "epochs": 8}
+    assert PixelModel.resolve_options(PixelModel.legacy_options(saved))["lr_schedule"] == (
+        "constant"
+    )
+
+
+def test_the_default_cosine_schedule_ends_training_at_a_zero_step(world, schedulers_made):
+    PixelModel.train(world, epochs=2, seed=0, progress=False, **FROZEN)
+    [(optimizer, schedule, steps)] = schedulers_made
+    assert schedule == "cosine"
+    assert steps == 2 * -(-len(world.questions("train")) // 64)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_prepared_crops_answer_as_the_images_and_shared_images_are_cut_once(world, frozen_run):
+    from vqadiag.probes.conditions import Probe, apply_pixel_condition
+    from vqadiag.probes.runner import ProbeContext
+
+    model, _ = frozen_run
+    records = world.questions("val")
+    qids = list(records)[:12]
+    probes = [
+        Probe(q, records[q]["question"], str(records[q]["imageId"]), records[q], keep=[0])
+        for q in qids
+    ]
+    pixels = world.pixel_input([p.image_id for p in probes], max_objects=100)
+    for visual in (pixels, apply_pixel_condition(pixels, probes, "mean")):
+        prepared = model.prepare_pixels(visual)
+        assert isinstance(prepared, BoxCropInput) and not prepared.encoded
+        batch = ProbeContext.question_batch(probes)
+        model.net.crop_cache.clear()
+        want = model.predict(batch, visual)
+        model.net.crop_cache.clear()
+        got = model.predict(batch, prepared)
+        np.testing.assert_array_equal(got.probs, want.probs)
+        np.testing.assert_array_equal(got.attention, want.attention)
+    shared = model.prepare_pixels(pixels)
+    by_image: dict[int, int] = {}
+    for image, crops in zip(pixels.images, shared.crops, strict=True):
+        assert by_image.setdefault(id(image), id(crops)) == id(crops)
+    assert len(set(map(id, shared.crops))) == len({id(i) for i in pixels.images})
+
+
+def test_the_runner_hands_the_model_its_prepared_input(world, frozen_run, monkeypatch):
+    from vqadiag.probes.conditions import Condition, Probe
+    from vqadiag.probes.runner import ProbeContext
+    from vqadiag.probes.store import PredictionStore
+
+    model, _ = frozen_run
+    records = world.questions("val")
+    probes = [
+        Probe(q, records[q]["question"], str(records[q]["imageId"]), records[q], remove=[0])
+        for q in list(records)[:9]
+    ]
+    seen = []
+    predict = type(model).predict
+
+    def spy(self, batch, visual):
+        seen.append(type(visual).__name__)
+        return predict(self, batch, visual)
+
+    monkeypatch.setattr(type(model), "predict", spy)
+    store = PredictionStore(":memory:")
+    ctx = ProbeContext(model, world, store, batch_size=4, workers=1)
+    mask = {"replacement": "drop", "fill": "mean"}
+    run = ctx.run(Condition("gqa.irrel", "objects", mask), probes)
+    store.close()
+    assert len(run.answers) == 9 and seen == ["BoxCropInput"] * 3

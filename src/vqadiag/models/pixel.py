@@ -78,7 +78,12 @@ from vqadiag.models.pixel_boxes import (
     matched_objects,
 )
 from vqadiag.models.question_only import make_question_encoder
-from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel, spatial_features
+from vqadiag.models.training import (
+    LR_SCHEDULES,
+    TRAINING_DEFAULTS,
+    TorchModel,
+    spatial_features,
+)
 from vqadiag.models.vocab import tokenize
 
 NAME = "pixel"
@@ -113,13 +118,17 @@ OPTIONS_BEFORE_BOXES: dict[str, Any] = {
     "freeze_encoder": False,
     "crop_pooling": "mean",
     "attribute_loss": "mean",
+    "lr_schedule": "constant",
 }
 #: What ``encoder`` ``grid`` changes in the defaults, unless given: the grid's own head and
 #: no pre-training (``-o encoder=grid`` is the pixel model as it was before the box encoder)
 GRID_DEFAULTS: dict[str, Any] = {
     k: OPTIONS_BEFORE_BOXES[k]
-    for k in ("head", "pretrain_epochs", "freeze_encoder", "crop_pooling", "attribute_loss")
-}
+    for k in (
+        "head", "pretrain_epochs", "freeze_encoder", "crop_pooling", "attribute_loss",
+        "lr_schedule",
+    )
+}  # fmt: skip
 #: the box encoder's options that a grid run cannot use
 BOX_ONLY = ("crop_pooling", "pretrain_epochs", "freeze_encoder")
 
@@ -439,6 +448,7 @@ class PixelModel(TorchModel):
         "freeze_encoder": True,
         "crop_pooling": "layout",
         "attribute_loss": "sum",
+        "lr_schedule": "cosine",
     }
     #: runs saved before the token-grounded head or the box encoder existed are grid runs
     omitted_options: ClassVar[dict[str, Any]] = OPTIONS_BEFORE_BOXES
@@ -496,6 +506,9 @@ class PixelModel(TorchModel):
             raise ValueError(
                 f"attribute_loss must be one of {choices}, got {opts['attribute_loss']!r}"
             )
+        if opts["lr_schedule"] not in LR_SCHEDULES:
+            choices = ", ".join(LR_SCHEDULES)
+            raise ValueError(f"lr_schedule must be one of {choices}, got {opts['lr_schedule']!r}")
         if not pre and "freeze_encoder" not in options:
             opts["freeze_encoder"] = False  # nothing pre-trained to freeze
         frozen = opts["freeze_encoder"]
@@ -630,6 +643,34 @@ class PixelModel(TorchModel):
             crops_t = crops_tensor(np.concatenate(crops))
         positions = torch.from_numpy(spatial_features(boxes, sizes))
         return crops_t, positions, torch.from_numpy(mask)
+
+    def prepare_pixels(self, visual: PixelInput) -> PixelInput | BoxCropInput:
+        """The input as the model will read it, made where the data path runs (the probe
+        runner calls this in its prefetch workers, docs/diagnose.md): the grid reads the
+        images as they are; the box encoder gets each image's box crops, cut here with
+        :func:`~vqadiag.models.pixel_boxes.box_crops` exactly as its forward would cut
+        them, so the cutting overlaps the network's forward instead of adding to it. Rows
+        that share one image array and its boxes share one crops array."""
+        if not self.boxes or visual.boxes is None:
+            return visual
+        crop = int(self.options["crop_size"])
+        boxes = np.asarray(visual.boxes, np.float32)
+        mask = (
+            np.ones(boxes.shape[:2], dtype=bool)
+            if visual.mask is None
+            else np.asarray(visual.mask, dtype=bool)
+        )
+        cut: dict[tuple[int, bytes], np.ndarray] = {}
+        crops: list[np.ndarray] = []
+        sizes = np.zeros((len(visual.images), 2), np.float32)
+        for b, image in enumerate(visual.images):
+            real = boxes[b][mask[b]]
+            key = (id(image), real.tobytes())
+            if key not in cut:
+                cut[key] = box_crops(image, real, crop)
+            crops.append(cut[key])
+            sizes[b] = (image.shape[1], image.shape[0])
+        return BoxCropInput(crops, boxes, mask, sizes)
 
     def forward(self, batch: QuestionBatch, visual: Any, feats: Any = None) -> tuple[Any, Any]:
         """``(logits (B, A), per-box importance (B, N) or None)``; N = the boxes of

@@ -371,6 +371,28 @@ def evaluate_accuracy(
     return 100.0 * correct / total if total else float("nan")
 
 
+#: values of the ``lr_schedule`` training option
+LR_SCHEDULES = ("constant", "cosine")
+
+
+def lr_scheduler(optimizer: Any, schedule: str, steps: int) -> Any:
+    """The step-size schedule of ``optimizer`` over ``steps`` optimiser steps
+    (docs/models.md, "Models"): ``constant`` keeps ``lr``; ``cosine`` scales it by
+    ``½ (1 + cos(π s / steps))`` at step s, from ``lr`` down to 0 at the last step."""
+    import math
+
+    import torch
+
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {schedule!r}")
+    if schedule == "constant":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    total = max(1, steps)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.5 * (1.0 + math.cos(math.pi * min(s, total) / total))
+    )
+
+
 def fit(
     cls: type[TorchModel],
     data: GQAData,
@@ -419,6 +441,9 @@ def fit(
         epochs = int(options["epochs"])
         bs = int(options["batch_size"])
         n_batches = (len(qids) + bs - 1) // bs
+        scheduler = lr_scheduler(
+            optimizer, options.get("lr_schedule", "constant"), epochs * n_batches
+        )
         validate = val_split is not None and val_split != split and has_split(data, val_split)
         history: list[dict[str, Any]] = []
         bar = progress_bar(progress, metrics=LOSS_ACC)
@@ -442,6 +467,7 @@ def fit(
                     if options.get("grad_clip"):
                         torch.nn.utils.clip_grad_norm_(net.parameters(), options["grad_clip"])
                     optimizer.step()
+                    scheduler.step()
                     loss_sum += loss.item() * len(idx)
                     correct += float((logits.argmax(1) == target).sum())
                     seen += len(idx)

@@ -171,10 +171,11 @@ class ProbeContext:
         return data_fingerprint({"base": base, **probe.row_params()}, "", "", donor)
 
     # -- model inputs ----------------------------------------------------------------------
-    def visual(
-        self, probes: Sequence[Probe], condition: Condition
-    ) -> ObjectInput | PixelInput | None:
-        """The visual input of a batch of probes under ``condition`` (None for blind models)."""
+    def visual(self, probes: Sequence[Probe], condition: Condition) -> Any:
+        """The visual input of a batch of probes under ``condition`` (None for blind models):
+        an ``ObjectInput``, or a ``PixelInput`` passed through the model's
+        ``prepare_pixels`` when it has one (the box encoder cuts its crops there, in the
+        prefetch worker)."""
         kind = self.model.capabilities.visual
         if kind == "none":
             return None
@@ -185,9 +186,10 @@ class ProbeContext:
                 max_objects=self.max_objects,
                 questions=[p.qid for p in probes],
             )
-            if condition.kind != "objects":
-                return pixels
-            return apply_pixel_condition(pixels, probes, condition.fill)
+            if condition.kind == "objects":
+                pixels = apply_pixel_condition(pixels, probes, condition.fill)
+            prepare = getattr(self.model, "prepare_pixels", None)
+            return pixels if prepare is None else prepare(pixels)
         if kind != "objects":
             raise DataError(self.data.root, f"model {self.model.name!r} needs {kind} input")
         image_ids = [p.image_id for p in probes]
