@@ -62,17 +62,19 @@ def rendered_world_60(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def schedulers_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, int]]:
-    """``(optimizer, schedule, steps)`` of every step-size schedule ``fit`` makes while the
-    test runs (``vqadiag.models.training.lr_scheduler``, still doing its job)."""
+def schedulers_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, int, Any]]:
+    """``(optimizer, schedule, steps, scheduler)`` of every step-size schedule ``fit``
+    makes while the test runs (``vqadiag.models.training.lr_scheduler``, still doing its
+    job); ``scheduler.last_epoch`` counts the steps it was stepped."""
     from vqadiag.models import training
 
-    made: list[tuple[Any, str, int]] = []
+    made: list[tuple[Any, str, int, Any]] = []
     real = training.lr_scheduler
 
     def spy(optimizer: Any, schedule: str, steps: int) -> Any:
-        made.append((optimizer, schedule, steps))
-        return real(optimizer, schedule, steps)
+        scheduler = real(optimizer, schedule, steps)
+        made.append((optimizer, schedule, steps, scheduler))
+        return scheduler
 
     monkeypatch.setattr(training, "lr_scheduler", spy)
     return made

@@ -119,7 +119,8 @@ def test_cosine_schedule_on_a_hand_worked_case():
 def test_fit_steps_a_constant_schedule_once_per_batch_by_default(world, schedulers_made):
     data = GQAData(world)
     QuestionOnlyModel.train(data, epochs=2, seed=0, progress=False)
-    [(optimizer, schedule, steps)] = schedulers_made
+    [(optimizer, schedule, steps, scheduler)] = schedulers_made
     assert schedule == "constant"
     assert steps == 2 * -(-len(data.questions("train")) // 64)
+    assert scheduler.last_epoch == steps  # stepped once per batch
     assert optimizer.param_groups[0]["lr"] == QuestionOnlyModel.defaults["lr"]

@@ -341,9 +341,10 @@ def test_a_bad_lr_schedule_is_refused_and_older_or_grid_runs_keep_a_constant_one
 
 def test_the_default_cosine_schedule_ends_training_at_a_zero_step(world, schedulers_made):
     PixelModel.train(world, epochs=2, seed=0, progress=False, **FROZEN)
-    [(optimizer, schedule, steps)] = schedulers_made
+    [(optimizer, schedule, steps, scheduler)] = schedulers_made
     assert schedule == "cosine"
     assert steps == 2 * -(-len(world.questions("train")) // 64)
+    assert scheduler.last_epoch == steps  # stepped once per batch
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)
 
 
@@ -370,6 +371,7 @@ def test_prepared_crops_answer_as_the_images_and_shared_images_are_cut_once(worl
         np.testing.assert_array_equal(got.probs, want.probs)
         np.testing.assert_array_equal(got.attention, want.attention)
     shared = model.prepare_pixels(pixels)
+    assert len({id(i) for i in pixels.images}) < len(probes)  # some questions share an image
     by_image: dict[int, int] = {}
     for image, crops in zip(pixels.images, shared.crops, strict=True):
         assert by_image.setdefault(id(image), id(crops)) == id(crops)

@@ -131,7 +131,12 @@ def pixel_images(batch: QuestionBatch, visual: ObjectInput | PixelInput | None) 
 
 @runtime_checkable
 class VQAModel(Protocol):
-    """A model vqadiag can diagnose."""
+    """A model vqadiag can diagnose.
+
+    Optional, found by name: ``predict_stream(batch, visual)`` (answers as they arrive,
+    served models) and ``prepare_pixels(pixel_input)`` → the input ``predict`` will be
+    given, built in the probe runner's data-path workers (the pixel model's box encoder
+    cuts its crops there; ``predict`` must still accept a plain ``PixelInput``)."""
 
     name: str
     capabilities: Capabilities

@@ -1,7 +1,8 @@
 """The pixel reference model (docs/models.md, "The pixel model"). By default it reads
 crops of the detected boxes with a pre-trained, then frozen crop CNN, and answers with the
 token-grounded head (``encoder`` ``boxes``, ``crop_pooling`` ``layout``,
-``pretrain_epochs`` 6, ``freeze_encoder``, ``head`` ``tokens``; last paragraph). With
+``pretrain_epochs`` 6, ``freeze_encoder``, ``attribute_loss`` ``sum``, ``head``
+``tokens``, ``lr_schedule`` ``cosine``; last paragraph). With
 ``encoder`` ``grid`` it is the first pixel model, described first: a small CNN grid
 encoder, a GRU question encoder and top-down attention over grid cells.
 
@@ -56,6 +57,7 @@ trained on object labels first and then read by the VQA model as they are).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -649,8 +651,9 @@ class PixelModel(TorchModel):
         runner calls this in its prefetch workers, docs/diagnose.md): the grid reads the
         images as they are; the box encoder gets each image's box crops, cut here with
         :func:`~vqadiag.models.pixel_boxes.box_crops` exactly as its forward would cut
-        them, so the cutting overlaps the network's forward instead of adding to it. Rows
-        that share one image array and its boxes share one crops array."""
+        them, on :data:`CUT_THREADS` threads, so the cutting overlaps the network's
+        forward instead of adding to it. Rows that share one image array and its boxes
+        share one crops array."""
         if not self.boxes or visual.boxes is None:
             return visual
         crop = int(self.options["crop_size"])
@@ -660,17 +663,18 @@ class PixelModel(TorchModel):
             if visual.mask is None
             else np.asarray(visual.mask, dtype=bool)
         )
-        cut: dict[tuple[int, bytes], np.ndarray] = {}
-        crops: list[np.ndarray] = []
+        keys: list[tuple[int, bytes]] = []
+        todo: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
         sizes = np.zeros((len(visual.images), 2), np.float32)
         for b, image in enumerate(visual.images):
             real = boxes[b][mask[b]]
-            key = (id(image), real.tobytes())
-            if key not in cut:
-                cut[key] = box_crops(image, real, crop)
-            crops.append(cut[key])
+            keys.append((id(image), real.tobytes()))
+            todo.setdefault(keys[-1], (image, real))
             sizes[b] = (image.shape[1], image.shape[0])
-        return BoxCropInput(crops, boxes, mask, sizes)
+        with ThreadPoolExecutor(max_workers=CUT_THREADS) as pool:  # Pillow frees the GIL
+            cut_crops = pool.map(lambda job: box_crops(*job, crop), todo.values())
+            cut = dict(zip(todo, cut_crops, strict=True))
+        return BoxCropInput([cut[k] for k in keys], boxes, mask, sizes)
 
     def forward(self, batch: QuestionBatch, visual: Any, feats: Any = None) -> tuple[Any, Any]:
         """``(logits (B, A), per-box importance (B, N) or None)``; N = the boxes of
@@ -1047,6 +1051,10 @@ def _padded(values: np.ndarray, n: int) -> np.ndarray:
     pad = np.zeros((n - values.shape[0], *values.shape[1:]), dtype=values.dtype)
     return np.concatenate([values, pad])
 
+
+#: threads that cut one batch's box crops in :meth:`PixelModel.prepare_pixels` (2: the
+#: runner's worker and the core the network leaves while it waits for the first batch)
+CUT_THREADS = 2
 
 #: crops per forward pass when a frozen encoder's features are computed
 ENCODE_BATCH = 512

@@ -7,9 +7,10 @@ and :class:`~vqadiag.models.updn.UpDnModel`: it owns the vocabularies, turns a
 loop: AdamW, cross-entropy against the GQA ``answer`` (answers outside the answer
 vocabulary are ignored) — or the loss a model's :meth:`TorchModel.training_objective`
 returns (UpDn's remedy options, docs/remedies.md) — shuffled batches with their
-objects from :class:`GQAData`, a seed for initialisation, shuffling and dropout, rich
-progress (loss, accuracy, ETA) and validation accuracy after every epoch when a
-validation split exists.
+objects from :class:`GQAData`, a seed for initialisation, shuffling and dropout, a
+step size that is constant or follows a cosine (:func:`lr_scheduler`, option
+``lr_schedule`` where a model offers it), rich progress (loss, accuracy, ETA) and
+validation accuracy after every epoch when a validation split exists.
 
 The same seed reproduces the same weights: ``torch.manual_seed(seed)``, a numpy
 generator seeded with ``seed`` for the order, deterministic algorithms
@@ -378,7 +379,8 @@ LR_SCHEDULES = ("constant", "cosine")
 def lr_scheduler(optimizer: Any, schedule: str, steps: int) -> Any:
     """The step-size schedule of ``optimizer`` over ``steps`` optimiser steps
     (docs/models.md, "Models"): ``constant`` keeps ``lr``; ``cosine`` scales it by
-    ``½ (1 + cos(π s / steps))`` at step s, from ``lr`` down to 0 at the last step."""
+    ``½ (1 + cos(π s / steps))`` for step s = 0 … steps − 1, from ``lr`` down towards 0,
+    which it reaches after the last step."""
     import math
 
     import torch

@@ -30,7 +30,7 @@ import numpy as np
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
-from vqadiag.models.base import ModelOutput, ObjectInput, PixelInput, QuestionBatch, VQAModel
+from vqadiag.models.base import ModelOutput, ObjectInput, QuestionBatch, VQAModel
 from vqadiag.probes.conditions import (
     Condition,
     Probe,
@@ -222,7 +222,7 @@ class ProbeContext:
         self,
         probes: Sequence[Probe],
         condition: Condition,
-        visual: ObjectInput | PixelInput | None,
+        visual: Any,
         want_vector: bool,
     ) -> Iterator[tuple[list[int], list[Answer]]]:
         """``(positions in probes, their answers)``: one chunk for the whole batch, or, for
@@ -243,7 +243,7 @@ class ProbeContext:
         self,
         probes: Sequence[Probe],
         out: ModelOutput,
-        visual: ObjectInput | PixelInput | None,
+        visual: Any,
         want_vector: bool,
     ) -> list[Answer]:
         """Store rows from a model output over ``probes`` (in order)."""
@@ -350,10 +350,10 @@ class ProbeContext:
 
     def _prefetch(
         self, todo: list[list[int]], probes: Sequence[Probe], condition: Condition
-    ) -> Iterator[tuple[list[int], ObjectInput | PixelInput | None]]:
+    ) -> Iterator[tuple[list[int], Any]]:
         """``(rows, visual input)`` per batch to compute; inputs built ahead by ``workers``."""
 
-        def build(rows: list[int]) -> ObjectInput | PixelInput | None:
+        def build(rows: list[int]) -> Any:
             return self.visual([probes[i] for i in rows], condition)
 
         if self.workers == 0 or len(todo) <= 1:

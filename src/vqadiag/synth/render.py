@@ -16,7 +16,8 @@ box, so the box maps exactly to pixels: an object at ``x=10, w=20`` paints colum
   classes without colour (people) get :data:`NO_COLOR_RGB`;
 * **material** → a texture drawn in the colour's shade (:data:`MATERIAL_PATTERN`: stripes,
   dots, grid, cross-hatch, bricks …), repeating about four times along each side of the
-  box, so it looks alike on crops resized to one square size; no material, no texture;
+  box (more on sides over 256 px: periods stop at 64 px), so it looks alike on crops
+  resized to one square size; no material, no texture;
 * **state** → a badge at a fixed place of the silhouette (:data:`BADGE_AT`), 22 % of the
   box's width by 22 % of its height: shape (square, disc, triangle) × badge colour
   (:data:`STATE_BADGE`); no state, no badge;
@@ -331,7 +332,7 @@ def texture(material: int, w: int, h: int, periods: tuple[int, int] | None = Non
     and looks alike on object crops resized to one square size, however elongated the
     box. The pattern is drawn in pattern coordinates ``(i', j) = (⌊i·p_x / p_y⌋, j)``,
     where both axes have the period ``p = p_x``, with lines ``t = max(1, round(p / 5))``
-    thick; a pattern covers about a fifth of the box (8-35 %).
+    thick; a pattern covers about a fifth of the box (13-40 % on sides of 8-400 px).
     """
     px, py = (period(w), period(h)) if periods is None else periods
     p = px
