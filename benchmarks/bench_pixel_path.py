@@ -42,6 +42,19 @@ def clear_crop_cache(model: Any) -> None:
         cache.clear()
 
 
+def timed_predictions(model: Any, batches: list[Any], inputs: list[Any]) -> float:
+    """Seconds ``model.predict`` takes over ``batches`` with their ``inputs``, one torch
+    thread, the crop-feature cache empty at the start."""
+    from vqadiag.probes.runner import ProbeContext, single_torch_thread
+
+    clear_crop_cache(model)
+    t0 = time.perf_counter()
+    with single_torch_thread():
+        for batch, visual in zip(batches, inputs, strict=True):
+            model.predict(ProbeContext.question_batch(batch), visual)
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=300)
@@ -57,7 +70,7 @@ def main() -> None:
     from vqadiag.data.relevance_files import read_relevance
     from vqadiag.models.pixel import PixelModel
     from vqadiag.probes.conditions import Condition, Probe, apply_pixel_condition
-    from vqadiag.probes.runner import ProbeContext, single_torch_thread
+    from vqadiag.probes.runner import ProbeContext
     from vqadiag.probes.store import PredictionStore
     from vqadiag.scoring.fpvg import relevance
     from vqadiag.synth import generate_world
@@ -113,23 +126,13 @@ def main() -> None:
         t_data.append(time.perf_counter() - t0)
 
         # 2. the model alone on the same inputs (the box encoder's crop features cold too)
-        clear_crop_cache(model)
-        t0 = time.perf_counter()
-        with single_torch_thread():
-            for batch, visual in zip(batches, inputs, strict=True):
-                model.predict(ProbeContext.question_batch(batch), visual)
-        t_model.append(time.perf_counter() - t0)
+        t_model.append(timed_predictions(model, batches, inputs))
 
         # 2b. the crops cut beforehand (box encoder), then the network alone on them
         t0 = time.perf_counter()
         prepared = [model.prepare_pixels(visual) for visual in inputs]
         t_cut.append(time.perf_counter() - t0)
-        clear_crop_cache(model)
-        t0 = time.perf_counter()
-        with single_torch_thread():
-            for batch, visual in zip(batches, prepared, strict=True):
-                model.predict(ProbeContext.question_batch(batch), visual)
-        t_net.append(time.perf_counter() - t0)
+        t_net.append(timed_predictions(model, batches, prepared))
 
         # 3. through the runner (cold cache, one prefetch worker, in-memory store)
         data = GQAData(world)
