@@ -5,7 +5,7 @@
 #      VQA-introspect formats, train the prior, question-only, UpDn, symbolic and pixel
 #      models, diagnose each with every suite and write the comparison report.
 # Outputs go to ./vqadiag-demo (override with VQADIAG_OUT); extra arguments go to
-# `vqadiag demo` (e.g. --size medium). About 6 minutes on 2 cores; rerun to resume.
+# `vqadiag demo` (e.g. --size medium). About 7-8 minutes on 2 cores; rerun to resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${VQADIAG_OUT:-vqadiag-demo}"
