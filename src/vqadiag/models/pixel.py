@@ -610,71 +610,72 @@ class PixelModel(TorchModel):
         self, visual: PixelInput | BoxCropInput, rows: Sequence[int], encode: bool = False
     ) -> tuple[Any, Any, Any]:
         """``(crops (K, 3, s, s), positions (U, N, 5), mask (U, N))`` of the images at
-        ``rows`` of ``visual``: one crop per real box, image by image. With ``encode``
-        (inference: the weights are fixed), the crops' features (K, 4c) in their place,
-        from the crop cache (:class:`~vqadiag.models.pixel_boxes.CropFeatureCache`)."""
+        ``rows`` of ``visual``: one crop per real box, image by image (images are cut here,
+        in this thread: :meth:`_cut_crops`). With ``encode`` (inference: the weights are
+        fixed), the crops' features (K, 4c) in their place, from the crop cache
+        (:class:`~vqadiag.models.pixel_boxes.CropFeatureCache`)."""
         import torch
 
-        if visual.boxes is None:
-            boxes = np.zeros((len(rows), 1, 4), np.float32)
-            mask = np.zeros((len(rows), 1), dtype=bool)
-        else:
-            boxes = np.asarray(visual.boxes, np.float32)[list(rows)]
-            mask = (
-                np.ones(boxes.shape[:2], dtype=bool)
-                if visual.mask is None
-                else np.asarray(visual.mask, dtype=bool)[list(rows)]
-            )
-        crop = int(self.options["crop_size"])
-        sizes = np.zeros((len(rows), 2), np.float32)
-        crops = []
-        for u, b in enumerate(rows):
-            if isinstance(visual, BoxCropInput):
-                sizes[u] = visual.image_sizes[b]
-                crops.append(visual.crops[b])
-                continue
-            image = visual.images[b]
-            sizes[u] = (image.shape[1], image.shape[0])
-            crops.append(box_crops(image, boxes[u][mask[u]], crop))
-        if isinstance(visual, BoxCropInput) and visual.encoded:
-            crops_t = torch.from_numpy(np.concatenate(crops))
+        if isinstance(visual, PixelInput):
+            visual = self._cut_crops(visual, threads=1)
+        picked = list(rows)
+        boxes = np.asarray(visual.boxes, np.float32)[picked]
+        mask = np.asarray(visual.mask, dtype=bool)[picked]
+        sizes = np.asarray(visual.image_sizes, np.float32)[picked]
+        crops = np.concatenate([visual.crops[b] for b in picked])
+        if visual.encoded:
+            crops_t = torch.from_numpy(crops)
         elif encode:
-            features = self.net.crop_cache.features(np.concatenate(crops), self.encode_crops)
-            crops_t = torch.from_numpy(features)
+            crops_t = torch.from_numpy(self.net.crop_cache.features(crops, self.encode_crops))
         else:
-            crops_t = crops_tensor(np.concatenate(crops))
+            crops_t = crops_tensor(crops)
         positions = torch.from_numpy(spatial_features(boxes, sizes))
         return crops_t, positions, torch.from_numpy(mask)
 
-    def prepare_pixels(self, visual: PixelInput) -> PixelInput | BoxCropInput:
-        """The input as the model will read it, made where the data path runs (the probe
-        runner calls this in its prefetch workers, docs/diagnose.md): the grid reads the
-        images as they are; the box encoder gets each image's box crops, cut here with
-        :func:`~vqadiag.models.pixel_boxes.box_crops` exactly as its forward would cut
-        them, on :data:`CUT_THREADS` threads, so the cutting overlaps the network's
-        forward instead of adding to it. Rows that share one image array and its boxes
-        share one crops array."""
-        if not self.boxes or visual.boxes is None:
-            return visual
+    def _cut_crops(self, visual: PixelInput, threads: int) -> BoxCropInput:
+        """The box encoder's :class:`~vqadiag.models.pixel_boxes.BoxCropInput` of
+        ``visual``: each image's real boxes cut with
+        :func:`~vqadiag.models.pixel_boxes.box_crops` on ``threads`` threads (Pillow frees
+        the GIL while it resizes); rows that share one image array and its boxes share one
+        crops array. Without boxes, every image has none (one padding box, masked)."""
+        n = len(visual.images)
+        if visual.boxes is None:
+            boxes = np.zeros((n, 1, 4), np.float32)
+            mask = np.zeros((n, 1), dtype=bool)
+        else:
+            boxes = np.asarray(visual.boxes, np.float32)
+            mask = (
+                np.ones(boxes.shape[:2], dtype=bool)
+                if visual.mask is None
+                else np.asarray(visual.mask, dtype=bool)
+            )
         crop = int(self.options["crop_size"])
-        boxes = np.asarray(visual.boxes, np.float32)
-        mask = (
-            np.ones(boxes.shape[:2], dtype=bool)
-            if visual.mask is None
-            else np.asarray(visual.mask, dtype=bool)
-        )
         keys: list[tuple[int, bytes]] = []
         todo: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
-        sizes = np.zeros((len(visual.images), 2), np.float32)
+        sizes = np.zeros((n, 2), np.float32)
         for b, image in enumerate(visual.images):
             real = boxes[b][mask[b]]
             keys.append((id(image), real.tobytes()))
             todo.setdefault(keys[-1], (image, real))
             sizes[b] = (image.shape[1], image.shape[0])
-        with ThreadPoolExecutor(max_workers=CUT_THREADS) as pool:  # Pillow frees the GIL
-            cut_crops = pool.map(lambda job: box_crops(*job, crop), todo.values())
-            cut = dict(zip(todo, cut_crops, strict=True))
+        if threads > 1:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                cut_crops = list(pool.map(lambda job: box_crops(*job, crop), todo.values()))
+        else:
+            cut_crops = [box_crops(image, real, crop) for image, real in todo.values()]
+        cut = dict(zip(todo, cut_crops, strict=True))
         return BoxCropInput([cut[k] for k in keys], boxes, mask, sizes)
+
+    def prepare_pixels(self, visual: PixelInput) -> PixelInput | BoxCropInput:
+        """The input as the model will read it, made where the data path runs (the probe
+        runner calls this in its prefetch workers, docs/diagnose.md): the grid reads the
+        images as they are; the box encoder gets each image's box crops
+        (:meth:`_cut_crops`, exactly as its forward would cut them, on
+        :data:`CUT_THREADS` threads), so the cutting overlaps the network's forward
+        instead of adding to it."""
+        if not self.boxes or visual.boxes is None:
+            return visual
+        return self._cut_crops(visual, CUT_THREADS)
 
     def forward(self, batch: QuestionBatch, visual: Any, feats: Any = None) -> tuple[Any, Any]:
         """``(logits (B, A), per-box importance (B, N) or None)``; N = the boxes of

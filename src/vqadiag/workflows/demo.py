@@ -11,8 +11,9 @@ Stages (each prints a header on stderr, then its own progress bars):
 
 Resume: each finished stage writes ``OUT/stages/<stage>.json`` with its
 configuration and the fingerprint of what it produced (world: ``world.json``'s
-seed / images / bias / feature dim; a run: its model, epochs, seed, world and a digest
-of the model's default options, and :func:`~vqadiag.models.checkpoint.run_fingerprint`;
+seed / images / bias / feature dim / world version; a run: its model, epochs, seed,
+world and a digest of the model's default options, and
+:func:`~vqadiag.models.checkpoint.run_fingerprint`;
 results: the model fingerprint and a hash of ``results.json``; report: the hashes of its
 inputs). A stage whose record matches its configuration and whose output still has that
 fingerprint is skipped; otherwise it runs again (and so do the stages after it, whose inputs
