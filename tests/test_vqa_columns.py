@@ -309,6 +309,38 @@ def test_records_value_shapes() -> None:
     assert records_value(b'"x"', "x") is None
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (b'{"info": {"a": "]"}, "annotations": [1, 2], "t": "x"}', b"[1, 2]"),
+        (b'{"annotations":[1]}', b"[1]"),
+        (b'{"x": "\\"annotations\\": [", "annotations": [3]}', b"[3]"),
+        # a nested "annotations" first, the top-level one not a list: the full decode
+        (b'{"a": {"annotations": [1]}, "annotations": 0}', b"0"),
+        # a list after it: the guess runs to its end and is not one value (decode fails)
+        (b'{"annotations": [1], "b": [2]}', b'[1], "b": [2]'),
+        (b'{"annotations": [1], "b": 2}', b"[1]"),
+        # "]" glued to what follows ("0.5" would read as a number), or left open: refused
+        (b'{"annotations": [1].5}', None),
+        (b'{"annotations": [1]', None),
+    ],
+)
+def test_records_value_finds_the_list_without_parsing_it(text: bytes, value: bytes | None) -> None:
+    """The located list is the value under the top-level key, or the guess is refused
+    and the full top-level decode (or the caller's decode of the list) has the last word."""
+    got = records_value(text, "annotations")
+    assert (None if got is None else bytes(got)) == value
+
+
+def test_a_list_after_the_records_defers_to_the_checked_reader(tmp_path: Path) -> None:
+    questions, annotations, results = _example()
+    annotations["extra"] = [1, 2]
+    _check(tmp_path, questions, annotations, results, fast_expected=False)
+    annotations = {"a": {"annotations": []}, **annotations}
+    del annotations["extra"]
+    _check(tmp_path, questions, annotations, results, fast_expected=True)
+
+
 def test_is_utf8() -> None:
     assert is_utf8(b"plain")
     assert is_utf8("café 😀".encode())

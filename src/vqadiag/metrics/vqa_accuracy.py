@@ -116,8 +116,12 @@ def vqa_accuracies_flat(
         )
     if int(lengths.sum()) != len(answers):
         raise ValueError(f"{len(answers)} answers but the counts add up to {int(lengths.sum())}")
-    present = np.fromiter((p is not None for p in predictions), dtype=bool, count=n)
-    preds = [p for p in predictions if p is not None]
+    preds = list(predictions)
+    if None in preds:
+        present = np.fromiter((p is not None for p in preds), dtype=bool, count=n)
+        preds = [p for p in preds if p is not None]
+    else:
+        present = np.ones(n, dtype=bool)
 
     # One code per distinct raw string (answers and predictions together).
     raw_codes, uniques = _factorize(answers + preds)

@@ -112,17 +112,18 @@ def score_vqa(
     in [0, 1], annotation-file order). Keys: ``overall``, ``perAnswerType``,
     ``perQuestionType``, ``n``, ``n_missing``, ``lenient``, ``ci``.
     """
-    inputs = read_vqa_inputs(questions, annotations, predictions, allow_missing=allow_missing)
-    acc = vqa_accuracies_flat(
-        inputs.predictions, inputs.answers, inputs.answer_counts, lenient=lenient
-    )
-    if per_question is not None:
-        _write_per_question(per_question, inputs.question_ids, acc)
-    report = accuracy_report(
-        acc, inputs.answer_types, inputs.question_types, seed=seed, n_bootstrap=n_bootstrap
-    )
+    with paused_gc(freeze=True):  # the collector would walk the millions of answers
+        inputs = read_vqa_inputs(questions, annotations, predictions, allow_missing=allow_missing)
+        acc = vqa_accuracies_flat(
+            inputs.predictions, inputs.answers, inputs.answer_counts, lenient=lenient
+        )
+        if per_question is not None:
+            _write_per_question(per_question, inputs.question_ids, acc)
+        report = accuracy_report(
+            acc, inputs.answer_types, inputs.question_types, seed=seed, n_bootstrap=n_bootstrap
+        )
     ci = report.pop("ci")
-    report["n_missing"] = sum(a is None for a in inputs.predictions)
+    report["n_missing"] = inputs.predictions.count(None)
     report["lenient"] = lenient
     report["ci"] = ci
     return report

@@ -101,9 +101,11 @@ def _fast_inputs(
     if not allow_missing and bool(np.any(slot < 0)):
         return None
     answers = results.answers
+    if not np.array_equal(slot, np.arange(len(slot))):  # not already in annotation order
+        answers = [answers[k] if k >= 0 else None for k in slot.tolist()]
     return VQAInputs(
         question_ids=list(map(str, ann_ids.tolist())),
-        predictions=[answers[k] if k >= 0 else None for k in slot.tolist()],
+        predictions=answers,  # in annotation order
         answers=annotation_cols.answers,
         answer_counts=annotation_cols.answer_counts,
         answer_types=annotation_cols.answer_types,
