@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.introspect import DEFAULT_INCLUDE, Introspect, answer_type, read_introspect
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.jsonio import collector_paused_over, write_json
 from vqadiag.data.predictions import Prediction, align_predictions, answers_of, read_predictions
 from vqadiag.data.sniff import truth_format
 from vqadiag.errors import DataError, record_label
@@ -112,6 +112,7 @@ def _vqa_scores(
     return vqa_accuracies(list(answers), gts, lenient=lenient)
 
 
+@collector_paused_over("introspect", "main", "sub", "annotations", "overall")
 def score_consistency(
     introspect: str | Path,
     main: str | Path,

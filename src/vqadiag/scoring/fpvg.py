@@ -13,7 +13,7 @@ import numpy as np
 
 from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
 from vqadiag.data.gqa_typed import answer_questions, relevance_questions
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.jsonio import collector_paused_over, write_json
 from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
 from vqadiag.data.relevance import (
     EXCLUSION_REASONS,
@@ -34,6 +34,7 @@ from vqadiag.metrics.fpvg import (
 NOT_IN_RELEVANCE = "not_in_relevance"
 
 
+@collector_paused_over("questions", "scenes", "detections")
 def relevance(
     questions: str | Path,
     scenes: str | Path,
@@ -137,6 +138,9 @@ def _suff_comp(
     )
 
 
+@collector_paused_over(
+    "questions", "relevance", "all_predictions", "rel_predictions", "irrel_predictions"
+)
 def score_fpvg(
     questions: str | Path,
     relevance: str | Path | tuple[str | Path, str | Path],

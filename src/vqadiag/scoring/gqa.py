@@ -19,7 +19,7 @@ import numpy as np
 
 from vqadiag.data.gqa import read_gqa_questions
 from vqadiag.data.gqa_typed import ood_questions
-from vqadiag.data.jsonio import paused_gc, write_json
+from vqadiag.data.jsonio import collector_paused_over, paused_gc, write_json
 from vqadiag.data.predictions import align_predictions, read_predictions
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import Estimate, mean_ci, sums_statistic_ci
@@ -109,6 +109,7 @@ def _breakdown(
     return values, cis
 
 
+@collector_paused_over("questions", "predictions", "choices", "attentions", "scene_graphs")
 def score_gqa(
     questions: str | Path,
     predictions: str | Path,
@@ -353,6 +354,7 @@ def _check_ood_arguments(
         )  # fmt: skip
 
 
+@collector_paused_over("questions", "predictions", "head", "tail")
 def score_ood(
     questions: str | Path | None,
     predictions: str | Path | None = None,

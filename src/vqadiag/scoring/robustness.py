@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import read_json
+from vqadiag.data.jsonio import collector_paused_over, read_json
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
 from vqadiag.data.sniff import truth_format
 from vqadiag.errors import DataError, record_label
@@ -147,6 +147,7 @@ def _scores(truth: _Truth, path: str | Path, allow_missing: bool) -> np.ndarray:
     return truth.score(answers_of(aligned))
 
 
+@collector_paused_over("truth", "clean", "noisy", "questions")
 def score_robustness(
     truth: str | Path,
     clean: str | Path,

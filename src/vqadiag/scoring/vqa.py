@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from vqadiag.data.atomic import atomic_write
-from vqadiag.data.jsonio import paused_gc
+from vqadiag.data.jsonio import collector_paused_over, paused_gc
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
 from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
 from vqadiag.metrics.balance import (
@@ -91,6 +91,7 @@ def accuracy_report(
     }
 
 
+@collector_paused_over("questions", "annotations", "predictions")
 def score_vqa(
     questions: str | Path,
     annotations: str | Path,
@@ -112,16 +113,15 @@ def score_vqa(
     in [0, 1], annotation-file order). Keys: ``overall``, ``perAnswerType``,
     ``perQuestionType``, ``n``, ``n_missing``, ``lenient``, ``ci``.
     """
-    with paused_gc(freeze=True):  # the collector would walk the millions of answers
-        inputs = read_vqa_inputs(questions, annotations, predictions, allow_missing=allow_missing)
-        acc = vqa_accuracies_flat(
-            inputs.predictions, inputs.answers, inputs.answer_counts, lenient=lenient
-        )
-        if per_question is not None:
-            _write_per_question(per_question, inputs.question_ids, acc)
-        report = accuracy_report(
-            acc, inputs.answer_types, inputs.question_types, seed=seed, n_bootstrap=n_bootstrap
-        )
+    inputs = read_vqa_inputs(questions, annotations, predictions, allow_missing=allow_missing)
+    acc = vqa_accuracies_flat(
+        inputs.predictions, inputs.answers, inputs.answer_counts, lenient=lenient
+    )
+    if per_question is not None:
+        _write_per_question(per_question, inputs.question_ids, acc)
+    report = accuracy_report(
+        acc, inputs.answer_types, inputs.question_types, seed=seed, n_bootstrap=n_bootstrap
+    )
     ci = report.pop("ci")
     report["n_missing"] = inputs.predictions.count(None)
     report["lenient"] = lenient
@@ -129,6 +129,7 @@ def score_vqa(
     return report
 
 
+@collector_paused_over("annotations", "pairs", "predictions")
 def score_pairs(
     annotations: str | Path,
     pairs: str | Path,

@@ -1,0 +1,72 @@
+"""The cyclic collector around scoring (vqadiag.data.jsonio.collector_paused_over)."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from vqadiag.data.jsonio import FREEZE_BYTES, collector_paused_over
+
+
+@pytest.fixture
+def collector_state():
+    """Leave the collector as it was: enabled, nothing frozen by the test."""
+    was_enabled = gc.isenabled()
+    gc.enable()
+    frozen_before = gc.get_freeze_count()
+    yield frozen_before
+    if gc.get_freeze_count() != frozen_before:
+        gc.unfreeze()
+    if not was_enabled:
+        gc.disable()
+
+
+def _sized(path: Path, size: int) -> Path:
+    with path.open("wb") as fh:
+        fh.truncate(size)  # sparse: the size without the disk
+    return path
+
+
+@collector_paused_over("first", "others")
+def _observe(first: str | Path, others: tuple[str | Path, ...] = (), *, fail: bool = False) -> bool:
+    garbage: list = []
+    garbage.append(garbage)  # one cycle made during the call
+    if fail:
+        raise ValueError("failed inside")
+    return gc.isenabled()
+
+
+def test_small_inputs_pause_and_freeze_nothing(tmp_path: Path, collector_state) -> None:
+    small = _sized(tmp_path / "small.json", 1000)
+    assert _observe(small) is False  # paused during the call
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == collector_state
+
+
+def test_big_inputs_together_are_frozen_afterwards(tmp_path: Path, collector_state) -> None:
+    half = FREEZE_BYTES // 2
+    a, b = _sized(tmp_path / "a.json", half), _sized(tmp_path / "b.json", half)
+    assert _observe(a) is False
+    assert gc.get_freeze_count() == collector_state  # half the threshold: not frozen
+    assert _observe(a, others=(b, tmp_path / "missing.json")) is False
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > collector_state
+
+
+def test_the_collector_comes_back_after_an_error(tmp_path: Path, collector_state) -> None:
+    with pytest.raises(ValueError, match="failed inside"):
+        _observe(tmp_path / "missing.json", fail=True)
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == collector_state
+
+
+def test_a_disabled_collector_stays_disabled(tmp_path: Path, collector_state) -> None:
+    gc.disable()
+    try:
+        assert _observe(_sized(tmp_path / "big.json", FREEZE_BYTES)) is False
+        assert not gc.isenabled()
+        assert gc.get_freeze_count() == collector_state  # paused_gc freezes only on re-enabling
+    finally:
+        gc.enable()
