@@ -9,6 +9,7 @@ import pytest
 
 from vqadiag.metrics.gqa_ood import (
     OOD_ALPHA_GRID,
+    OODColumns,
     accuracy_percent,
     build_ood_split,
     delta_percent,
@@ -125,3 +126,30 @@ def test_delta_and_accuracy():
     assert np.isnan(delta_percent(50.0, 0.0))
     assert accuracy_percent([1, 0, 0]) == 33.33333333333333
     assert np.isnan(accuracy_percent([]))
+
+
+def test_columns_give_the_same_groups_and_masks_as_records():
+    """FOUR_GROUPS plus an unbalanced question: the columns read as the records do, the
+    balanced subset keeps order, and the per-question masks select the split's ids."""
+    questions = make_questions({**FOUR_GROUPS, None: [("cat", 2)]})
+    questions["99999"] = dict(questions["00000"], answer="maybe", isBalanced=False)
+    columns = OODColumns.of(questions)
+    assert columns.local_groups[-3:] == ["none", "none", "A"]
+    assert columns.balanced.tolist() == [True] * (len(questions) - 1) + [False]
+    balanced = columns.subset(columns.balanced)
+    assert balanced.ids == list(questions)[:-1] and balanced.balanced.all()
+    for only in (True, False):
+        by_records = ood_groups(questions, balanced_only=only)
+        by_columns = ood_groups(columns, balanced_only=only)
+        assert by_columns.question_ids == by_records.question_ids
+        assert by_columns.question_pair.tolist() == by_records.question_pair.tolist()
+        assert by_columns.groups.keys() == by_records.groups.keys()
+        assert by_columns.entropy_threshold == by_records.entropy_threshold
+    groups = ood_groups(columns)
+    assert groups.n_groups_kept == 1  # only A, as in the FOUR_GROUPS case
+    kept, tail = groups.question_masks(0.2)
+    ids = np.array(groups.question_ids)
+    split = groups.split(0.2)
+    assert ids[kept].tolist() == split.all_ids
+    assert ids[tail].tolist() == split.tail_ids  # A's single "no"
+    assert ids[kept & ~tail].tolist() == split.head_ids

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
+from vqadiag.data.predictions import (
+    Prediction,
+    align_predictions,
+    check_coverage,
+    read_answers,
+    read_predictions,
+)
 from vqadiag.errors import DataError
 
 
@@ -47,6 +53,57 @@ def test_official_result_lists_read_fast_or_checked_give_the_same(write_json):
     mixed = [{"question_id": 1, "answer": "x"}, {"questionId": "2", "prediction": "y"}]
     assert read_predictions(write_json("m.json", mixed)) == {
         "1": Prediction("x"), "2": Prediction("y")}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        (
+            "g.json",
+            [{"questionId": "01", "prediction": "a"}, {"questionId": "2", "prediction": "b"}],
+        ),
+        ("v.json", [{"question_id": 1, "answer": "x"}]),
+        ("d.json", {"1": "yes", "2": {"answer": "two", "probs": {"two": 0.7}}}),
+        (
+            "t.json",
+            [{"questionId": "7", "prediction": True}, {"questionId": "8", "prediction": None}],
+        ),
+        ("l.jsonl", b'{"qid": "a", "answer": "red"}\n{"qid": "b", "answer": 3}\n'),
+    ],
+)
+def test_read_answers_is_read_predictions_without_probabilities(
+    write_json, tmp_path, name, content
+):
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path = write_json(name, content)
+    notes_answers: dict[str, int] = {}
+    notes_predictions: dict[str, int] = {}
+    answers = read_answers(path, notes=notes_answers, null_as_wrong=True)
+    predictions = read_predictions(path, notes=notes_predictions, null_as_wrong=True)
+    assert answers == {qid: p.answer for qid, p in predictions.items()}
+    assert notes_answers == notes_predictions
+
+
+def test_read_answers_names_file_and_record(write_json):
+    path = write_json("d.json", [{"questionId": "1", "prediction": "a"}] * 2)
+    with pytest.raises(DataError, match=r"d\.json: record '1': duplicate question id"):
+        read_answers(path)
+    with pytest.raises(DataError, match=r"n\.json: record '1': answer must be a string, got None"):
+        read_answers(write_json("n.json", [{"questionId": "1", "prediction": None}]))
+
+
+def test_check_coverage_names_the_first_gap(tmp_path):
+    answers = {"a": "x", "b": "y"}
+    check_coverage(answers, ["a", "b"], tmp_path / "p.json")
+    with pytest.raises(DataError, match="record 'b': question id is not among the questions"):
+        check_coverage(answers, ["a"], tmp_path / "p.json")
+    check_coverage(answers, ["a"], tmp_path / "p.json", allow_extra=True)
+    with pytest.raises(DataError, match="1 of 3 questions have no prediction, first 'c'"):
+        check_coverage(answers, ["a", "b", "c"], tmp_path / "p.json")
+    check_coverage(answers, ["a", "b", "c"], tmp_path / "p.json", allow_missing=True)
 
 
 def test_jsonl_and_lmms_eval_shape(tmp_path):

@@ -6,8 +6,9 @@ fields of each question: ``score ood`` (answer, balance, local group), ``relevan
 
 msgspec decodes the file into small typed records holding those fields; every other
 field is skipped, so a 100 MB file costs a fraction of the time and memory of a dict per
-question. The records come back as the slim dicts the commands read (only their
-fields), so everything after reading is shared with the checked path.
+question. ``relevance`` and ``score fpvg`` get them back as the slim dicts they read (only
+their fields), so everything after reading is shared with the checked path; ``score ood``
+takes the typed records and lays them out in columns, as it does the checked records.
 
 A reader returns ``None`` unless the file is plainly the official shape, and the
 checked reader (:func:`vqadiag.data.gqa.read_gqa_questions`) then reads it and names any
@@ -125,16 +126,10 @@ def read_typed_questions(path: str | Path, record_type: type[T]) -> dict[str, T]
     return read_keyed_records(path, decoder)
 
 
-def ood_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
-    """The fields ``score ood`` reads, as ``{qid: {"answer", "isBalanced", "groups":
-    {"local"}}}``, or None (the checked reader then reads the file)."""
-    records = read_typed_questions(path, OODQuestion)
-    if records is None:
-        return None
-    return {
-        qid: {"answer": r.answer, "isBalanced": r.isBalanced, "groups": {"local": r.groups.local}}
-        for qid, r in records.items()
-    }
+def ood_questions(path: str | Path) -> dict[str, OODQuestion] | None:
+    """The records ``score ood`` reads (``answer``, ``isBalanced``, ``groups.local``), or
+    None (the checked reader then reads the file)."""
+    return read_typed_questions(path, OODQuestion)
 
 
 def relevance_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from vqadiag.data.binary_formats import binary_kind, is_xlsx
 from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
@@ -235,15 +235,43 @@ def read_predictions(
     booleans / numbers and how many were ``null`` (allowed with ``null_as_wrong``).
     """
     p = Path(path)
+    plain, data = _load(p)
+    if plain is not None:
+        return {qid: Prediction(answer) for qid, answer in plain.items()}
+    return _read_records(p, data, notes, null_as_wrong)
+
+
+def read_answers(
+    path: str | Path, *, notes: dict[str, int] | None = None, null_as_wrong: bool = False
+) -> dict[str, str | None]:
+    """``{qid: answer}`` of a prediction file: :func:`read_predictions` without the
+    probabilities (the same checks and errors); a plain VQA or GQA result list comes back
+    as decoded, without a :class:`Prediction` per record."""
+    p = Path(path)
+    plain, data = _load(p)
+    if plain is not None:
+        return cast(dict[str, str | None], plain)
+    predictions = _read_records(p, data, notes, null_as_wrong)
+    return {qid: prediction.answer for qid, prediction in predictions.items()}
+
+
+def _load(p: Path) -> tuple[dict[str, str] | None, Any]:
+    """A plain result list's answers (:func:`read_result_list`), or else the parsed data
+    for the record reader (None for line and table files, which it reads itself)."""
     head = _head(p)
-    tabular = p.suffix.lower() in LINE_OR_TABLE_SUFFIXES or is_xlsx(head)
     if binary_kind(head) == "a Python pickle":
-        data = load_plain_pickle(p)  # FPVG's prediction files; no code is ever run
-    else:
-        plain = None if tabular else read_result_list(p)
-        if plain is not None:
-            return {qid: Prediction(answer) for qid, answer in plain.items()}
-        data = None if tabular else read_json(p)
+        return None, load_plain_pickle(p)  # FPVG's prediction files; no code is ever run
+    if p.suffix.lower() in LINE_OR_TABLE_SUFFIXES or is_xlsx(head):
+        return None, None
+    plain = read_result_list(p)
+    return (plain, None) if plain is not None else (None, read_json(p))
+
+
+def _read_records(
+    p: Path, data: Any, notes: dict[str, int] | None, null_as_wrong: bool
+) -> dict[str, Prediction]:
+    """``{qid: Prediction}`` of parsed ``data`` (or of the line / table file when None),
+    record by record."""
     if _is_plain_answer_dict(data):
         return {qid: Prediction(answer) for qid, answer in data.items()}
     out: dict[str, Prediction] = {}
@@ -257,6 +285,31 @@ def read_predictions(
     return out
 
 
+def check_coverage(
+    predictions: Mapping[str, Any],
+    question_ids: Sequence[str],
+    path: str | Path,
+    *,
+    allow_missing: bool = False,
+    allow_extra: bool = False,
+) -> None:
+    """Prediction ids that are not questions are an error (unless ``allow_extra``);
+    questions without a prediction are an error unless ``allow_missing``."""
+    if not allow_extra:
+        wanted = set(question_ids)
+        for qid in predictions:
+            if qid not in wanted:
+                raise DataError(path, "question id is not among the questions", record_label(qid))
+    if not allow_missing:
+        missing = [qid for qid in question_ids if qid not in predictions]
+        if missing:
+            raise DataError(
+                path,
+                f"{len(missing)} of {len(question_ids)} questions have no prediction, first "
+                f"{missing[0]!r} (use --allow-missing to count them as wrong)",
+            )
+
+
 def align_predictions(
     predictions: Mapping[str, Prediction],
     question_ids: Sequence[str],
@@ -265,24 +318,11 @@ def align_predictions(
     allow_missing: bool = False,
     allow_extra: bool = False,
 ) -> list[Prediction | None]:
-    """Order predictions like ``question_ids``.
-
-    Prediction ids that are not questions are an error (unless ``allow_extra``);
-    questions without a prediction are an error unless ``allow_missing``, in
-    which case they come back as ``None`` (scored as wrong).
-    """
-    wanted = set(question_ids)
-    if not allow_extra:
-        for qid in predictions:
-            if qid not in wanted:
-                raise DataError(path, "question id is not among the questions", record_label(qid))
-    missing = [qid for qid in question_ids if qid not in predictions]
-    if missing and not allow_missing:
-        raise DataError(
-            path,
-            f"{len(missing)} of {len(question_ids)} questions have no prediction, first "
-            f"{missing[0]!r} (use --allow-missing to count them as wrong)",
-        )
+    """Order predictions like ``question_ids``, after :func:`check_coverage`; questions
+    without a prediction (with ``allow_missing``) come back as ``None`` (scored as wrong)."""
+    check_coverage(
+        predictions, question_ids, path, allow_missing=allow_missing, allow_extra=allow_extra
+    )
     return [predictions.get(qid) for qid in question_ids]
 
 

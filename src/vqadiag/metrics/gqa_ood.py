@@ -110,14 +110,23 @@ class OODGroups:
         """mean(H) − std(H) over all local groups (population std)."""
         return self.entropy_mean - self.entropy_std
 
+    @property
+    def n_groups_kept(self) -> int:
+        """Number of imbalanced (kept) local groups."""
+        return sum(1 for g in self.groups.values() if g.kept)
+
     def tail_pairs(self, alpha: float) -> np.ndarray:
         """Boolean per pair: kept group and p_a < mean(p) · (α + 1)."""
         return self.pair_kept & (self.pair_prob < self.pair_mean * (alpha + 1))
 
+    def question_masks(self, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per question (``question_ids`` order): in a kept group (all), and tail at
+        ``alpha``; head is kept and not tail."""
+        return self.pair_kept[self.question_pair], self.tail_pairs(alpha)[self.question_pair]
+
     def split(self, alpha: float = DEFAULT_ALPHA) -> OODSplit:
         """The head / tail split at ``alpha`` (step 4 of the construction)."""
-        kept_q = self.pair_kept[self.question_pair]
-        tail_q = self.tail_pairs(alpha)[self.question_pair]
+        kept_q, tail_q = self.question_masks(alpha)
         ids = np.asarray(self.question_ids, dtype=object)
         return OODSplit(
             alpha=float(alpha),
@@ -170,32 +179,64 @@ def local_group(record: Mapping[str, Any]) -> str:
     return NONE_GROUP if value is None else value
 
 
+@dataclass(frozen=True, slots=True)
+class OODColumns:
+    """What the construction reads of each question, in file order: ids, local group
+    (null → ``"none"``), gold answer and whether it is balanced (``isBalanced`` not
+    false)."""
+
+    ids: list[str]
+    local_groups: list[str]
+    answers: list[str]
+    balanced: np.ndarray
+
+    @classmethod
+    def of(cls, questions: Mapping[str, Mapping[str, Any]]) -> OODColumns:
+        """The columns of ``{qid: record}`` records (each needs ``answer`` and
+        ``groups.local``)."""
+        records = list(questions.values())
+        return cls(
+            ids=list(questions),
+            local_groups=[local_group(r) for r in records],
+            answers=[r["answer"] for r in records],
+            balanced=np.fromiter(map(is_balanced, records), dtype=bool, count=len(records)),
+        )
+
+    def subset(self, keep: np.ndarray) -> OODColumns:
+        """The questions where the boolean ``keep`` is true, in the same order."""
+        at = np.flatnonzero(keep).tolist()
+        return OODColumns(
+            ids=[self.ids[i] for i in at],
+            local_groups=[self.local_groups[i] for i in at],
+            answers=[self.answers[i] for i in at],
+            balanced=self.balanced[keep],
+        )
+
+
+def _first_seen_codes(values: list[Any]) -> tuple[list[int], list[Any]]:
+    """Codes 0, 1, 2 … of ``values`` numbered in first-seen order, and the distinct values."""
+    code_of: dict[Any, int] = {}
+    codes = [code_of.setdefault(v, len(code_of)) for v in values]
+    return codes, list(code_of)
+
+
 def ood_groups(
-    questions: Mapping[str, Mapping[str, Any]], *, balanced_only: bool = True
+    questions: Mapping[str, Mapping[str, Any]] | OODColumns, *, balanced_only: bool = True
 ) -> OODGroups:
     """Steps 1–3 of the official construction (protocols.md §3): groups, entropies, kept groups.
 
-    Starts from the balanced questions (``isBalanced`` not false) unless
-    ``balanced_only`` is false. Every record needs ``answer`` and
-    ``groups.local``.
+    ``questions``: ``{qid: record}`` (every record needs ``answer`` and
+    ``groups.local``) or their :class:`OODColumns`. Starts from the balanced questions
+    (``isBalanced`` not false) unless ``balanced_only`` is false.
     """
-    ids: list[str] = []
-    pair_of: dict[tuple[str, str], int] = {}
-    pair_counts: list[int] = []
-    pair_names: list[tuple[str, str]] = []
-    question_pair: list[int] = []
-    for qid, record in questions.items():
-        if balanced_only and not is_balanced(record):
-            continue
-        key = (local_group(record), record["answer"])
-        k = pair_of.get(key)
-        if k is None:
-            k = pair_of[key] = len(pair_counts)
-            pair_counts.append(0)
-            pair_names.append(key)
-        pair_counts[k] += 1
-        ids.append(qid)
-        question_pair.append(k)
+    columns = questions if isinstance(questions, OODColumns) else OODColumns.of(questions)
+    if balanced_only:
+        columns = columns.subset(columns.balanced)
+    codes, pair_names = _first_seen_codes(
+        list(zip(columns.local_groups, columns.answers, strict=True))
+    )
+    question_pair = np.asarray(codes, dtype=np.int64)
+    pair_counts = np.bincount(question_pair, minlength=len(pair_names)).tolist()
     per_group: dict[str, list[int]] = {}
     for k, (group, _answer) in enumerate(pair_names):
         per_group.setdefault(group, []).append(k)
@@ -231,11 +272,11 @@ def ood_groups(
             kept=kept,
         )
     return OODGroups(
-        question_ids=ids,
+        question_ids=columns.ids,
         groups=groups,
         entropy_mean=mean,
         entropy_std=std,
-        question_pair=np.asarray(question_pair, dtype=np.int64),
+        question_pair=question_pair,
         pair_prob=pair_prob,
         pair_mean=pair_mean,
         pair_kept=kept_of_group[pair_group_idx],

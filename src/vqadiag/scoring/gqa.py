@@ -11,16 +11,16 @@ at full precision and has a ``{"value", "ci_low", "ci_high", "n"}`` twin under
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vqadiag.data.gqa import read_gqa_questions
-from vqadiag.data.gqa_typed import ood_questions
+from vqadiag.data.gqa_typed import OODQuestion, ood_questions
 from vqadiag.data.jsonio import collector_paused_over, paused_gc, write_json
-from vqadiag.data.predictions import align_predictions, read_predictions
+from vqadiag.data.predictions import check_coverage, read_answers
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import Estimate, mean_ci, sums_statistic_ci
 from vqadiag.metrics.gqa_eval import (
@@ -31,7 +31,9 @@ from vqadiag.metrics.gqa_eval import (
 )
 from vqadiag.metrics.gqa_ood import (
     DEFAULT_ALPHA,
+    NONE_GROUP,
     OOD_ALPHA_GRID,
+    OODColumns,
     OODSplit,
     accuracy_percent,
     delta_percent,
@@ -45,10 +47,10 @@ SPLIT_FILES = {"all": "ood_all.json", "head": "ood_head.json", "tail": "ood_tail
 
 def _read_answers(
     path: str | Path,
-    questions: Mapping[str, Any],
+    questions: Container[str],
     required_ids: Sequence[str],
     allow_missing: bool,
-) -> tuple[dict[str, str], dict[str, int]]:
+) -> tuple[dict[str, str | None], dict[str, int]]:
     """Predictions as ``{qid: answer}`` and counts: ``extra_predictions`` for questions
     outside ``questions`` (ignored, as the official scripts ignore them: a prediction
     file of a whole split may be scored against a subset), ``converted_predictions``
@@ -59,17 +61,17 @@ def _read_answers(
     p = Path(path)
     notes: dict[str, int] = {}
     with paused_gc(freeze=True):
-        predictions = read_predictions(p, notes=notes, null_as_wrong=True)
-    extra = [qid for qid in predictions if qid not in questions]
+        answers = read_answers(p, notes=notes, null_as_wrong=True)
+    extra = [qid for qid in answers if qid not in questions]
     for qid in extra:
-        del predictions[qid]
-    align_predictions(predictions, required_ids, p, allow_missing=allow_missing, allow_extra=True)
+        del answers[qid]
+    check_coverage(answers, required_ids, p, allow_missing=allow_missing, allow_extra=True)
     counts = {
         "extra_predictions": len(extra),
         "converted_predictions": notes.get("converted", 0),
         "null_predictions": notes.get("null", 0),
     }
-    return {qid: pred.answer for qid, pred in predictions.items()}, counts
+    return answers, counts
 
 
 # ----------------------------------------------------------------- rates + CIs
@@ -324,6 +326,17 @@ def _released_split(
     return records, list(head_records), list(tail_records)
 
 
+def _ood_columns(records: Mapping[str, OODQuestion]) -> OODColumns:
+    """The split's columns of typed question records (docs/gqa.md, "Loading speed")."""
+    values = list(records.values())
+    return OODColumns(
+        ids=list(records),
+        local_groups=[NONE_GROUP if (g := r.groups.local) is None else g for r in values],
+        answers=[r.answer for r in values],
+        balanced=np.fromiter((r.isBalanced is not False for r in values), bool, len(values)),
+    )
+
+
 def _check_ood_arguments(
     questions: Path | None, head: Path | None, tail: Path | None, curve: bool,
     write_split: str | Path | None,
@@ -395,92 +408,101 @@ def score_ood(
     want_curve = curve or plot is not None
     _check_ood_arguments(q_path, h_path, t_path, want_curve, write_split)
 
-    groups = split = None
+    groups = records = None  # records: whole question records, for --write-split only
     if h_path is not None and t_path is not None:
-        records, head_all, tail_all = _released_split(h_path, t_path, q_path)
+        released, _, tail_all = _released_split(h_path, t_path, q_path)
+        ids = list(released)
+        gold = [r["answer"] for r in released.values()]
+        balanced = np.fromiter(map(is_balanced, released.values()), dtype=bool, count=len(ids))
+        tail_names = set(tail_all)
+        in_tail = np.fromiter((q in tail_names for q in ids), dtype=bool, count=len(ids))
+        in_head = ~in_tail  # the records are head ∪ tail
         split_info: dict[str, Any] = {
             "source": "released",
             "head": str(h_path),
             "tail": str(t_path),
             "balanced_only": not all_questions,
-            "n_questions": len(records),
+            "n_questions": len(ids),
         }
         source = h_path
     else:
         assert q_path is not None
-        records = None if write_split is not None else ood_questions(q_path)
-        if records is None:  # not plainly official, or the split files need whole records
+        typed = None if write_split is not None else ood_questions(q_path)
+        columns = None if typed is None else _ood_columns(typed)
+        if columns is None:  # not plainly official, or the split files need whole records
             records = read_gqa_questions(q_path, require=("answer", "groups"))
             for qid, record in records.items():
                 check_local_group(record, q_path, qid)
-        groups = ood_groups(records, balanced_only=False)
-        split = groups.split(alpha)
-        head_all, tail_all = split.head_ids, split.tail_ids
-        summary = split.summary()
-        split_info = {"source": "built", "balanced_only": not all_questions} | {
-            k: summary[k] for k in ("n_questions", "n_groups", "n_groups_kept", "entropy_threshold")
+            columns = OODColumns.of(records)
+        ids, gold, balanced = columns.ids, columns.answers, columns.balanced
+        groups = ood_groups(columns, balanced_only=False)
+        kept, in_tail = groups.question_masks(alpha)
+        in_head = kept & ~in_tail
+        split_info = {
+            "source": "built",
+            "balanced_only": not all_questions,
+            "n_questions": len(ids),
+            "n_groups": len(groups.groups),
+            "n_groups_kept": groups.n_groups_kept,
+            "entropy_threshold": groups.entropy_threshold,
         }
         source = q_path
 
-    def scored(ids: Sequence[str]) -> list[str]:  # the official evaluation's questions
-        return [q for q in ids if all_questions or is_balanced(records[q])]
-
-    head_ids, tail_ids = scored(head_all), scored(tail_all)
-    tail_set = set(tail_ids)
-    head_set = set(head_ids)
-    all_ids = [q for q in records if q in tail_set or q in head_set]
-    if not all_ids:
+    scored = np.ones(len(ids), dtype=bool) if all_questions else balanced  # as officially
+    head_mask, tail_mask = in_head & scored, in_tail & scored
+    all_mask = head_mask | tail_mask
+    all_at = np.flatnonzero(all_mask).tolist()
+    if not all_at:
         raise DataError(
             source, "no balanced questions (isBalanced true) in the split; use --all-questions "
             "to score all",
         )  # fmt: skip
 
+    def ids_of(mask: np.ndarray) -> list[str]:
+        return [ids[i] for i in np.flatnonzero(mask).tolist()]
+
     result: dict[str, Any] = {"alpha": float(alpha)}
     ci: dict[str, Any] = {}
-    answers: dict[str, str] | None = None
+    correct: np.ndarray | None = None
     if predictions is not None:
-        answers, counts = _read_answers(predictions, records, all_ids, allow_missing)
+        answers, counts = _read_answers(predictions, set(ids), [ids[i] for i in all_at],
+                                        allow_missing)  # fmt: skip
         result.update(counts)
-    correct_of: dict[str, float] = {}
-    if answers is not None:
-        for qid in all_ids:
-            pred = answers.get(qid)
-            correct_of[qid] = 1.0 if pred is not None and pred == records[qid]["answer"] else 0.0
+        correct = np.zeros(len(ids))
+        correct[all_at] = np.fromiter(
+            (answers.get(ids[i]) == gold[i] for i in all_at), dtype=bool, count=len(all_at)
+        )
 
-    def outcomes(ids: Sequence[str]) -> np.ndarray:
-        return np.fromiter((correct_of[q] for q in ids), dtype=np.float64, count=len(ids))
-
-    for key, ids in (("acc_all", all_ids), ("acc_head", head_ids), ("acc_tail", tail_ids)):
-        if answers is None:
+    for key, mask in (("acc_all", all_mask), ("acc_head", head_mask), ("acc_tail", tail_mask)):
+        if correct is None:
             result[key], ci[key] = None, None
             continue
-        values = outcomes(ids)
+        values = correct[mask]
         if units is not None and key != "acc_all":
-            units[key] = dict(zip(ids, values.tolist(), strict=True))
+            units[key] = dict(zip(ids_of(mask), values.tolist(), strict=True))
         result[key], ci[key] = _rate(values, accuracy_percent(values), seed, n_bootstrap)
-    if answers is None:
+    if correct is None:
         result["delta"], ci["delta"] = None, None
     else:
         delta = delta_percent(
             *(float("nan") if result[k] is None else result[k] for k in ("acc_head", "acc_tail"))
         )
-        is_tail = np.array([q in tail_set for q in all_ids], dtype=bool)
         result["delta"] = _clean(delta)
-        ci["delta"] = _delta_ci(outcomes(all_ids), is_tail, delta, seed, n_bootstrap)
-    result["n_all"] = len(all_ids)
-    result["n_head"] = len(head_ids)
-    result["n_tail"] = len(tail_ids)
+        ci["delta"] = _delta_ci(correct[all_mask], tail_mask[all_mask], delta, seed, n_bootstrap)
+    result["n_all"] = int(all_mask.sum())
+    result["n_head"] = int(head_mask.sum())
+    result["n_tail"] = int(tail_mask.sum())
     result["split"] = split_info
     if want_curve:
         points: list[dict[str, Any]] = []
         ci_points: list[dict[str, Any]] = []
         assert groups is not None
         for a in OOD_ALPHA_GRID:
-            tail_ids = scored(groups.split(a).tail_ids)
-            point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": len(tail_ids)}
+            tail_at = groups.question_masks(a)[1] & scored
+            point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": int(tail_at.sum())}
             ci_point: dict[str, Any] = {"alpha": a, "acc_tail": None}
-            if answers is not None:
-                values = outcomes(tail_ids)
+            if correct is not None:
+                values = correct[tail_at]
                 point["acc_tail"], ci_point["acc_tail"] = _rate(
                     values, accuracy_percent(values), seed, n_bootstrap
                 )
@@ -493,7 +515,7 @@ def score_ood(
 
         result["plot"] = str(plot_ood_curve(result["curve"], plot, reference=result["acc_all"]))
     if write_split is not None:
-        assert split is not None
-        result["split_files"] = write_ood_split(records, split, write_split)
+        assert groups is not None and records is not None
+        result["split_files"] = write_ood_split(records, groups.split(alpha), write_split)
     result["ci"] = ci
     return result
