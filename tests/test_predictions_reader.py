@@ -11,6 +11,7 @@ from vqadiag.data.predictions import (
     align_predictions,
     check_coverage,
     read_answers,
+    read_answers_and_probs,
     read_predictions,
 )
 from vqadiag.errors import DataError
@@ -93,6 +94,15 @@ def test_read_answers_names_file_and_record(write_json):
         read_answers(path)
     with pytest.raises(DataError, match=r"n\.json: record '1': answer must be a string, got None"):
         read_answers(write_json("n.json", [{"questionId": "1", "prediction": None}]))
+
+
+def test_answers_and_probs_keep_only_the_probabilities_given(write_json):
+    plain = write_json("g.json", [{"questionId": "1", "prediction": "a"}])
+    assert read_answers_and_probs(plain) == ({"1": "a"}, {})
+    mixed = write_json("m.json", {"1": "yes", "2": {"answer": "two", "probs": {"two": 0.7}}})
+    assert read_answers_and_probs(mixed) == ({"1": "yes", "2": "two"}, {"2": {"two": 0.7}})
+    with pytest.raises(DataError, match=r"d\.json: record '1': duplicate question id"):
+        read_answers_and_probs(write_json("d.json", [{"qid": "1", "answer": "a"}] * 2))
 
 
 def test_check_coverage_names_the_first_gap(tmp_path):

@@ -245,14 +245,24 @@ def read_answers(
     path: str | Path, *, notes: dict[str, int] | None = None, null_as_wrong: bool = False
 ) -> dict[str, str | None]:
     """``{qid: answer}`` of a prediction file: :func:`read_predictions` without the
-    probabilities (the same checks and errors); a plain VQA or GQA result list comes back
-    as decoded, without a :class:`Prediction` per record."""
+    probabilities (the same checks and errors)."""
+    return read_answers_and_probs(path, notes=notes, null_as_wrong=null_as_wrong)[0]
+
+
+def read_answers_and_probs(
+    path: str | Path, *, notes: dict[str, int] | None = None, null_as_wrong: bool = False
+) -> tuple[dict[str, str | None], dict[str, Mapping[str, float]]]:
+    """:func:`read_predictions` as ``({qid: answer}, {qid: probs})``, the second holding
+    the predictions that carry probabilities. A plain result list (no probabilities)
+    comes back as decoded, without a :class:`Prediction` per record."""
     p = Path(path)
     plain, data = _load(p)
     if plain is not None:
-        return cast(dict[str, str | None], plain)
+        return cast(dict[str, str | None], plain), {}
     predictions = _read_records(p, data, notes, null_as_wrong)
-    return {qid: prediction.answer for qid, prediction in predictions.items()}
+    answers = {qid: prediction.answer for qid, prediction in predictions.items()}
+    probs = {qid: pr.probs for qid, pr in predictions.items() if pr.probs is not None}
+    return answers, probs
 
 
 def _load(p: Path) -> tuple[dict[str, str] | None, Any]:

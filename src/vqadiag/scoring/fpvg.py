@@ -14,7 +14,7 @@ import numpy as np
 from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
 from vqadiag.data.gqa_typed import answer_questions, relevance_questions
 from vqadiag.data.jsonio import collector_paused_over, write_json
-from vqadiag.data.predictions import Prediction, align_predictions, read_predictions
+from vqadiag.data.predictions import check_coverage, read_answers_and_probs
 from vqadiag.data.relevance import (
     EXCLUSION_REASONS,
     OverlapDenominator,
@@ -105,28 +105,37 @@ def _has_annotations(record: Mapping[str, Any]) -> bool:
     return isinstance(ann, Mapping) and any(ann.get(k) for k in ann)
 
 
-def _check_known(preds: Mapping[str, Prediction], known: Mapping[str, Any], path: Path) -> None:
+def _check_known(preds: Mapping[str, Any], known: Mapping[str, Any], path: Path) -> None:
     for qid in preds:
         if qid not in known:
             raise DataError(path, "question id is not among the questions", record_label(qid))
 
 
 def _suff_comp(
-    aligned: Sequence[Sequence[Prediction | None]], n_resamples: int, seed: int
+    answers: Sequence[Sequence[str | None]],
+    probs: Sequence[Mapping[str, Mapping[str, float]]],
+    question_ids: Sequence[str],
+    n_resamples: int,
+    seed: int,
 ) -> tuple[dict[str, object], dict[str, object]] | None:
-    """suff/comp over questions with all three predictions, if all present ones carry probs."""
-    present = [all(p is not None for p in trio) for trio in zip(*aligned, strict=True)]
-    rows = [trio for trio, ok in zip(zip(*aligned, strict=True), present, strict=True) if ok]
-    if not rows or any(p.probs is None for trio in rows for p in trio):  # type: ignore[union-attr]
+    """suff/comp over the questions with all three predictions (``answers``: the three
+    runs aligned with ``question_ids``), if all of those carry probabilities (``probs``:
+    ``{qid: probs}`` per run; a probability outside a top-k list counts 0)."""
+    rows = [
+        (qid, trio)
+        for qid, trio in zip(question_ids, zip(*answers, strict=True), strict=True)
+        if None not in trio
+    ]
+    if not rows or any(qid not in run for qid, _ in rows for run in probs):
         return None
+    all_probs, rel_probs, irrel_probs = probs
     p_all, p_rel, p_irrel, flip_rel, flip_irrel = [], [], [], [], []
-    for a, r, i in rows:
-        hat = a.answer  # type: ignore[union-attr]
-        p_all.append(a.prob_of(hat))  # type: ignore[union-attr]
-        p_rel.append(r.prob_of(hat))  # type: ignore[union-attr]
-        p_irrel.append(i.prob_of(hat))  # type: ignore[union-attr]
-        flip_rel.append(r.answer != hat)  # type: ignore[union-attr]
-        flip_irrel.append(i.answer != hat)  # type: ignore[union-attr]
+    for qid, (hat, rel, irrel) in rows:
+        p_all.append(float(all_probs[qid].get(hat, 0.0)))
+        p_rel.append(float(rel_probs[qid].get(hat, 0.0)))
+        p_irrel.append(float(irrel_probs[qid].get(hat, 0.0)))
+        flip_rel.append(rel != hat)
+        flip_irrel.append(irrel != hat)
     return suff_comp_report(
         np.array(p_all),
         np.array(p_rel),
@@ -187,15 +196,15 @@ def score_fpvg(
             scored.append(qid)
     if not scored:
         raise DataError(rpath, "no question has both relevant and irrelevant boxes")
-    runs = []
+    answers: list[list[str | None]] = []
+    probs: list[dict[str, Mapping[str, float]]] = []
     for path in (all_predictions, rel_predictions, irrel_predictions):
         p = Path(path)
-        preds = read_predictions(p)
-        _check_known(preds, qs, p)
-        runs.append(
-            align_predictions(preds, scored, p, allow_missing=allow_missing, allow_extra=True)
-        )
-    answers = [[None if p is None else p.answer for p in run] for run in runs]
+        run_answers, run_probs = read_answers_and_probs(p)
+        _check_known(run_answers, qs, p)
+        check_coverage(run_answers, scored, p, allow_missing=allow_missing, allow_extra=True)
+        answers.append([run_answers.get(qid) for qid in scored])
+        probs.append(run_probs)
     gold = [qs[qid]["answer"] for qid in scored]
     rates = fpvg_rates(*answers, gold, n_resamples=n_bootstrap, seed=seed)
     fpvg = fpvg_indicators(*answers)
@@ -232,7 +241,7 @@ def score_fpvg(
     if split_ids is not None:
         result["splits"] = split_summary
         ci["splits"] = split_ci
-    sc = _suff_comp(runs, n_bootstrap, seed)
+    sc = _suff_comp(answers, probs, scored, n_bootstrap, seed)
     if sc is not None:
         result["suff_comp"], ci["suff_comp"] = sc
     result["ci"] = ci
