@@ -55,11 +55,34 @@ def test_big_inputs_together_are_frozen_afterwards(tmp_path: Path, collector_sta
     assert gc.get_freeze_count() > collector_state
 
 
-def test_the_collector_comes_back_after_an_error(tmp_path: Path, collector_state) -> None:
+def test_the_collector_comes_back_unfrozen_after_an_error(tmp_path: Path, collector_state) -> None:
+    big = _sized(tmp_path / "big.json", FREEZE_BYTES)
     with pytest.raises(ValueError, match="failed inside"):
-        _observe(tmp_path / "missing.json", fail=True)
+        _observe(big, fail=True)
     assert gc.isenabled()
-    assert gc.get_freeze_count() == collector_state
+    assert gc.get_freeze_count() == collector_state  # nothing of the failed call is kept
+
+
+def test_defaults_count_and_odd_paths_count_zero(tmp_path: Path, collector_state) -> None:
+    big = _sized(tmp_path / "big.json", FREEZE_BYTES)
+
+    @collector_paused_over("path")
+    def with_default(path: Path = big) -> None:
+        pass
+
+    with_default()
+    assert gc.get_freeze_count() > collector_state  # the default file was counted
+    gc.unfreeze()
+    _observe("a\0b")  # a NUL in the name: counted 0, the function's own reader says why
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_parameter_name_that_is_not_there_is_refused() -> None:
+    with pytest.raises(TypeError, match="no parameter questoins"):
+
+        @collector_paused_over("questoins")
+        def score(questions: str) -> None:
+            pass
 
 
 def test_a_disabled_collector_stays_disabled(tmp_path: Path, collector_state) -> None:

@@ -510,3 +510,21 @@ def test_score_gqa_grounding_end_to_end(run_cli, gqa_files, write_json):
                   "--json")  # fmt: skip
     assert res.exit_code == 0 and res.json()["grounding"] == pytest.approx(100.0)
     assert res.json()["grounding_missing"] == 2
+
+
+def test_score_ood_counts_a_missing_prediction_wrong_even_against_a_null_answer(
+    run_cli, write_json
+):
+    """Found in review: a released head question whose gold answer is null and which has
+    no prediction (``--allow-missing``) is wrong, not "None equals None". Head h0 (null,
+    missing) and h1 (right): 1 of 2; tail t0 right; all 2 of 3."""
+    head = write_json("ood_x_head.json", {"h0": {"answer": None}, "h1": {"answer": "yes"}})
+    tail = write_json("ood_x_tail.json", {"t0": {"answer": "no"}})
+    p = write_json("p.json", [{"questionId": "h1", "prediction": "yes"},
+                              {"questionId": "t0", "prediction": "no"}])  # fmt: skip
+    result = run_cli("score", "ood", "--head", head, "--tail", tail, "--predictions", p,
+                     "--allow-missing", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert (out["acc_head"], out["acc_tail"]) == (50.0, 100.0)
+    assert out["acc_all"] == pytest.approx(200 / 3)

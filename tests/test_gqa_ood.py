@@ -129,8 +129,9 @@ def test_delta_and_accuracy():
 
 
 def test_columns_give_the_same_groups_and_masks_as_records():
-    """FOUR_GROUPS plus an unbalanced question: the columns read as the records do, the
-    balanced subset keeps order, and the per-question masks select the split's ids."""
+    """FOUR_GROUPS plus a null group and an unbalanced question, worked by hand: pairs
+    are numbered in first-seen order, the unbalanced one only when asked, and the
+    per-question masks select the split's ids."""
     questions = make_questions({**FOUR_GROUPS, None: [("cat", 2)]})
     questions["99999"] = dict(questions["00000"], answer="maybe", isBalanced=False)
     columns = OODColumns.of(questions)
@@ -138,18 +139,26 @@ def test_columns_give_the_same_groups_and_masks_as_records():
     assert columns.balanced.tolist() == [True] * (len(questions) - 1) + [False]
     balanced = columns.subset(columns.balanced)
     assert balanced.ids == list(questions)[:-1] and balanced.balanced.all()
-    for only in (True, False):
-        by_records = ood_groups(questions, balanced_only=only)
-        by_columns = ood_groups(columns, balanced_only=only)
-        assert by_columns.question_ids == by_records.question_ids
-        assert by_columns.question_pair.tolist() == by_records.question_pair.tolist()
-        assert by_columns.groups.keys() == by_records.groups.keys()
-        assert by_columns.entropy_threshold == by_records.entropy_threshold
+    # A: yes (0) x9, no (1); B: red (2) x5, blue (3) x5; C: cat (4); D: x, y, z (5-7) x2;
+    # none: cat (8) x2; the unbalanced A "maybe" is pair 9
+    pairs = [0] * 9 + [1] + [2] * 5 + [3] * 5 + [4] + [5, 5, 6, 6, 7, 7] + [8, 8]
+    for source in (questions, columns):
+        assert ood_groups(source).question_pair.tolist() == pairs
+        assert ood_groups(source, balanced_only=False).question_pair.tolist() == [*pairs, 9]
+        assert list(ood_groups(source).groups) == ["A", "B", "C", "D", "none"]
     groups = ood_groups(columns)
-    assert groups.n_groups_kept == 1  # only A, as in the FOUR_GROUPS case
+    # H: A 0.46900, B, C, D and none 1 -> mean 0.89380, std 0.21240, threshold 0.68140
+    assert groups.entropy_threshold == pytest.approx(0.68140, abs=1e-5)
+    assert groups.n_groups_kept == 1
     kept, tail = groups.question_masks(0.2)
-    ids = np.array(groups.question_ids)
+    assert np.flatnonzero(kept).tolist() == list(range(10))  # group A
+    assert np.flatnonzero(tail).tolist() == [9]  # A's single "no"
     split = groups.split(0.2)
-    assert ids[kept].tolist() == split.all_ids
-    assert ids[tail].tolist() == split.tail_ids  # A's single "no"
-    assert ids[kept & ~tail].tolist() == split.head_ids
+    ids = np.array(groups.question_ids)
+    assert (ids[kept].tolist(), ids[tail].tolist()) == (split.all_ids, split.tail_ids)
+
+
+def test_unbalanced_records_are_not_read_when_left_out():
+    questions = make_questions(FOUR_GROUPS)
+    questions["99999"] = {"isBalanced": False}  # neither answer nor groups: never read
+    assert "99999" not in ood_groups(questions).question_ids

@@ -332,10 +332,14 @@ def test_records_value_finds_the_list_without_parsing_it(text: bytes, value: byt
     assert (None if got is None else bytes(got)) == value
 
 
-def test_a_list_after_the_records_defers_to_the_checked_reader(tmp_path: Path) -> None:
+def test_a_list_after_the_records_is_decoded_the_long_way(tmp_path: Path) -> None:
+    """The guess runs to the last list's end and fails to decode; the whole top level is
+    then decoded, still on the fast path. A key written twice still defers."""
     questions, annotations, results = _example()
     annotations["extra"] = [1, 2]
-    _check(tmp_path, questions, annotations, results, fast_expected=False)
+    _check(tmp_path, questions, annotations, results, fast_expected=True)
+    text = json.dumps(annotations)[:-1] + ', "extra": [3]}'
+    _check(tmp_path, questions, text.encode(), results, fast_expected=False)
     annotations = {"a": {"annotations": []}, **annotations}
     del annotations["extra"]
     _check(tmp_path, questions, annotations, results, fast_expected=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from vqadiag.data.binary_formats import binary_kind, is_xlsx
 from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
@@ -243,7 +243,7 @@ def read_predictions(
 
 def read_answers(
     path: str | Path, *, notes: dict[str, int] | None = None, null_as_wrong: bool = False
-) -> dict[str, str | None]:
+) -> dict[str, str]:
     """``{qid: answer}`` of a prediction file: :func:`read_predictions` without the
     probabilities (the same checks and errors)."""
     return read_answers_and_probs(path, notes=notes, null_as_wrong=null_as_wrong)[0]
@@ -251,14 +251,14 @@ def read_answers(
 
 def read_answers_and_probs(
     path: str | Path, *, notes: dict[str, int] | None = None, null_as_wrong: bool = False
-) -> tuple[dict[str, str | None], dict[str, Mapping[str, float]]]:
+) -> tuple[dict[str, str], dict[str, Mapping[str, float]]]:
     """:func:`read_predictions` as ``({qid: answer}, {qid: probs})``, the second holding
     the predictions that carry probabilities. A plain result list (no probabilities)
     comes back as decoded, without a :class:`Prediction` per record."""
     p = Path(path)
     plain, data = _load(p)
     if plain is not None:
-        return cast(dict[str, str | None], plain), {}
+        return plain, {}
     predictions = _read_records(p, data, notes, null_as_wrong)
     answers = {qid: prediction.answer for qid, prediction in predictions.items()}
     probs = {qid: pr.probs for qid, pr in predictions.items() if pr.probs is not None}

@@ -82,13 +82,18 @@ _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def records_value(
-    raw: bytes | mmap.mmap, key: str | None
-) -> bytes | mmap.mmap | msgspec.Raw | None:
+    raw: bytes | mmap.mmap, key: str | None, *, locate: bool = True
+) -> bytes | mmap.mmap | msgspec.Raw | memoryview | None:
     """The JSON text of the record list of an official file: the value under ``key`` of
     a top-level object (``{"info": …, "annotations": [...]}``), or the whole text when it
     is a bare list (the only shape accepted when ``key`` is None). None for other shapes,
     for a top-level key written twice (the checked reader refuses it: docs/reliability.md,
-    "Duplicate keys are refused") and for bytes that are not UTF-8."""
+    "Duplicate keys are refused") and for bytes that are not UTF-8.
+
+    With ``locate``, the list may come back as a proven guess (:func:`_located_list`, a
+    ``memoryview``) that runs past the list when something after it ends in ``]``; it is
+    then not one JSON value, and a caller whose decode of it fails asks again with
+    ``locate=False`` (the whole top level decoded)."""
     if not is_utf8(raw):
         return None
     start = _LEADING_SPACE.match(raw).end()
@@ -97,7 +102,7 @@ def records_value(
         return raw
     if first != b"{" or key is None:
         return None
-    located = _located_list(raw, key)
+    located = _located_list(raw, key) if locate else None
     if located is not None:
         return located
     top: dict[str, Any] | None = decode_or_none(raw, _TOP_LEVEL)
@@ -123,8 +128,8 @@ def _located_list(raw: bytes | mmap.mmap, key: str) -> memoryview | None:
     member ``key`` is exactly that ``0`` (its position is checked, not its text) and
     whose members are all distinct, the file is that object with ``key`` holding the
     guessed bytes, which the caller then decodes as the list: only the list's true end
-    leaves exactly one JSON value there, so a wrong end fails that decode and the checked
-    reader reads the file. A guess not proven goes to the full top-level decode.
+    leaves exactly one JSON value there, so a wrong end fails that decode (and the caller
+    asks for the full top-level decode). A guess not proven goes to that decode at once.
     """
     marker = b'"' + key.encode() + b'"'
     at = raw.find(marker)
@@ -145,7 +150,7 @@ def _located_list(raw: bytes | mmap.mmap, key: str) -> memoryview | None:
     return memoryview(raw)[begin:end]
 
 
-def _offset(view: msgspec.Raw, buffer: bytes) -> int:
+def _offset(view: msgspec.Raw, buffer: bytes | mmap.mmap) -> int:
     """Where the zero-copy ``view`` starts inside ``buffer``."""
     return np.frombuffer(view, np.uint8).ctypes.data - np.frombuffer(buffer, np.uint8).ctypes.data
 

@@ -102,9 +102,10 @@ def _decoded(path: str | Path, key: str | None, decoder: msgspec.json.Decoder) -
     if raw is None:
         return None
     value = records_value(raw, key)
-    if value is None:
-        return None
-    records = decode_or_none(value, decoder)
+    records = None if value is None else decode_or_none(value, decoder)
+    if records is None and isinstance(value, memoryview):  # the guess ran past the list
+        value = records_value(raw, key, locate=False)
+        records = None if value is None else decode_or_none(value, decoder)
     return records or None  # an empty list: the checked reader says so
 
 

@@ -229,9 +229,15 @@ def ood_groups(
     ``groups.local``) or their :class:`OODColumns`. Starts from the balanced questions
     (``isBalanced`` not false) unless ``balanced_only`` is false.
     """
-    columns = questions if isinstance(questions, OODColumns) else OODColumns.of(questions)
-    if balanced_only:
-        columns = columns.subset(columns.balanced)
+    if isinstance(questions, OODColumns):
+        columns = questions.subset(questions.balanced) if balanced_only else questions
+    else:  # an unbalanced record left out is never read
+        kept = (
+            {qid: r for qid, r in questions.items() if is_balanced(r)}
+            if balanced_only
+            else questions
+        )
+        columns = OODColumns.of(kept)
     codes, pair_names = _first_seen_codes(
         list(zip(columns.local_groups, columns.answers, strict=True))
     )

@@ -19,7 +19,7 @@ import numpy as np
 
 from vqadiag.data.gqa import read_gqa_questions
 from vqadiag.data.gqa_typed import OODQuestion, ood_questions
-from vqadiag.data.jsonio import collector_paused_over, paused_gc, write_json
+from vqadiag.data.jsonio import collector_paused_over, write_json
 from vqadiag.data.predictions import check_coverage, read_answers
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import Estimate, mean_ci, sums_statistic_ci
@@ -50,7 +50,7 @@ def _read_answers(
     questions: Container[str],
     required_ids: Sequence[str],
     allow_missing: bool,
-) -> tuple[dict[str, str | None], dict[str, int]]:
+) -> tuple[dict[str, str], dict[str, int]]:
     """Predictions as ``{qid: answer}`` and counts: ``extra_predictions`` for questions
     outside ``questions`` (ignored, as the official scripts ignore them: a prediction
     file of a whole split may be scored against a subset), ``converted_predictions``
@@ -60,8 +60,7 @@ def _read_answers(
     unless ``allow_missing``."""
     p = Path(path)
     notes: dict[str, int] = {}
-    with paused_gc(freeze=True):
-        answers = read_answers(p, notes=notes, null_as_wrong=True)
+    answers = read_answers(p, notes=notes, null_as_wrong=True)
     extra = [qid for qid in answers if qid not in questions]
     for qid in extra:
         del answers[qid]
@@ -469,8 +468,10 @@ def score_ood(
                                         allow_missing)  # fmt: skip
         result.update(counts)
         correct = np.zeros(len(ids))
-        correct[all_at] = np.fromiter(
-            (answers.get(ids[i]) == gold[i] for i in all_at), dtype=bool, count=len(all_at)
+        correct[all_at] = np.fromiter(  # a missing prediction is wrong, whatever the gold
+            ((a := answers.get(ids[i])) is not None and a == gold[i] for i in all_at),
+            dtype=bool,
+            count=len(all_at),
         )
 
     for key, mask in (("acc_all", all_mask), ("acc_head", head_mask), ("acc_tail", tail_mask)):

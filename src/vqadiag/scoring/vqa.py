@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from vqadiag.data.atomic import atomic_write
-from vqadiag.data.jsonio import collector_paused_over, paused_gc
+from vqadiag.data.jsonio import collector_paused_over
 from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
 from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
 from vqadiag.metrics.balance import (
@@ -157,8 +157,7 @@ def score_pairs(
     annotation_records = read_vqa_annotations(annotations)
     pair_list = read_pairs(pairs, annotation_records)
     paired = list(dict.fromkeys(q for pair in pair_list for q in pair))
-    with paused_gc(freeze=True):
-        preds = read_predictions(predictions)
+    preds = read_predictions(predictions)
     align_predictions(preds, list(annotation_records), predictions, allow_missing=True)
     answers = answers_of(
         align_predictions(preds, paired, predictions, allow_missing=allow_missing, allow_extra=True)
