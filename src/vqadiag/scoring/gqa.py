@@ -499,11 +499,11 @@ def score_ood(
         ci_points: list[dict[str, Any]] = []
         assert groups is not None
         for a in OOD_ALPHA_GRID:
-            tail_at = groups.question_masks(a)[1] & scored
-            point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": int(tail_at.sum())}
+            tail_of_a = groups.question_masks(a)[1] & scored
+            point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": int(tail_of_a.sum())}
             ci_point: dict[str, Any] = {"alpha": a, "acc_tail": None}
             if correct is not None:
-                values = correct[tail_at]
+                values = correct[tail_of_a]
                 point["acc_tail"], ci_point["acc_tail"] = _rate(
                     values, accuracy_percent(values), seed, n_bootstrap
                 )
