@@ -10,8 +10,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from vqadiag.metrics.first_seen import first_seen_codes
 from vqadiag.metrics.vqa_accuracy import (
-    _factorize,
     annotator_scores,
     group_indices,
     official_mean,
@@ -191,7 +191,7 @@ def test_group_indices_first_seen_order() -> None:
 
 
 def test_factorize_numbers_values_in_first_seen_order() -> None:
-    codes, uniques = _factorize(["b", "a", "b", "c", "a"])
+    codes, uniques = first_seen_codes(["b", "a", "b", "c", "a"])
     assert uniques == ["b", "a", "c"]
     assert codes.tolist() == [0, 1, 0, 2, 1]
 

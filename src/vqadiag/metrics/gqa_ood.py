@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.metrics.first_seen import first_seen_codes
+
 
 def is_balanced(record: Mapping[str, Any]) -> bool:
     """A GQA question is balanced unless its record says ``isBalanced: false``."""
@@ -213,13 +215,6 @@ class OODColumns:
         )
 
 
-def _first_seen_codes(values: list[Any]) -> tuple[list[int], list[Any]]:
-    """Codes 0, 1, 2 … of ``values`` numbered in first-seen order, and the distinct values."""
-    code_of: dict[Any, int] = {}
-    codes = [code_of.setdefault(v, len(code_of)) for v in values]
-    return codes, list(code_of)
-
-
 def ood_groups(
     questions: Mapping[str, Mapping[str, Any]] | OODColumns, *, balanced_only: bool = True
 ) -> OODGroups:
@@ -238,10 +233,9 @@ def ood_groups(
             else questions
         )
         columns = OODColumns.of(kept)
-    codes, pair_names = _first_seen_codes(
+    question_pair, pair_names = first_seen_codes(
         list(zip(columns.local_groups, columns.answers, strict=True))
     )
-    question_pair = np.asarray(codes, dtype=np.int64)
     pair_counts = np.bincount(question_pair, minlength=len(pair_names)).tolist()
     per_group: dict[str, list[int]] = {}
     for k, (group, _answer) in enumerate(pair_names):

@@ -20,34 +20,16 @@ depends on the order of the terms, e.g. 0.6 vs 0.6000000000000001).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 
 from vqadiag.metrics.bootstrap import Estimate, mean_ci
+from vqadiag.metrics.first_seen import first_seen_codes
 from vqadiag.metrics.vqa_normalize import clean_whitespace, normalize_answer
 
 MISSING_CODE = -2
 _PAD_CODE = -1
-
-
-def _factorize(values: list[Hashable]) -> tuple[np.ndarray, list[Hashable]]:
-    """Integer codes of ``values`` and the list of distinct values, numbered in first-seen
-    order (as ``pandas.factorize(sort=False)`` numbers them, without importing pandas).
-
-    One C-level pass: ``dict.setdefault(value, position)`` keeps the position of each
-    value's first occurrence; the first positions, in insertion (= ascending) order, are
-    then renumbered 0, 1, 2 … with one array lookup.
-    """
-    first_at: dict[Hashable, int] = {}
-    first = np.fromiter(
-        map(first_at.setdefault, values, itertools.count()), dtype=np.int64, count=len(values)
-    )
-    positions = np.fromiter(first_at.values(), dtype=np.int64, count=len(first_at))
-    renumber = np.empty(len(values), dtype=np.int64)
-    renumber[positions] = np.arange(len(positions))
-    return renumber[first], list(first_at)
 
 
 def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -124,10 +106,10 @@ def vqa_accuracies_flat(
         present = np.ones(n, dtype=bool)
 
     # One code per distinct raw string (answers and predictions together).
-    raw_codes, uniques = _factorize(answers + preds)
+    raw_codes, uniques = first_seen_codes(answers + preds)
     cleaned = [clean_whitespace(u) for u in uniques]
-    clean_of_raw, clean_uniques = _factorize(cleaned)
-    norm_of_clean, _ = _factorize([normalize_answer(u) for u in clean_uniques])
+    clean_of_raw, clean_uniques = first_seen_codes(cleaned)
+    norm_of_clean, _ = first_seen_codes([normalize_answer(u) for u in clean_uniques])
 
     gt_raw = raw_codes[: len(answers)]
     gt_clean = _padded(clean_of_raw[gt_raw], lengths)
@@ -198,7 +180,7 @@ def discrete_mean_ci(
 def group_indices(labels: Sequence[Hashable]) -> dict[Hashable, np.ndarray]:
     """Row indices of each label (ascending), labels in first-seen order (for per-type
     means)."""
-    codes, uniques = _factorize(list(labels))
+    codes, uniques = first_seen_codes(list(labels))
     if not uniques:
         return {}
     order = np.argsort(codes, kind="stable")
