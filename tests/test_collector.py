@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.data.jsonio import FREEZE_BYTES, collector_paused_over
+from vqadiag.data.jsonio import FREEZE_BYTES, collector_paused_over, paused_gc
 
 
 @pytest.fixture
@@ -93,3 +93,15 @@ def test_a_disabled_collector_stays_disabled(tmp_path: Path, collector_state) ->
         assert gc.get_freeze_count() == collector_state  # paused_gc freezes only on re-enabling
     finally:
         gc.enable()
+
+
+def test_paused_gc_freezes_only_after_a_normal_exit(collector_state) -> None:
+    with pytest.raises(ValueError, match="failed read"), paused_gc(freeze=True):
+        assert not gc.isenabled()
+        raise ValueError("failed read")
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == collector_state
+    with paused_gc(freeze=True):
+        pass
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > collector_state

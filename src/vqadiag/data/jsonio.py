@@ -56,23 +56,26 @@ def paused_gc(*, freeze: bool = False) -> Iterator[None]:
 
     Parsing creates millions of dicts and lists without cycles; each automatic
     collection walks the whole growing heap, which doubles the time to read the
-    VQA v2 val annotations. The previous state is restored afterwards; with ``freeze``,
-    after ``gc.freeze()``: the first collection after re-enabling would otherwise walk
-    every parsed object once more (a full collection, about a second for GQA
-    testdev-all). Frozen objects are still freed by reference counting; only the cyclic
-    collector skips them (parsed JSON holds no cycles; cyclic garbage already waiting
-    when a big file is read stays until ``gc.unfreeze()``, which is why only big reads
-    freeze).
+    VQA v2 val annotations. The previous state is restored afterwards; with ``freeze``
+    and a normal exit (an error freezes nothing), after ``gc.freeze()``: the first
+    collection after re-enabling would otherwise walk every parsed object once more (a
+    full collection, about a second for GQA testdev-all). Frozen objects are still freed
+    by reference counting; only the cyclic collector skips them (parsed JSON holds no
+    cycles; cyclic garbage already waiting when a big file is read stays until
+    ``gc.unfreeze()``, which is why only big reads freeze).
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
-    finally:
+    except BaseException:  # nothing of a failed read is frozen
         if was_enabled:
-            if freeze:
-                gc.freeze()
             gc.enable()
+        raise
+    if was_enabled:
+        if freeze:
+            gc.freeze()
+        gc.enable()
 
 
 def _total_bytes(values: Iterable[Any]) -> int:
@@ -111,19 +114,8 @@ def collector_paused_over(*file_parameters: str) -> Callable[[F], F]:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             size = _total_bytes(bound.arguments.get(name) for name in file_parameters)
-            was_enabled = gc.isenabled()
-            gc.disable()
-            try:
-                result = function(*args, **kwargs)
-            except BaseException:
-                if was_enabled:
-                    gc.enable()
-                raise
-            if was_enabled:
-                if size >= FREEZE_BYTES:
-                    gc.freeze()
-                gc.enable()
-            return result
+            with paused_gc(freeze=size >= FREEZE_BYTES):
+                return function(*args, **kwargs)
 
         return paused  # type: ignore[return-value]
 
