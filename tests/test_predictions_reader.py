@@ -114,6 +114,10 @@ def test_check_coverage_names_the_first_gap(tmp_path):
     with pytest.raises(DataError, match="1 of 3 questions have no prediction, first 'c'"):
         check_coverage(answers, ["a", "b", "c"], tmp_path / "p.json")
     check_coverage(answers, ["a", "b", "c"], tmp_path / "p.json", allow_missing=True)
+    for known in ({"a": 1}, {"a"}):  # a mapping or set of ids is looked up as it is
+        with pytest.raises(DataError, match="record 'b': question id is not among the questions"):
+            check_coverage(answers, known, tmp_path / "p.json", allow_missing=True)
+    check_coverage(answers, {"a": 1, "b": 2, "c": 3}, tmp_path / "p.json", allow_missing=True)
 
 
 def test_jsonl_and_lmms_eval_shape(tmp_path):

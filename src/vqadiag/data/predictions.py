@@ -26,7 +26,7 @@ Question ids are strings (docs/protocols.md, conventions); integer ids become de
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -297,16 +297,17 @@ def _read_records(
 
 def check_coverage(
     predictions: Mapping[str, Any],
-    question_ids: Sequence[str],
+    question_ids: Collection[str],
     path: str | Path,
     *,
     allow_missing: bool = False,
     allow_extra: bool = False,
 ) -> None:
     """Prediction ids that are not questions are an error (unless ``allow_extra``);
-    questions without a prediction are an error unless ``allow_missing``."""
+    questions without a prediction are an error unless ``allow_missing``. The questions
+    may be a mapping or set keyed by id (looked up as it is) or a sequence of ids."""
     if not allow_extra:
-        wanted = set(question_ids)
+        wanted = question_ids if isinstance(question_ids, Mapping | Set) else set(question_ids)
         for qid in predictions:
             if qid not in wanted:
                 raise DataError(path, "question id is not among the questions", record_label(qid))

@@ -105,12 +105,6 @@ def _has_annotations(record: Mapping[str, Any]) -> bool:
     return isinstance(ann, Mapping) and any(ann.get(k) for k in ann)
 
 
-def _check_known(preds: Mapping[str, Any], known: Mapping[str, Any], path: Path) -> None:
-    for qid in preds:
-        if qid not in known:
-            raise DataError(path, "question id is not among the questions", record_label(qid))
-
-
 def _suff_comp(
     answers: Sequence[Sequence[str | None]],
     probs: Sequence[Mapping[str, Mapping[str, float]]],
@@ -201,7 +195,7 @@ def score_fpvg(
     for path in (all_predictions, rel_predictions, irrel_predictions):
         p = Path(path)
         run_answers, run_probs = read_answers_and_probs(p)
-        _check_known(run_answers, qs, p)
+        check_coverage(run_answers, qs, p, allow_missing=True)  # every id a question
         check_coverage(run_answers, scored, p, allow_missing=allow_missing, allow_extra=True)
         answers.append([run_answers.get(qid) for qid in scored])
         probs.append(run_probs)
