@@ -100,6 +100,31 @@ def test_ood_takes_the_fast_path_and_agrees(monkeypatch: pytest.MonkeyPatch, tmp
     assert fast == checked
 
 
+OOD_TAKEN = {
+    "lists empty": lambda r: r.update(semantic=[], entailed=[], equivalent=[]),
+    "lists of mixed items": lambda r: r.update(
+        semantic=[1, "x", None, [2, {"a": []}]], entailed=[{"b": 1}], equivalent=[True, 2.5]
+    ),
+    "lists null": lambda r: r.update(semantic=None, entailed=None, equivalent=None),
+    "lists missing": lambda r: [r.pop(k) for k in ("semantic", "entailed", "equivalent")],
+}
+
+
+@pytest.mark.parametrize("change", OOD_TAKEN.values(), ids=OOD_TAKEN.keys())
+def test_lists_of_any_items_take_the_ood_fast_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[dict], Any]
+) -> None:
+    """The checked reader asks only that ``semantic`` / ``entailed`` / ``equivalent`` be
+    lists (or null): so does the typed record, without building their items."""
+    questions = _questions()
+    change(questions["00001"])
+    q = _write(tmp_path / "q.json", questions)
+    p = _write(tmp_path / "p.json", _predictions(questions))
+    assert ood_questions(q) is not None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: gqa_scoring.score_ood(q, p))
+    assert isinstance(fast, dict) and fast == checked
+
+
 def _set_first(field: str, value: Any, qid: str | None = None) -> Callable[[dict], dict]:
     """Set (or with KeyError, delete) ``field`` of the first question, or of ``qid``."""
 
@@ -123,6 +148,7 @@ OOD_DEFERRED = {
     "local a number": _set_first("groups", {"local": 3}),
     "semantic a string": _set_first("semantic", "select"),
     "entailed an object": _set_first("entailed", {"a": 1}),
+    "equivalent a number": _set_first("equivalent", 3),
     "isBalanced a number": _set_first("isBalanced", 1),
     "types a list": _set_first("types", []),
     "annotations a string": _set_first("annotations", "x"),

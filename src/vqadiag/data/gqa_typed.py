@@ -16,7 +16,7 @@ problem. The typed records check at least what the checked reader checks:
 
 * the optional fields it type-checks when present and not null
   (:data:`vqadiag.data.gqa.QUESTION_FIELD_TYPES`) have the same types here (objects and
-  lists are checked without being built);
+  lists are checked without building their contents: no Python object per item);
 * a question id written twice is caught by counting the records decoded against the
   questions kept (:func:`~vqadiag.data.typed_json.read_keyed_records`);
 * the bytes are valid UTF-8 (msgspec does not check the strings it skips).
@@ -36,6 +36,11 @@ class _AnyObject(msgspec.Struct, gc=False):
     """Any JSON object; its fields are skipped (a type check only)."""
 
 
+class _AnyArray(msgspec.Struct, array_like=True, gc=False):
+    """Any JSON array; its items are skipped (a type check only: an array-like record
+    with no fields ignores the items it does not name)."""
+
+
 class QuestionFields(KeyedRecord, kw_only=True, gc=False):
     """The fields the checked reader type-checks when present and not null
     (``QUESTION_FIELD_TYPES``); subclasses make the ones they read required and typed."""
@@ -44,9 +49,9 @@ class QuestionFields(KeyedRecord, kw_only=True, gc=False):
     groups: _AnyObject | None = None
     types: _AnyObject | None = None
     annotations: _AnyObject | None = None
-    entailed: list[msgspec.Raw] | None = None
-    equivalent: list[msgspec.Raw] | None = None
-    semantic: list[msgspec.Raw] | None = None
+    entailed: _AnyArray | None = None
+    equivalent: _AnyArray | None = None
+    semantic: _AnyArray | None = None
     isBalanced: bool | None = None
 
 
