@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vqadiag.metrics.bootstrap import (
+    distinct_rows,
     mcnemar_exact,
     mean_ci,
     paired_bootstrap,
@@ -96,3 +97,37 @@ def test_one_column_levels_are_ordered_as_rows_are():
     # (equal up to the matrix product's summation order; another level order would
     # change the sums by whole units)
     np.testing.assert_allclose(alone[:, 0], with_constant[:, 0], rtol=1e-12)
+
+
+def test_distinct_rows_hand_worked():
+    # rows (1, 0), (0, 2), (1, 0), (0, 0): keys x0·3 + x1 = 3, 2, 3, 0 → ordered 0, 2, 3
+    levels, counts = distinct_rows(np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 0.0], [0.0, 0.0]]))
+    assert levels.tolist() == [[0.0, 0.0], [0.0, 2.0], [1.0, 0.0]]
+    assert counts.tolist() == [1, 1, 2]
+
+
+def _columns(kind: int, rng: np.random.Generator) -> np.ndarray:
+    n, k = int(rng.integers(1, 200)), int(rng.integers(2, 6))
+    choices = {
+        0: [0.0, 1.0],  # indicators: the integer-key path
+        1: [0.0, 1.0, 2.0, 5.0, 9.0],  # whole counts
+        2: [0.0, 0.3, 0.6, 1.0],  # fractions: np.unique
+        3: [-1.0, 0.0, -0.0, 2.0],  # negatives and −0.0: np.unique
+        4: [0.0, np.nan, 1.0, np.inf],  # not finite: np.unique
+        5: [0.0, 2.0**40, 3.0],  # keys beyond 2**62: np.unique
+    }
+    return rng.choice(choices[kind], size=(n, k))
+
+
+@pytest.mark.parametrize("kind", range(6))
+def test_distinct_rows_are_np_unique_bit_for_bit(kind: int):
+    # the multinomial draws follow the order of the levels: any other order or value
+    # would change every interval
+    rng = np.random.default_rng(kind)
+    for _ in range(40):
+        x = _columns(kind, rng)
+        levels, counts = distinct_rows(x)
+        expected_levels, expected_counts = np.unique(x, axis=0, return_counts=True)
+        assert levels.tobytes() == expected_levels.tobytes()
+        assert levels.shape == expected_levels.shape
+        assert counts.tolist() == expected_counts.tolist()

@@ -12,6 +12,7 @@ paired bootstrap on the per-unit difference or McNemar's exact test.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,6 +50,35 @@ class Estimate:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
 
 
+def distinct_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of the (n × k) float array ``x`` in ascending lexicographic order,
+    and how often each occurs: ``np.unique(x, axis=0, return_counts=True)``, the same
+    arrays bit for bit, without its slow sort of whole rows where it can.
+
+    * One column of finite values: a plain sort of that column.
+    * Columns of whole numbers 0 … m_j (indicators, counts; no −0.0): each row is the
+      integer key Σ_j x_j · Π_{l>j} (m_l + 1), whose ascending order is the rows'
+      lexicographic order; one sort of n integers, and the rows are read back from the
+      distinct keys.
+    * Anything else (fractions, negatives, NaN, or keys beyond 2⁶²): ``np.unique``.
+    """
+    n, k = x.shape
+    finite = bool(np.isfinite(x).all())
+    if k == 1 and finite:
+        values, counts = np.unique(x[:, 0], return_counts=True)
+        return values[:, None], counts
+    if finite and n and not np.signbit(x).any() and (x == np.floor(x)).all():
+        radix = [int(m) + 1 for m in x.max(axis=0).tolist()]
+        if math.prod(radix) < 2**62:
+            weights = np.array([math.prod(radix[j + 1 :]) for j in range(k)], dtype=np.int64)
+            keys, counts = np.unique(x.astype(np.int64) @ weights, return_counts=True)
+            levels = np.empty((len(keys), k))
+            for j in range(k - 1, -1, -1):
+                keys, levels[:, j] = np.divmod(keys, radix[j])
+            return levels, counts
+    return np.unique(x, axis=0, return_counts=True)
+
+
 def resampled_sums(
     columns: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0
 ) -> np.ndarray:
@@ -72,11 +102,7 @@ def resampled_sums(
     if n == 0:
         return out
     rng = np.random.default_rng(seed)
-    if k == 1 and np.isfinite(x).all():  # the same levels, without np.unique's slow row sort
-        flat_levels, counts = np.unique(x[:, 0], return_counts=True)
-        levels = flat_levels[:, None]
-    else:
-        levels, counts = np.unique(x, axis=0, return_counts=True)
+    levels, counts = distinct_rows(x)
     if len(levels) <= _MAX_LEVELS and len(levels) * 4 <= n:
         draws = rng.multinomial(n, counts / n, size=n_resamples)
         return draws.astype(np.float64) @ levels
