@@ -410,6 +410,7 @@ def score_ood(
     groups = records = None  # records: whole question records, for --write-split only
     if h_path is not None and t_path is not None:
         released, _, tail_all = _released_split(h_path, t_path, q_path)
+        members: Container[str] = released
         ids = list(released)
         gold = [r["answer"] for r in released.values()]
         balanced = np.fromiter(map(is_balanced, released.values()), dtype=bool, count=len(ids))
@@ -433,6 +434,7 @@ def score_ood(
             for qid, record in records.items():
                 check_local_group(record, q_path, qid)
             columns = OODColumns.of(records)
+        members = records if typed is None else typed
         ids, gold, balanced = columns.ids, columns.answers, columns.balanced
         groups = ood_groups(columns, balanced_only=False)
         kept, in_tail = groups.question_masks(alpha)
@@ -464,7 +466,7 @@ def score_ood(
     ci: dict[str, Any] = {}
     correct: np.ndarray | None = None
     if predictions is not None:
-        answers, counts = _read_answers(predictions, set(ids), [ids[i] for i in all_at],
+        answers, counts = _read_answers(predictions, members, [ids[i] for i in all_at],
                                         allow_missing)  # fmt: skip
         result.update(counts)
         correct = np.zeros(len(ids))
