@@ -87,6 +87,11 @@ class OODGroup:
         }
 
 
+def n_kept(groups: Mapping[str, OODGroup]) -> int:
+    """Number of imbalanced (kept) groups among ``groups``."""
+    return sum(1 for g in groups.values() if g.kept)
+
+
 @dataclass(frozen=True, slots=True)
 class OODGroups:
     """The α-independent part of the construction: groups, entropies, kept groups.
@@ -115,7 +120,7 @@ class OODGroups:
     @property
     def n_groups_kept(self) -> int:
         """Number of imbalanced (kept) local groups."""
-        return sum(1 for g in self.groups.values() if g.kept)
+        return n_kept(self.groups)
 
     def tail_pairs(self, alpha: float) -> np.ndarray:
         """Boolean per pair: kept group and p_a < mean(p) · (α + 1)."""
@@ -158,7 +163,7 @@ class OODSplit:
     @property
     def n_groups_kept(self) -> int:
         """Number of imbalanced (kept) local groups."""
-        return sum(1 for g in self.groups.values() if g.kept)
+        return n_kept(self.groups)
 
     def summary(self) -> dict[str, Any]:
         """Counts of the split: questions considered, groups, kept groups, threshold."""

@@ -304,8 +304,8 @@ RELEASED_SPLIT_NAME = re.compile(r"^ood_(?:.+_)?(?:all|head|tail)\.json$")
 
 def _released_split(
     head: Path, tail: Path, questions: Path | None
-) -> tuple[dict[str, Any], list[str], list[str]]:
-    """The records of a released split (head ∪ tail) and the ids of its two files; the
+) -> tuple[dict[str, Any], set[str]]:
+    """The records of a released split (head ∪ tail) and the ids of its tail file; the
     optional ``all`` file must be exactly head ∪ tail."""
     head_records = read_gqa_questions(head, require=("answer",))
     tail_records = read_gqa_questions(tail, require=("answer",))
@@ -322,7 +322,7 @@ def _released_split(
                 f"is not head ∪ tail of the --head / --tail files ({len(differ)} ids differ, "
                 f"first {differ[0]!r})",
             )
-    return records, list(head_records), list(tail_records)
+    return records, set(tail_records)
 
 
 def _ood_columns(records: Mapping[str, OODQuestion]) -> OODColumns:
@@ -409,12 +409,11 @@ def score_ood(
 
     groups = records = None  # records: whole question records, for --write-split only
     if h_path is not None and t_path is not None:
-        released, _, tail_all = _released_split(h_path, t_path, q_path)
+        released, tail_names = _released_split(h_path, t_path, q_path)
         members: Container[str] = released
         ids = list(released)
         gold = [r["answer"] for r in released.values()]
         balanced = np.fromiter(map(is_balanced, released.values()), dtype=bool, count=len(ids))
-        tail_names = set(tail_all)
         in_tail = np.fromiter((q in tail_names for q in ids), dtype=bool, count=len(ids))
         in_head = ~in_tail  # the records are head ∪ tail
         split_info: dict[str, Any] = {
