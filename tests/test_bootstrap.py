@@ -115,11 +115,13 @@ def _columns(kind: int, rng: np.random.Generator) -> np.ndarray:
         3: [-1.0, 0.0, -0.0, 2.0],  # negatives and −0.0: np.unique
         4: [0.0, np.nan, 1.0, np.inf],  # not finite: np.unique
         5: [0.0, 2.0**40, 3.0],  # keys beyond 2**62: np.unique
+        6: [0.0, -0.0, 1.0, 2.0],  # −0.0 among whole numbers: np.unique
+        7: [0.0, 1.0, np.inf],  # infinite, no NaN: np.unique
     }
     return rng.choice(choices[kind], size=(n, k))
 
 
-@pytest.mark.parametrize("kind", range(6))
+@pytest.mark.parametrize("kind", range(8))
 def test_distinct_rows_are_np_unique_bit_for_bit(kind: int):
     # the multinomial draws follow the order of the levels: any other order or value
     # would change every interval
@@ -131,3 +133,41 @@ def test_distinct_rows_are_np_unique_bit_for_bit(kind: int):
         assert levels.tobytes() == expected_levels.tobytes()
         assert levels.shape == expected_levels.shape
         assert counts.tolist() == expected_counts.tolist()
+
+
+@pytest.mark.parametrize(
+    "maxima",
+    [
+        (2.0**32 - 1, 2.0**30 - 2),
+        (2.0**32 - 1, 2.0**30 - 1),
+        (2.0**33 - 1, 2.0**30 + 5),
+        (2.0**60, 1.0),
+    ],
+    ids=["product just below 2**62", "product 2**62", "product past 2**63", "one big column"],
+)
+def test_distinct_rows_at_the_key_bound(maxima: tuple[float, float]):
+    # the largest key is the product of the radixes (max + 1) minus 1: below 2**62 the
+    # integer key is taken, from 2**62 on np.unique; both give np.unique's arrays
+    rng = np.random.default_rng(7)
+    x = np.column_stack([rng.choice([0.0, 1.0, m], size=300) for m in maxima])
+    levels, counts = distinct_rows(x)
+    expected_levels, expected_counts = np.unique(x, axis=0, return_counts=True)
+    assert levels.tobytes() == expected_levels.tobytes()
+    assert counts.tolist() == expected_counts.tolist()
+
+
+def test_distinct_rows_of_indicators_do_not_sort_whole_rows(monkeypatch: pytest.MonkeyPatch):
+    row_sorts = []
+    unique = np.unique
+
+    def spy(*args, **kwargs):
+        if kwargs.get("axis") is not None:
+            row_sorts.append(kwargs["axis"])
+        return unique(*args, **kwargs)
+
+    monkeypatch.setattr(np, "unique", spy)
+    x = np.random.default_rng(8).integers(0, 2, size=(500, 6)).astype(float)
+    distinct_rows(x)
+    assert row_sorts == []
+    distinct_rows(x - 0.5)  # fractions: the row sort
+    assert row_sorts == [0]

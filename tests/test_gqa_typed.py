@@ -149,6 +149,7 @@ OOD_DEFERRED = {
     "semantic a string": _set_first("semantic", "select"),
     "entailed an object": _set_first("entailed", {"a": 1}),
     "equivalent a number": _set_first("equivalent", 3),
+    "semantic false": _set_first("semantic", False),
     "isBalanced a number": _set_first("isBalanced", 1),
     "types a list": _set_first("types", []),
     "annotations a string": _set_first("annotations", "x"),
@@ -249,6 +250,7 @@ GQA_DEFERRED = {
     "question a number": _set_first("question", 5, "00001"),
     "answer null": _set_first("answer", None, "00001"),
     "an entailed id that is a number": _set_first("entailed", [3], "00001"),
+    "equivalent true": _set_first("equivalent", True, "00001"),
 }
 
 

@@ -51,11 +51,13 @@ class Estimate:
 
 
 def distinct_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of the (n × k) float array ``x`` in ascending lexicographic order,
-    and how often each occurs: ``np.unique(x, axis=0, return_counts=True)``, the same
-    arrays bit for bit, without its slow sort of whole rows where it can.
+    """The distinct rows of the (n × k) float64 array ``x`` in ascending lexicographic
+    order, and how often each occurs: ``np.unique(x, axis=0, return_counts=True)``, the
+    same arrays bit for bit, without its slow sort of whole rows where it can.
 
-    * One column of finite values: a plain sort of that column.
+    * One column of finite values: a plain sort of that column, ``np.unique(x[:, 0])``
+      (the one exception: with both 0.0 and −0.0 in the column, its zero level may carry
+      the other sign than the row sort's; the same counts, and the same as before).
     * Columns of whole numbers 0 … m_j (indicators, counts; no −0.0): each row is the
       integer key Σ_j x_j · Π_{l>j} (m_l + 1), whose ascending order is the rows'
       lexicographic order; one sort of n integers, and the rows are read back from the
