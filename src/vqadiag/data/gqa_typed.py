@@ -20,6 +20,9 @@ problem. The typed records check at least what the checked reader checks:
 * a question id written twice is caught by counting the records decoded against the
   questions kept (:func:`~vqadiag.data.typed_json.read_keyed_records`);
 * the bytes are valid UTF-8 (msgspec does not check the strings it skips).
+
+Not checked: a number beyond the double range in a skipped field, which orjson refuses
+(docs/reliability.md, "Fast paths defer to the checked readers").
 """
 
 from __future__ import annotations
