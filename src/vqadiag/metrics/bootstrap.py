@@ -53,7 +53,8 @@ class Estimate:
 def distinct_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of the (n × k) float64 array ``x`` in ascending lexicographic
     order, and how often each occurs: ``np.unique(x, axis=0, return_counts=True)``, the
-    same arrays bit for bit, without its slow sort of whole rows where it can.
+    same arrays bit for bit, without its slow sort of whole rows where it can
+    (docs/protocols.md §8.1).
 
     * One column of finite values: a plain sort of that column, ``np.unique(x[:, 0])``
       (the one exception: with both 0.0 and −0.0 in the column, its zero level may carry
