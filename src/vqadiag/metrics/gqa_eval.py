@@ -283,9 +283,11 @@ def bootstrap_distribution(
     """Bootstrap replicates of the distribution score, resampling questions.
 
     Each replicate draws n question indices with replacement and recounts the
-    (group, answer) histograms of the drawn questions with ``np.bincount`` (a question
-    outside every pair counts in a last, dropped bin) — O(n) per replicate, whatever the
-    number of pairs.
+    (group, answer) histograms of the drawn questions (a question outside every pair
+    counts in a last, dropped bin) — O(n) per replicate, whatever the number of pairs.
+    Questions with the same (gold pair, predicted pair) count alike, so the drawn ones
+    are counted per such combination (one ``np.bincount``) and the combinations' counts
+    summed into both histograms (whole numbers, exact in float64).
     """
     n = index.gold_pair.shape[0]
     k = index.pair_group.shape[0]
@@ -295,6 +297,8 @@ def bootstrap_distribution(
     rng = np.random.default_rng(seed)
     gold_bin = np.where(index.gold_pair >= 0, index.gold_pair, k)
     pred_bin = np.where(index.pred_pair >= 0, index.pred_pair, k)
+    combinations, combination_of = np.unique(gold_bin * (k + 1) + pred_bin, return_inverse=True)
+    combination_gold, combination_pred = np.divmod(combinations, k + 1)
     chunk = 64
     for start in range(0, n_resamples, chunk):
         stop = min(n_resamples, start + chunk)
@@ -302,8 +306,9 @@ def bootstrap_distribution(
         o = np.empty((stop - start, k))
         for row in range(stop - start):
             drawn = rng.integers(0, n, size=n)
-            e[row] = np.bincount(gold_bin[drawn], minlength=k + 1)[:k]
-            o[row] = np.bincount(pred_bin[drawn], minlength=k + 1)[:k]
+            times = np.bincount(combination_of[drawn], minlength=len(combinations))
+            e[row] = np.bincount(combination_gold, weights=times, minlength=k + 1)[:k]
+            o[row] = np.bincount(combination_pred, weights=times, minlength=k + 1)[:k]
         out[start:stop] = distribution_from_counts(e, o, index.pair_group, index.n_groups)
     return out
 
