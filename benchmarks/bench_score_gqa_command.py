@@ -13,7 +13,9 @@ its algorithm (docs/gqa.md): ``json.load`` of the three files, one loop over the
 balanced questions appending per-question scores to lists, consistency over the
 entailed questions, the χ² distribution. Both must print the same accuracy, validity,
 plausibility, consistency and distribution; the script prints wall time and peak RSS of
-each and their ratios (issue target: vqadiag ≥ 10× faster, in no more memory).
+each and their ratios (issue target: vqadiag ≥ 10× faster, in no more memory). For
+reference it also times vqadiag with ``--n-bootstrap 10``, the fewest bootstrap replicates
+allowed, since eval.py computes no intervals.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_gqa_loading import COLORS, OBJECTS, generate  # noqa: E402
-from bench_score_vqa_command import MEASURE, print_comparison, require_same  # noqa: E402
+from bench_score_vqa_command import median_runs, print_comparison, require_same  # noqa: E402
 
 OFFICIAL_STYLE = r"""
 import json, sys
@@ -117,15 +118,10 @@ def write_inputs(folder: Path, size: int) -> tuple[Path, Path, Path]:
     return questions, folder / "testdev_all_choices.json", folder / "predictions.json"
 
 
-def measure(command: list[str]) -> dict:
-    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True,
-                          text=True, check=True)  # fmt: skip
-    return json.loads(done.stdout)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=172_174, help="Questions in the file.")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the median is kept")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_gqa_cmd_") as tmp:
         questions, choices, predictions = write_inputs(Path(tmp), args.size)
@@ -134,18 +130,28 @@ def main() -> None:
         print(f"{args.size} questions, {questions.stat().st_size / 1e6:.0f} MB; choices "
               f"{choices.stat().st_size / 1e6:.0f} MB; predictions "
               f"{predictions.stat().st_size / 1e6:.0f} MB")  # fmt: skip
-        official = measure([sys.executable, str(official_script), str(questions), str(choices),
-                            str(predictions)])  # fmt: skip
-        ours = measure([sys.executable, "-m", "vqadiag", "score", "gqa", "--questions",
-                        str(questions), "--choices", str(choices), "--predictions",
-                        str(predictions), "--json"])  # fmt: skip
-        a = json.loads(official["stdout"])
-        b = json.loads(ours["stdout"])
-        require_same(a, b, ("accuracy", "binary", "open", "validity", "plausibility",
-                            "consistency", "distribution"))  # fmt: skip
+        ours = [sys.executable, "-m", "vqadiag", "score", "gqa", "--questions", str(questions),
+                "--choices", str(choices), "--predictions", str(predictions), "--json"]  # fmt: skip
+        runs = median_runs({
+            "official": [sys.executable, str(official_script), str(questions), str(choices),
+                         str(predictions)],
+            "default": ours,
+            "few intervals": [*ours, "--n-bootstrap", "10"],
+        }, args.repeat)  # fmt: skip
+        a = json.loads(runs["official"]["stdout"])
+        keys = ("accuracy", "binary", "open", "validity", "plausibility", "consistency",
+                "distribution")  # fmt: skip
+        for name in ("default", "few intervals"):
+            require_same(a, json.loads(runs[name]["stdout"]), keys)
+        b = json.loads(runs["default"]["stdout"])
         print(f"identical figures (accuracy {b['accuracy']:.4f}, consistency "
               f"{b['consistency']:.4f}, distribution {b['distribution']:.6f})")  # fmt: skip
-        print_comparison("vqadiag score gqa", official, ours, target=10)
+        print(f"median of {args.repeat} interleaved runs each")
+        print_comparison("vqadiag score gqa", runs["official"], runs["default"], target=10)
+        few = runs["few intervals"]
+        print(f"for reference, with --n-bootstrap 10 (eval.py computes no intervals): "
+              f"{few['wall']:.2f} s, peak {few['peak_mb']:.0f} MB, "
+              f"{runs['official']['wall'] / few['wall']:.1f}× faster")  # fmt: skip
 
 
 if __name__ == "__main__":

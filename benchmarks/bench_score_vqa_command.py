@@ -87,6 +87,17 @@ def require_same(official: dict, ours: dict, keys: tuple[str, ...]) -> None:
             )
 
 
+def median_runs(commands: dict[str, list[str]], repeat: int) -> dict[str, dict]:
+    """Each command run ``repeat`` times, interleaved (a noisy machine hurts all alike);
+    the run of median wall time is kept for each."""
+    runs: dict[str, list[dict]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, cmd in commands.items():
+            runs[name].append(measure(cmd))
+    return {name: sorted(rows, key=lambda r: r["wall"])[len(rows) // 2]
+            for name, rows in runs.items()}  # fmt: skip
+
+
 def print_comparison(command: str, official: dict, ours: dict, target: float) -> None:
     """Wall time and peak RSS of both programs, and the two ratios against the targets."""
     for name, r in (("official-style program", official), (command, ours)):
@@ -113,14 +124,7 @@ def main() -> None:
             "vqadiag": [sys.executable, "-m", "vqadiag", "score", "vqa", "--questions", str(q),
                         "--annotations", str(a), "--predictions", str(r), "--json"],
         }  # fmt: skip
-        runs: dict[str, list[dict]] = {name: [] for name in commands}
-        for _ in range(args.repeat):  # interleaved: a noisy machine hurts both alike
-            for name, cmd in commands.items():
-                runs[name].append(measure(cmd))
-        median = {}
-        for name, rows in runs.items():
-            rows.sort(key=lambda x: x["wall"])
-            median[name] = rows[len(rows) // 2]
+        median = median_runs(commands, args.repeat)
         acc_official = json.loads(median["official-style"]["stdout"])["accuracy"]
         acc_ours = json.loads(median["vqadiag"]["stdout"])["overall"]
         print(f"overall accuracy: official-style {acc_official:.6f}, vqadiag {acc_ours:.6f}")
