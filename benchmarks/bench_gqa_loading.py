@@ -67,7 +67,9 @@ def _group_bias(seed: int) -> tuple[dict[tuple[str, str], float], dict[tuple[str
     return yes, fav
 
 
-def _record(rng: random.Random, i: int, n: int, bias: tuple[dict, dict]) -> str:
+def _record(
+    rng: random.Random, i: int, n: int, bias: tuple[dict, dict], balanced: float = 0.6
+) -> str:
     """One question record as JSON text (fast string formatting, valid JSON)."""
     a, b = rng.sample(OBJECTS, 2)
     ia, ib = rng.randrange(10**6, 10**7), rng.randrange(10**6, 10**7)
@@ -102,11 +104,11 @@ def _record(rng: random.Random, i: int, n: int, bias: tuple[dict, dict]) -> str:
         global_group = rng.choice(GLOBAL)
     entailed = ", ".join(f'"{(i + d) % n:08d}"' for d in range(1, rng.randint(1, 5)))
     glob = "null" if global_group is None else f'"{global_group}"'
-    balanced = "true" if rng.random() < 0.6 else "false"
+    is_balanced = "true" if rng.random() < balanced else "false"
     return (
         f'"{i:08d}": {{"semantic": {semantic}, "entailed": [{entailed}], '
         f'"equivalent": ["{i:08d}"], "question": "{question}", "imageId": "n{ia % 150000}", '
-        f'"isBalanced": {balanced}, "groups": {{"global": {glob}, "local": "{local}"}}, '
+        f'"isBalanced": {is_balanced}, "groups": {{"global": {glob}, "local": "{local}"}}, '
         f'"answer": "{answer}", "semanticStr": "{sem_str}", '
         f'"annotations": {{"answer": {{}}, "question": {{"3": "{ia}"}}, '
         f'"fullAnswer": {{"1": "{ia}", "5": "{ib}"}}}}, "types": {types}, '
@@ -114,15 +116,16 @@ def _record(rng: random.Random, i: int, n: int, bias: tuple[dict, dict]) -> str:
     )
 
 
-def generate(path: Path, n: int, seed: int = 0) -> int:
-    """Write ``n`` GQA question records to ``path``; returns the file size in bytes."""
+def generate(path: Path, n: int, seed: int = 0, balanced: float = 0.6) -> int:
+    """Write ``n`` GQA question records to ``path``, each ``isBalanced`` with probability
+    ``balanced`` (the other fields do not depend on it); returns the file size in bytes."""
     rng = random.Random(seed)
     bias = _group_bias(seed)
     with path.open("w") as fh:
         fh.write("{")
         chunk: list[str] = []
         for i in range(n):
-            chunk.append(_record(rng, i, n, bias))
+            chunk.append(_record(rng, i, n, bias, balanced))
             if len(chunk) == 20000:
                 fh.write(", ".join(chunk))
                 chunk = []

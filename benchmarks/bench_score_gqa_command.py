@@ -1,13 +1,16 @@
 """Benchmark: the whole ``vqadiag score gqa`` command against an official-style program,
 both run as a user runs them (a subprocess each, file reading included, peak memory from
-the operating system), on files laid out as GQA's at testdev-all's size.
+the operating system), on files laid out as GQA's at testdev-all's and val-balanced's sizes.
 
-    python benchmarks/bench_score_gqa_command.py                # 172,174 questions
-    python benchmarks/bench_score_gqa_command.py --size 20000   # quick
+    python benchmarks/bench_score_gqa_command.py                # both official sizes
+    python benchmarks/bench_score_gqa_command.py --split val-balanced --size 20000  # quick
 
-The questions are ``bench_gqa_loading.generate``'s realistic records (60 % balanced,
-entailed questions, global groups); the choices file gives every question a ``valid``
-and a ``plausible`` list; the predictions are GQA's ``[{"questionId", "prediction"}]``,
+Two files of the official sizes: testdev-all's (172,174 questions, of which the 12,578 of
+testdev-balanced are ``isBalanced``; eval.py is run on the *all* file, since consistency
+reads entailed questions outside the balanced one) and val-balanced's (132,062
+questions, all balanced). The questions are ``bench_gqa_loading.generate``'s realistic
+records (entailed questions, global groups); the choices file gives every question a
+``valid`` and a ``plausible`` list; the predictions are GQA's ``[{"questionId", "prediction"}]``,
 about 70 % right. The official-style program is what GQA's ``eval.py`` does, written from
 its algorithm (docs/gqa.md): ``json.load`` of the three files, one loop over the
 balanced questions appending per-question scores to lists, consistency over the
@@ -99,10 +102,11 @@ print(json.dumps(out))
 """
 
 
-def write_inputs(folder: Path, size: int) -> tuple[Path, Path, Path]:
-    """Questions (``bench_gqa_loading.generate``), choices and GQA-shaped predictions."""
+def write_inputs(folder: Path, size: int, balanced: float = 0.6) -> tuple[Path, Path, Path]:
+    """Questions (``bench_gqa_loading.generate``, ``balanced`` of them ``isBalanced``),
+    choices and GQA-shaped predictions."""
     questions = folder / "testdev_all_questions.json"
-    generate(questions, size)
+    generate(questions, size, balanced=balanced)
     data = json.loads(questions.read_text())
     rng = random.Random(1)
     vocabulary = OBJECTS + COLORS + ["yes", "no"]
@@ -118,40 +122,56 @@ def write_inputs(folder: Path, size: int) -> tuple[Path, Path, Path]:
     return questions, folder / "testdev_all_choices.json", folder / "predictions.json"
 
 
+#: the official files the issue names: questions and the share of them ``isBalanced``
+#: (testdev-all holds testdev-balanced's 12,578; val-balanced is balanced throughout)
+SPLITS = {"testdev-all": (172_174, 12_578 / 172_174), "val-balanced": (132_062, 1.0)}
+
+
+def compare(folder: Path, size: int, balanced: float, repeat: int) -> None:
+    """Write the inputs, run the three commands ``repeat`` times and print the figures."""
+    questions, choices, predictions = write_inputs(folder, size, balanced)
+    official_script = folder / "official_style.py"
+    official_script.write_text(OFFICIAL_STYLE)
+    print(f"{size:,} questions ({balanced:.1%} balanced), "
+          f"{questions.stat().st_size / 1e6:.0f} MB; choices "
+          f"{choices.stat().st_size / 1e6:.0f} MB; predictions "
+          f"{predictions.stat().st_size / 1e6:.0f} MB")  # fmt: skip
+    ours = [sys.executable, "-m", "vqadiag", "score", "gqa", "--questions", str(questions),
+            "--choices", str(choices), "--predictions", str(predictions), "--json"]  # fmt: skip
+    runs = median_runs({
+        "official": [sys.executable, str(official_script), str(questions), str(choices),
+                     str(predictions)],
+        "default": ours,
+        "few intervals": [*ours, "--n-bootstrap", "10"],
+    }, repeat)  # fmt: skip
+    a = json.loads(runs["official"]["stdout"])
+    keys = ("accuracy", "binary", "open", "validity", "plausibility", "consistency",
+            "distribution")  # fmt: skip
+    for name in ("default", "few intervals"):
+        require_same(a, json.loads(runs[name]["stdout"]), keys)
+    b = json.loads(runs["default"]["stdout"])
+    print(f"identical figures (accuracy {b['accuracy']:.4f}, consistency "
+          f"{b['consistency']:.4f}, distribution {b['distribution']:.6f}); "
+          f"median of {repeat} interleaved runs each")  # fmt: skip
+    print_comparison("vqadiag score gqa", runs["official"], runs["default"], target=10)
+    few = runs["few intervals"]
+    print(f"for reference, with --n-bootstrap 10 (eval.py computes no intervals): "
+          f"{few['wall']:.2f} s, peak {few['peak_mb']:.0f} MB, "
+          f"{runs['official']['wall'] / few['wall']:.1f}× faster")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=172_174, help="Questions in the file.")
+    parser.add_argument("--split", choices=[*SPLITS, "both"], default="both",
+                        help="the official file to imitate (default: both)")  # fmt: skip
+    parser.add_argument("--size", type=int, help="questions in the file (default: the split's)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the median is kept")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench_gqa_cmd_") as tmp:
-        questions, choices, predictions = write_inputs(Path(tmp), args.size)
-        official_script = Path(tmp) / "official_style.py"
-        official_script.write_text(OFFICIAL_STYLE)
-        print(f"{args.size} questions, {questions.stat().st_size / 1e6:.0f} MB; choices "
-              f"{choices.stat().st_size / 1e6:.0f} MB; predictions "
-              f"{predictions.stat().st_size / 1e6:.0f} MB")  # fmt: skip
-        ours = [sys.executable, "-m", "vqadiag", "score", "gqa", "--questions", str(questions),
-                "--choices", str(choices), "--predictions", str(predictions), "--json"]  # fmt: skip
-        runs = median_runs({
-            "official": [sys.executable, str(official_script), str(questions), str(choices),
-                         str(predictions)],
-            "default": ours,
-            "few intervals": [*ours, "--n-bootstrap", "10"],
-        }, args.repeat)  # fmt: skip
-        a = json.loads(runs["official"]["stdout"])
-        keys = ("accuracy", "binary", "open", "validity", "plausibility", "consistency",
-                "distribution")  # fmt: skip
-        for name in ("default", "few intervals"):
-            require_same(a, json.loads(runs[name]["stdout"]), keys)
-        b = json.loads(runs["default"]["stdout"])
-        print(f"identical figures (accuracy {b['accuracy']:.4f}, consistency "
-              f"{b['consistency']:.4f}, distribution {b['distribution']:.6f})")  # fmt: skip
-        print(f"median of {args.repeat} interleaved runs each")
-        print_comparison("vqadiag score gqa", runs["official"], runs["default"], target=10)
-        few = runs["few intervals"]
-        print(f"for reference, with --n-bootstrap 10 (eval.py computes no intervals): "
-              f"{few['wall']:.2f} s, peak {few['peak_mb']:.0f} MB, "
-              f"{runs['official']['wall'] / few['wall']:.1f}× faster")  # fmt: skip
+    for name in SPLITS if args.split == "both" else [args.split]:
+        size, balanced = SPLITS[name]
+        print(f"== {name}")
+        with tempfile.TemporaryDirectory(prefix="bench_gqa_cmd_") as tmp:
+            compare(Path(tmp), args.size or size, balanced, args.repeat)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_score_gqa_command import write_inputs  # noqa: E402
-from bench_score_vqa_command import measure, print_comparison, require_same  # noqa: E402
+from bench_score_vqa_command import median_runs, print_comparison, require_same  # noqa: E402
 
 OFFICIAL_STYLE = r"""
 import json, sys
@@ -76,21 +76,28 @@ FIGURES = ("acc_all", "acc_head", "acc_tail", "n_all", "n_head", "n_tail")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=132_062, help="Questions in the file.")
+    parser.add_argument("--balanced", type=float, default=1.0,
+                        help="share isBalanced (1: all, as val_balanced)")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the median is kept")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        questions, _, predictions = write_inputs(Path(tmp), args.size)
-        print(f"{args.size:,} questions, {questions.stat().st_size / 1e6:.0f} MB; predictions "
+        questions, _, predictions = write_inputs(Path(tmp), args.size, args.balanced)
+        print(f"{args.size:,} questions ({args.balanced:.0%} balanced), "
+              f"{questions.stat().st_size / 1e6:.0f} MB; predictions "
               f"{predictions.stat().st_size / 1e6:.0f} MB")  # fmt: skip
         script = Path(tmp) / "official_style.py"
         script.write_text(OFFICIAL_STYLE)
-        official = measure([sys.executable, str(script), str(questions), str(predictions)])
-        ours = measure([sys.executable, "-m", "vqadiag", "score", "ood", "--questions",
-                        str(questions), "--predictions", str(predictions), "--json"])  # fmt: skip
-        a, b = json.loads(official["stdout"]), json.loads(ours["stdout"])
+        runs = median_runs({
+            "official": [sys.executable, str(script), str(questions), str(predictions)],
+            "ours": [sys.executable, "-m", "vqadiag", "score", "ood", "--questions",
+                     str(questions), "--predictions", str(predictions), "--json"],
+        }, args.repeat)  # fmt: skip
+        a, b = json.loads(runs["official"]["stdout"]), json.loads(runs["ours"]["stdout"])
         require_same(a, b, FIGURES)
         print(f"identical figures (acc-all {b['acc_all']:.4f}, head {b['acc_head']:.4f} over "
-              f"{b['n_head']:,}, tail {b['acc_tail']:.4f} over {b['n_tail']:,})")  # fmt: skip
-        print_comparison("vqadiag score ood", official, ours, target=10)
+              f"{b['n_head']:,}, tail {b['acc_tail']:.4f} over {b['n_tail']:,}); "
+              f"median of {args.repeat} interleaved runs each")  # fmt: skip
+        print_comparison("vqadiag score ood", runs["official"], runs["ours"], target=10)
 
 
 if __name__ == "__main__":
