@@ -1,10 +1,11 @@
 """Benchmark: the whole ``vqadiag score ood`` command against an official-style program,
 both run as a user runs them (a subprocess each, file reading included, peak memory from
-the operating system), on a GQA questions file at balanced val's size (GQA-OOD val is
-built from it).
+the operating system), on a GQA questions file shaped as balanced val (132,062
+questions, every one ``isBalanced``; GQA-OOD val is built from it).
 
     python benchmarks/bench_score_ood_command.py               # 132,062 questions
     python benchmarks/bench_score_ood_command.py --size 20000  # quick
+    python benchmarks/bench_score_ood_command.py --balanced 0.6  # a mixed file
 
 The questions are ``bench_gqa_loading.generate``'s realistic records and the predictions
 GQA's ``[{"questionId", "prediction"}]`` (``bench_score_gqa_command.write_inputs``). The
@@ -14,7 +15,8 @@ dicts, the normalised entropy of each group with numpy, groups kept at
 ``H ≤ mean − std``, tail answers ``p < mean(p)·(α + 1)``, then the evaluation's
 per-question loop over the balanced questions of all / head / tail. Both must print the
 same acc-all, acc-head, acc-tail and question counts; the script prints wall time and
-peak RSS of each and their ratios (issue target: vqadiag ≥ 10× faster, in no more memory).
+peak RSS of each (the median of ``--repeat`` interleaved runs) and their ratios (issue
+target: vqadiag ≥ 10× faster, in no more memory).
 """
 
 from __future__ import annotations
