@@ -102,7 +102,7 @@ print(json.dumps(out))
 """
 
 
-def write_inputs(folder: Path, size: int, balanced: float = 0.6) -> tuple[Path, Path, Path]:
+def write_inputs(folder: Path, size: int, balanced: float) -> tuple[Path, Path, Path]:
     """Questions (``bench_gqa_loading.generate``, ``balanced`` of them ``isBalanced``),
     choices and GQA-shaped predictions."""
     questions = folder / "testdev_all_questions.json"
