@@ -20,3 +20,27 @@ def test_version(run_cli):
     result = run_cli("version")
     assert result.exit_code == 0
     assert result.stdout.strip() == __version__
+
+
+def _command_callbacks(group) -> list:
+    """Every command callback under a Typer app, sub-apps included."""
+    callbacks = [info.callback for info in group.registered_commands]
+    for sub in group.registered_groups:
+        callbacks += _command_callbacks(sub.typer_instance)
+    return callbacks
+
+
+def test_command_annotations_are_objects_not_strings():
+    """Typer resolves every parameter's annotation each time the command line starts;
+    string annotations (``from __future__ import annotations`` in a command module)
+    make that an ``eval`` per parameter of all commands (docs/contributing.md)."""
+    import inspect
+
+    from vqadiag.cli.main import app
+
+    callbacks = _command_callbacks(app)
+    assert len(callbacks) > 20
+    for callback in callbacks:
+        function = inspect.unwrap(callback)
+        strings = {k: v for k, v in function.__annotations__.items() if isinstance(v, str)}
+        assert not strings, f"{function.__module__}.{function.__qualname__}: {strings}"

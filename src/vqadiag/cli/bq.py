@@ -1,7 +1,5 @@
 """Commands ``vqadiag bq build`` and ``vqadiag bq noise`` (protocols.md §4)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

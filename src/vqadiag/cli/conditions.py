@@ -1,8 +1,6 @@
 """Command: ``vqadiag conditions export`` — a diagnose run's inputs for a harness to answer
 (docs/harnesses.md)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path

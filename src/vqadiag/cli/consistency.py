@@ -1,7 +1,5 @@
 """docs/protocols.md §6 commands: score consistency, introspect-questions, classify-questions."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

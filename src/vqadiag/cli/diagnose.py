@@ -1,7 +1,5 @@
 """Command: ``vqadiag diagnose`` — a model under every diagnostic condition (docs/diagnose.md)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path

@@ -1,8 +1,6 @@
 """Commands: ``vqadiag explain train | eval | show`` (counter-example explanations,
 Goyal et al. 2017 §5; docs/protocols.md §2)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

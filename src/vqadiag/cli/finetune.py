@@ -1,7 +1,5 @@
 """Command: ``vqadiag finetune`` (sub-question fine-tuning and SQuINT, docs/protocols.md §6)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

@@ -1,7 +1,5 @@
 """Commands: ``vqadiag relevance`` and ``vqadiag score fpvg`` (docs/protocols.md §5)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path

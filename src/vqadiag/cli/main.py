@@ -1,7 +1,5 @@
 """Entry point of the ``vqadiag`` command: collects the command modules."""
 
-from __future__ import annotations
-
 import typer
 
 from vqadiag import __version__

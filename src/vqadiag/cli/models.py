@@ -1,7 +1,5 @@
 """Commands: ``vqadiag train`` and ``vqadiag predict`` (built-in reference models)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

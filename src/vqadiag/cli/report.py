@@ -1,8 +1,6 @@
 """Commands: ``vqadiag report`` (result folders → report.json + report.html) and
 ``vqadiag demo`` (synthetic world → five models → diagnose → report)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

@@ -1,7 +1,5 @@
 """Command ``vqadiag score robustness`` (protocols.md §4): accuracy under basic-question noise."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

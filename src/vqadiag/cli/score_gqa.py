@@ -1,8 +1,6 @@
 """Commands ``vqadiag score gqa`` (official GQA eval.py metrics) and ``vqadiag score ood``
 (GQA-OOD head / tail split and accuracies); docs/protocols.md §3, §7."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

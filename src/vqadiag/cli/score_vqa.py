@@ -1,7 +1,5 @@
 """Commands: ``score vqa``, ``score pairs``, ``stats balance`` (docs/protocols.md §1, §2)."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any

@@ -1,7 +1,5 @@
 """Commands: ``vqadiag synth`` (generate a synthetic world) and ``vqadiag stats DIR``."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
