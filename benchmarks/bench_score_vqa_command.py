@@ -77,7 +77,8 @@ def write_files(folder: Path, size: int, seed: int) -> tuple[Path, Path, Path]:
 def byte_compile_vqadiag() -> None:
     """Write vqadiag's ``.pyc`` files, as installing the package does; otherwise every
     timed run would compile its modules again where ``PYTHONDONTWRITEBYTECODE`` is set
-    (as on the project's test machine), about 0.05 s that no installed copy pays."""
+    (as on the project's test machine): about 0.04 s of score ood's 0.7 s that no
+    installed copy pays (docs/gqa.md)."""
     import vqadiag
 
     if not compileall.compile_dir(Path(vqadiag.__file__).parent, quiet=1):
