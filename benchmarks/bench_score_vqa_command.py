@@ -146,12 +146,8 @@ def main() -> None:
         print(f"overall accuracy: official-style {acc_official:.6f}, vqadiag {acc_ours:.6f}")
         if abs(acc_official - acc_ours) > 1e-9:
             sys.exit("the two programs disagree")
-        for name, row in median.items():
-            print(f"{name:>15}: {row['wall']:7.2f} s wall, peak {row['peak_mb']:7.0f} MB")
-        o, v = median["official-style"], median["vqadiag"]
-        speed, memory = o["wall"] / v["wall"], v["peak_mb"] / o["peak_mb"]
-        print(f"speed-up {speed:.1f}× (target ≥ 20×); memory {memory:.2f}× the "
-              "official-style (target ≤ 1)")  # fmt: skip
+        print(f"median of {args.repeat} interleaved runs each")
+        print_comparison("vqadiag score vqa", median["official-style"], median["vqadiag"], 20)
 
 
 if __name__ == "__main__":
