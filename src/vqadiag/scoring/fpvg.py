@@ -195,8 +195,9 @@ def score_fpvg(
     for path in (all_predictions, rel_predictions, irrel_predictions):
         p = Path(path)
         run_answers, run_probs = read_answers_and_probs(p)
-        check_coverage(run_answers, qs, p, allow_missing=True)  # every id a question
-        check_coverage(run_answers, scored, p, allow_missing=allow_missing, allow_extra=True)
+        if run_answers.keys() != qs.keys():  # else every id is a question, none is missing
+            check_coverage(run_answers, qs, p, allow_missing=True)  # every id a question
+            check_coverage(run_answers, scored, p, allow_missing=allow_missing, allow_extra=True)
         answers.append([run_answers.get(qid) for qid in scored])
         probs.append(run_probs)
     gold = [qs[qid]["answer"] for qid in scored]
