@@ -43,7 +43,9 @@ OBJECTS_PER_IMAGE = 16
 
 
 def generate(n_questions: int, n_boxes: int, seed: int):
-    """Questions, scene graphs and detected boxes shaped like GQA balanced val."""
+    """Questions, scene graphs and detected boxes shaped like GQA balanced val: whole images
+    of :data:`QUESTIONS_PER_IMAGE` questions each, so ``n_questions`` rounded down to a
+    multiple of it (at least one image)."""
     rng = np.random.default_rng(seed)
     n_images = max(1, n_questions // QUESTIONS_PER_IMAGE)
     scenes, detections, questions = {}, {}, {}

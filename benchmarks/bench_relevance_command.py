@@ -3,7 +3,7 @@ both run as a user runs them (a subprocess each, file reading and writing includ
 memory from the operating system), on files laid out as FPVG's inputs at GQA balanced
 val's size.
 
-    python benchmarks/bench_relevance_command.py               # 132,000 questions
+    python benchmarks/bench_relevance_command.py               # 131,989 (132,000 in whole images)
     python benchmarks/bench_relevance_command.py --size 10000  # quick
 
 Inputs (docs/fpvg.md): a GQA questions file whose records have every field of the real
@@ -70,7 +70,8 @@ RELATIONS = ["to the left of", "to the right of", "behind", "in front of", "near
 
 
 def write_inputs(folder: Path, size: int, boxes: int, seed: int) -> tuple[Path, Path, Path]:
-    """Questions, scene graphs and the h5 detections of ``size`` questions."""
+    """Questions, scene graphs and the h5 detections of ``size`` questions (rounded down to
+    whole images: ``bench_relevance.generate``)."""
     questions, scenes, detections = generate(size, boxes, seed)
     rng = random.Random(seed)
     bias = _group_bias(seed)
@@ -106,7 +107,7 @@ def main() -> None:
         folder = Path(tmp)
         questions, scenes, info = write_inputs(folder, args.size, args.boxes, args.seed)
         h5_mb = sum(p.stat().st_size for p in folder.glob("*.h5")) / 1e6
-        print(f"{args.size:,} questions, {questions.stat().st_size / 1e6:.0f} MB; scene graphs "
+        print(f"questions {questions.stat().st_size / 1e6:.0f} MB; scene graphs "
               f"{scenes.stat().st_size / 1e6:.0f} MB; boxes {h5_mb:.0f} MB of h5")  # fmt: skip
         script = folder / "official_style.py"
         script.write_text(OFFICIAL_STYLE)
@@ -118,8 +119,8 @@ def main() -> None:
                         "--out", str(ours_out), "--json", "--quiet"])  # fmt: skip
         if _relevance_sets(official_out) != _relevance_sets(ours_out):
             raise SystemExit("the two R.json files differ")
-        kept = json.loads(ours["stdout"])["n_kept"]
-        print(f"identical R.json ({kept:,} questions kept)")
+        n = json.loads(ours["stdout"])
+        print(f"identical R.json ({n['n_kept']:,} of {n['n_questions']:,} questions kept)")
         print_comparison("vqadiag relevance", official, ours, target=10)
 
 
