@@ -119,8 +119,9 @@ def main() -> None:
                         "--out", str(ours_out), "--json", "--quiet"])  # fmt: skip
         if _relevance_sets(official_out) != _relevance_sets(ours_out):
             raise SystemExit("the two R.json files differ")
-        n = json.loads(ours["stdout"])
-        print(f"identical R.json ({n['n_kept']:,} of {n['n_questions']:,} questions kept)")
+        summary = json.loads(ours["stdout"])
+        print(f"identical R.json ({summary['n_kept']:,} of {summary['n_questions']:,} "
+              "questions kept)")  # fmt: skip
         print_comparison("vqadiag relevance", official, ours, target=10)
 
 
