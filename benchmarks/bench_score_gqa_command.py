@@ -105,7 +105,7 @@ print(json.dumps(out))
 def write_inputs(folder: Path, size: int, balanced: float) -> tuple[Path, Path, Path]:
     """Questions (``bench_gqa_loading.generate``, ``balanced`` of them ``isBalanced``),
     choices and GQA-shaped predictions."""
-    questions = folder / "testdev_all_questions.json"
+    questions = folder / "questions.json"
     generate(questions, size, balanced=balanced)
     data = json.loads(questions.read_text())
     rng = random.Random(1)
@@ -117,9 +117,9 @@ def write_inputs(folder: Path, size: int, balanced: float) -> tuple[Path, Path, 
         choices[qid] = {"valid": valid, "plausible": sorted({answer, *rng.sample(valid, 3)})}
         guess = answer if rng.random() < 0.7 else rng.choice(vocabulary)
         predictions.append({"questionId": qid, "prediction": guess})
-    (folder / "testdev_all_choices.json").write_text(json.dumps(choices))
+    (folder / "choices.json").write_text(json.dumps(choices))
     (folder / "predictions.json").write_text(json.dumps(predictions))
-    return questions, folder / "testdev_all_choices.json", folder / "predictions.json"
+    return questions, folder / "choices.json", folder / "predictions.json"
 
 
 #: the official files the issue names: questions and the share of them ``isBalanced``
