@@ -11,7 +11,7 @@ at full precision and has a ``{"value", "ci_low", "ci_high", "n"}`` twin under
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ SPLIT_FILES = {"all": "ood_all.json", "head": "ood_head.json", "tail": "ood_tail
 
 def _read_answers(
     path: str | Path,
-    questions: Container[str],
+    questions: Mapping[str, Any],
     required_ids: Sequence[str],
     allow_missing: bool,
 ) -> tuple[dict[str, str], dict[str, int]]:
@@ -63,7 +63,7 @@ def _read_answers(
     answers = read_answers(p, notes=notes, null_as_wrong=True)
     extra: list[str] = []
     # a file answering exactly the questions has none extra and none missing: one pass
-    if not (isinstance(questions, Mapping) and answers.keys() == questions.keys()):
+    if answers.keys() != questions.keys():
         extra = [qid for qid in answers if qid not in questions]
         for qid in extra:
             del answers[qid]
@@ -413,7 +413,7 @@ def score_ood(
     groups = records = None  # records: whole question records, for --write-split only
     if h_path is not None and t_path is not None:
         released, tail_names = _released_split(h_path, t_path, q_path)
-        members: Container[str] = released
+        members: Mapping[str, Any] = released
         ids = list(released)
         gold = [r["answer"] for r in released.values()]
         balanced = np.fromiter(map(is_balanced, released.values()), dtype=bool, count=len(ids))
