@@ -160,7 +160,7 @@ def child(loader: str, path: str, repeat: int) -> None:
     import orjson  # noqa: F401
 
     from vqadiag.data.gqa import read_gqa_questions
-    from vqadiag.metrics.gqa_ood import OOD_ALPHA_GRID, build_ood_split, ood_groups
+    from vqadiag.protocols.ood.formulas import OOD_ALPHA_GRID, build_ood_split, ood_groups
 
     def load() -> dict:
         if loader == "vqadiag":

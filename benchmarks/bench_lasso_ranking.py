@@ -132,7 +132,7 @@ def sklearn_run(
 def solve_all(P, B, lam, chunk, strategy, label):
     """Every main through ``solve_chunk`` in chunks, with a progress bar: (solutions, seconds)."""
     from vqadiag.progress import progress_bar
-    from vqadiag.questions.lasso import solve_chunk
+    from vqadiag.protocols.robustness.basic_questions.lasso import solve_chunk
 
     sols = []
     t0 = time.perf_counter()
@@ -160,7 +160,7 @@ def product_seconds(P: np.ndarray, chunk: int, dtype, reps: int = 5) -> float:
 
 def sklearn_compare(A, P, B, sols, lam, top, n_sample, tol, max_iter, budget_s=None) -> dict:
     """scikit-learn ``Lasso`` on the first ``n_sample`` mains against our exact solutions."""
-    from vqadiag.questions.lasso import lasso_objective
+    from vqadiag.protocols.robustness.basic_questions.lasso import lasso_objective
 
     n = P.shape[0]
     limit = f"max_iter {max_iter}" if budget_s is None else f"{budget_s:.0f} s each"

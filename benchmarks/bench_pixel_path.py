@@ -67,12 +67,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from vqadiag.data.gqa_data import GQAData
-    from vqadiag.data.relevance_files import read_relevance
+    from vqadiag.data.relevance_files import read_relevance, relevance
     from vqadiag.models.pixel import PixelModel
     from vqadiag.probes.conditions import Condition, Probe, apply_pixel_condition
     from vqadiag.probes.runner import ProbeContext
     from vqadiag.probes.store import PredictionStore
-    from vqadiag.scoring.fpvg import relevance
     from vqadiag.synth import generate_world
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_pixel_"))

@@ -40,10 +40,10 @@ def fmt(est: dict[str, Any] | None) -> str:
 
 def gqa_figures(model: Any, data: Any, world: Path, out: Path, n_bootstrap: int) -> dict:
     """GQA-OOD and FPVG figures of ``model`` on val."""
-    from vqadiag.metrics.fpvg import fpvg_rates
     from vqadiag.models.hint import model_fpvg_answers
     from vqadiag.models.predict import predict_split, write_prediction_file
-    from vqadiag.scoring.gqa import score_ood
+    from vqadiag.protocols.fpvg.formulas import fpvg_rates
+    from vqadiag.protocols.ood.score import score_ood
 
     preds = write_prediction_file(out, predict_split(model, data, "val"))
     ood = score_ood(world / "gqa" / "val_balanced_questions.json", preds, n_bootstrap=n_bootstrap)

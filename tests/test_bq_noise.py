@@ -9,7 +9,7 @@ import pytest
 
 from vqadiag.data.bqd import read_bqd, sibling_annotations, write_bqd
 from vqadiag.errors import DataError
-from vqadiag.questions.noise import noise_partitions, noisy_question
+from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions, noisy_question
 
 
 def _record(qid="q1", n=6):

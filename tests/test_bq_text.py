@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from vqadiag.questions import text_similarity as ts
-from vqadiag.questions.porter import porter_stem
-from vqadiag.questions.rankers import text_chunk, top_indices
+from vqadiag.protocols.robustness.basic_questions import text_similarity as ts
+from vqadiag.protocols.robustness.basic_questions.porter import porter_stem
+from vqadiag.protocols.robustness.basic_questions.rankers import text_chunk, top_indices
 
 CAND = "what color is the cat"
 REF = "What color is the dog?"

@@ -9,7 +9,7 @@ import pytest
 from vqadiag.data.introspect import read_introspect
 from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
 from vqadiag.errors import DataError
-from vqadiag.scoring.consistency import write_vqa_style
+from vqadiag.protocols.consistency.score import write_vqa_style
 
 
 def introspect_record(question="Is the banana ripe?", answer="yes", entries=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vqadiag.metrics.consistency import (
+from vqadiag.protocols.consistency.formulas import (
     all_subs_wrong,
     attention_correlation,
     balanced_pair_weights,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vqadiag.questions.reasoning_rules import RULES, classify, matching_rules
+from vqadiag.protocols.consistency.reasoning_rules import RULES, classify, matching_rules
 
 # (rule number, a question it flags as Perception) — one per row of Table 2.
 FLAGGED = [

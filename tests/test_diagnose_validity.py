@@ -50,7 +50,7 @@ def runs(world, tmp_path_factory):
 @pytest.fixture(scope="module")
 def bqd(world, tmp_path_factory):
     """A General BQD of the val questions (BLEU-1 ranker: seconds instead of LASSO's minutes)."""
-    from vqadiag.questions.bqd_build import build_bqd
+    from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
 
     path = tmp_path_factory.mktemp("bqd") / "bqd.json"
     gqa = world / "gqa"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vqadiag.metrics.importance import ranking_match, ranking_match_by_fpvg, top_k
+from vqadiag.protocols.importance.formulas import ranking_match, ranking_match_by_fpvg, top_k
 
 
 def test_top_k_breaks_ties_by_lower_index():

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from vqadiag.metrics.fpvg import (
+from vqadiag.data.relevance_files import detector_statistics
+from vqadiag.protocols.fpvg.formulas import (
     answers_equal,
     c2i_ratio,
     c2i_report,
-    detector_statistics,
     fpvg_indicators,
     fpvg_rates,
     mod_fpvg_indicators,

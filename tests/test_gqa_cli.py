@@ -447,7 +447,7 @@ def test_score_pairs_help_shows_the_pair_shape():
 
 def test_grounding_score_hand_worked():
     """Image 100 × 100, object "A" at x 0–50, y 0–50 → region (0, 0, .5, .5)."""
-    from vqadiag.metrics.gqa_grounding import grounding_score, intersection_rate
+    from vqadiag.protocols.gqa.grounding import grounding_score, intersection_rate
 
     scene = {"width": 100, "height": 100,
              "objects": {"A": {"x": 0, "y": 0, "w": 50, "h": 50}}}  # fmt: skip

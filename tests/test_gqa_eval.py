@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vqadiag.metrics.gqa_eval import (
+from vqadiag.protocols.gqa.formulas import (
     belongs,
     bootstrap_distribution,
     chi_square_distribution,

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vqadiag.metrics.gqa_ood import (
+from vqadiag.protocols.ood.formulas import (
     OOD_ALPHA_GRID,
     OODColumns,
     accuracy_percent,

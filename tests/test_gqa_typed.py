@@ -23,9 +23,10 @@ from vqadiag.data.gqa_typed import ood_questions, relevance_questions
 from vqadiag.data.predictions import read_predictions
 from vqadiag.data.result_lists import read_result_list
 from vqadiag.errors import DataError
-from vqadiag.scoring import fpvg as fpvg_scoring
-from vqadiag.scoring import gqa as gqa_scoring
-from vqadiag.scoring import gqa_inputs
+from vqadiag.protocols.fpvg import score as fpvg_scoring
+from vqadiag.protocols.gqa import inputs as gqa_inputs
+from vqadiag.protocols.gqa import score as gqa_scoring
+from vqadiag.protocols.ood import score as ood_scoring
 
 
 def _questions(n: int = 90, seed: int = 3) -> dict[str, dict[str, Any]]:
@@ -59,8 +60,8 @@ def _outcome(call: Callable[[], Any]) -> Any:
 def _fast_and_checked(monkeypatch: pytest.MonkeyPatch, call: Callable[[], Any]) -> tuple:
     fast = _outcome(call)
     with monkeypatch.context() as patch:
-        patch.setattr(gqa_scoring, "ood_questions", lambda path: None)
-        patch.setattr(fpvg_scoring, "relevance_questions", lambda path: None)
+        patch.setattr(ood_scoring, "ood_questions", lambda path: None)
+        patch.setattr(relevance_files, "relevance_questions", lambda path: None)
         patch.setattr(predictions_module, "read_result_list", lambda path: None)
         patch.setattr(gqa_inputs, "read_typed_questions", lambda path, kind: None)
         patch.setattr(fpvg_scoring, "answer_questions", lambda path: None)
@@ -94,7 +95,7 @@ def test_ood_takes_the_fast_path_and_agrees(monkeypatch: pytest.MonkeyPatch, tmp
         questions["00000"]["answer"], False, questions["00000"]["groups"]["local"],
     )  # fmt: skip
     fast, checked = _fast_and_checked(
-        monkeypatch, lambda: gqa_scoring.score_ood(q, p, alpha=0.5, curve=True)
+        monkeypatch, lambda: ood_scoring.score_ood(q, p, alpha=0.5, curve=True)
     )
     assert isinstance(fast, dict) and fast["n_all"] > 0 and fast["n_tail"] > 0
     assert fast == checked
@@ -121,7 +122,7 @@ def test_lists_of_any_items_take_the_ood_fast_path(
     q = _write(tmp_path / "q.json", questions)
     p = _write(tmp_path / "p.json", _predictions(questions))
     assert ood_questions(q) is not None
-    fast, checked = _fast_and_checked(monkeypatch, lambda: gqa_scoring.score_ood(q, p))
+    fast, checked = _fast_and_checked(monkeypatch, lambda: ood_scoring.score_ood(q, p))
     assert isinstance(fast, dict) and fast == checked
 
 
@@ -166,7 +167,7 @@ def test_unusual_question_files_defer_for_ood(
     q = _write(tmp_path / "q.json", change(copy.deepcopy(questions)))
     p = _write(tmp_path / "p.json", _predictions(questions))
     assert ood_questions(q) is None
-    fast, checked = _fast_and_checked(monkeypatch, lambda: gqa_scoring.score_ood(q, p))
+    fast, checked = _fast_and_checked(monkeypatch, lambda: ood_scoring.score_ood(q, p))
     assert fast == checked
 
 
@@ -186,7 +187,7 @@ def test_raw_bytes_cases_agree_for_ood(
     text = json.dumps(questions).encode().replace(*edit, 1)
     q = _write(tmp_path / "q.json", text)
     p = _write(tmp_path / "p.json", _predictions(questions))
-    fast, checked = _fast_and_checked(monkeypatch, lambda: gqa_scoring.score_ood(q, p))
+    fast, checked = _fast_and_checked(monkeypatch, lambda: ood_scoring.score_ood(q, p))
     assert fast == checked
     if edit[0] != b'"groups"':  # a field written twice: both readers keep the last
         assert ood_questions(q) is None
@@ -195,7 +196,7 @@ def test_raw_bytes_cases_agree_for_ood(
 
 def test_writing_the_split_reads_whole_records(tmp_path: Path) -> None:
     q = _write(tmp_path / "q.json", _questions())
-    result = gqa_scoring.score_ood(q, write_split=tmp_path / "split")
+    result = ood_scoring.score_ood(q, write_split=tmp_path / "split")
     written = json.loads((tmp_path / "split" / "ood_all.json").read_text())
     assert result["split_files"] and all("fullAnswer" in r for r in written.values())
 
@@ -321,7 +322,7 @@ def _relevance_world(tmp_path: Path, questions: Any) -> tuple[Path, Path, Path]:
 
 
 def _relevance(paths: tuple[Path, Path, Path], out: Path) -> Any:
-    summary = fpvg_scoring.relevance(*paths, out)
+    summary = relevance_files.relevance(*paths, out)
     return summary | {"R.json": out.read_bytes()}
 
 
@@ -361,7 +362,7 @@ def test_unusual_question_files_defer_for_relevance(
 def _fpvg_inputs(tmp_path: Path, questions: dict[str, Any]) -> tuple[Path, ...]:
     paths = _relevance_world(tmp_path, questions)
     relevance = tmp_path / "R.json"
-    fpvg_scoring.relevance(*paths, relevance)
+    relevance_files.relevance(*paths, relevance)
     runs = []
     for name, seed in (("all", 1), ("rel", 2), ("irrel", 3)):
         rng = random.Random(seed)
@@ -515,7 +516,7 @@ def test_deep_nesting_in_a_skipped_field_defers(
     c = _write(tmp_path / "c.json", _choices(questions))
     questions["00001"]["semantic"][0]["dependencies"] = NESTED
     q = _write(tmp_path / "q.json", _with_nesting(questions, depth))
-    for call in (lambda: gqa_scoring.score_ood(q, p), lambda: _score_gqa(q, c, p)):
+    for call in (lambda: ood_scoring.score_ood(q, p), lambda: _score_gqa(q, c, p)):
         fast, checked = _fast_and_checked(monkeypatch, call)
         assert fast == checked
         assert isinstance(fast, dict) == (depth == 1000)

@@ -168,9 +168,8 @@ def test_blind_model_has_fpvg_plus_exactly_zero_under_pixel_masking(results):
 
 
 def test_a_model_grounded_by_construction_scores_fpvg_plus_100(world, tmp_path):
-    from vqadiag.data.relevance_files import read_relevance
+    from vqadiag.data.relevance_files import read_relevance, relevance
     from vqadiag.diagnosis.diagnose import diagnose
-    from vqadiag.scoring.fpvg import relevance
 
     gqa = world / "gqa"
     rel_file = tmp_path / "relevance.json"

@@ -161,7 +161,7 @@ def test_a_run_killed_while_building_the_bqd_never_leaves_it_for_another_ranker(
     assert first["suites"]["robustness"]["bqd"]["cached"] is False
 
     # a ROUGE build dies right after writing bqd.json, before its meta file
-    import vqadiag.questions.bqd_build as bqd_build
+    import vqadiag.protocols.robustness.basic_questions.bqd_build as bqd_build
 
     real = bqd_build.build_bqd
 
@@ -237,7 +237,7 @@ def test_os_and_store_errors_become_one_line(capsys):
 
     import typer
 
-    from vqadiag.cli.common import cli_errors
+    from vqadiag.console.common import cli_errors
 
     def denied():
         raise PermissionError(13, "Permission denied", "/data/x.json")
@@ -353,8 +353,8 @@ def test_a_folder_of_the_users_own_files_is_never_written_into(run_cli, world, p
 
 
 def test_a_killed_lasso_build_resumes_from_its_finished_chunks(world, tmp_path, monkeypatch):
-    import vqadiag.questions.rankers as rankers
-    from vqadiag.questions.bqd_build import LASSO_CHUNK, build_bqd
+    import vqadiag.protocols.robustness.basic_questions.rankers as rankers
+    from vqadiag.protocols.robustness.basic_questions.bqd_build import LASSO_CHUNK, build_bqd
 
     gqa = world / "gqa"
     pool, main = [gqa / "train_balanced_questions.json"], gqa / "val_balanced_questions.json"

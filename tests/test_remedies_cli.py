@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from vqadiag.metrics.consistency import QUADRANTS
+from vqadiag.protocols.consistency.formulas import QUADRANTS
 from vqadiag.workflows.models import train
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.report.plots import PLOTS as PLOT_DATA
+from vqadiag.report.plots import registered_plots
 from vqadiag.workflows.report import report
 
 FIX = Path(__file__).parent / "fixtures"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 SECTIONS = ("findings", "overview", "plots", "card", "comparisons", "drilldown", "models", "about")
-PLOTS = tuple(PLOT_DATA)  # every figure (tests/test_report_card.py pins the list)
+PLOTS = tuple(registered_plots())  # every figure (tests/test_report_card.py pins the list)
 
 
 @pytest.fixture(scope="module")

@@ -134,14 +134,14 @@ def test_other_data_is_not_paired(built):
 def test_plot_data_and_images(built):
     result, out = built
     plots = result["plots"]
-    assert list(plots) == [
+    assert list(plots) == [  # by suite display order: ood, fpvg, importance, robustness, …
         "ood_curve",
-        "noise",
         "fpvg_categories",
         "c2i",
-        "consistency_quadrants",
         "suff_comp",
         "importance",
+        "noise",
+        "consistency_quadrants",
     ]
     curve = plots["ood_curve"]["models"][0]
     assert curve["model"] == "updn" and len(curve["points"]) == 22

@@ -14,10 +14,9 @@ from vqadiag.metrics.compare import (
     cluster_sums,
     compare_rates,
     compare_statistic,
-    ood_delta_columns,
-    ood_delta_statistic,
-    r_score_statistic,
 )
+from vqadiag.protocols.ood.formulas import ood_delta_columns, ood_delta_statistic
+from vqadiag.protocols.robustness.formulas import r_score_statistic
 
 
 def test_mcnemar_on_binary_units_with_the_same_coverage():

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vqadiag.metrics.robustness import (
+from vqadiag.protocols.robustness.formulas import (
     accuracy_difference,
     check_limits,
     is_monotonic_fall,

@@ -13,7 +13,7 @@ from vqadiag.data.detections import read_detections
 from vqadiag.data.gqa import read_choices, read_gqa_questions, read_scene_graphs
 from vqadiag.data.jsonio import read_json
 from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
-from vqadiag.metrics.gqa_ood import build_ood_split
+from vqadiag.protocols.ood.formulas import build_ood_split
 from vqadiag.synth import generate_world
 from vqadiag.synth.program import execute
 from vqadiag.synth.taxonomy import WARM_MATERIALS, WILD_ANIMALS, ripeness
@@ -280,7 +280,7 @@ def test_choices_are_like_gqas_valid_broader_than_plausible_broader_than_gold(wo
     questions = json.loads(questions_file.read_text())
     predictions = tmp_path / "yes.json"
     predictions.write_text(json.dumps({qid: "yes" for qid in questions}))
-    from vqadiag.scoring.gqa import score_gqa
+    from vqadiag.protocols.gqa.score import score_gqa
 
     out = score_gqa(questions_file, predictions, choices=world / "gqa" / "val_choices.json",
                     n_bootstrap=10)  # fmt: skip

@@ -19,8 +19,8 @@ import pytest
 
 from vqadiag.data.typed_json import is_utf8, records_value
 from vqadiag.errors import DataError
-from vqadiag.scoring import vqa_inputs
-from vqadiag.scoring.vqa_inputs import VQAInputs, read_vqa_inputs
+from vqadiag.protocols.vqa import inputs as vqa_inputs
+from vqadiag.protocols.vqa.inputs import VQAInputs, read_vqa_inputs
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vqa2_tiny"
 

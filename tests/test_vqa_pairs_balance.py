@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from vqadiag.metrics.balance import (
+from vqadiag.protocols.vqa.balance import (
     answer_counts_by_type,
     entropy_bits,
     entropy_by_type,
@@ -17,7 +17,7 @@ from vqadiag.metrics.balance import (
     prior_predictions,
     weighted_mean_entropy,
 )
-from vqadiag.metrics.pairs import pair_both_correct, pair_identical
+from vqadiag.protocols.vqa.pairs import pair_both_correct, pair_identical
 
 
 def test_both_correct_needs_full_accuracy_by_default() -> None:

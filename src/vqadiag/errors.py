@@ -32,6 +32,10 @@ class DataError(ValueError):
         return ": ".join(parts)
 
 
+class SuiteSkipped(Exception):
+    """A suite cannot run (missing data or model capability); the message is the reason."""
+
+
 def first_line(err: object) -> str:
     """The first non-empty line of an error's text (its type name when it has none)."""
     text = str(err).strip()

@@ -37,7 +37,7 @@ PLUGINS_ENV = "VQADIAG_PLUGINS"
 _PUBLIC = {
     "Suite": "vqadiag.suites.base",
     "SuiteOutput": "vqadiag.suites.base",
-    "SuiteSkipped": "vqadiag.suites.base",
+    "SuiteSkipped": "vqadiag.errors",
     "Figure": "vqadiag.suites.base",
     "FindingRule": "vqadiag.suites.base",
     "Drilldown": "vqadiag.suites.base",
@@ -88,9 +88,6 @@ def load_plugins(specs: Iterable[str]) -> list[str]:
     comma-separated ``VQADIAG_PLUGINS`` environment variable and ``specs`` (each a
     module name or a ``.py`` file). Each is imported once; returns what was loaded now.
     """
-    from vqadiag.suites.base import load_builtin_suites
-
-    load_builtin_suites()  # built-ins first: a plug-in of the same name replaces one
     wanted: list[str] = []
     try:
         entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)

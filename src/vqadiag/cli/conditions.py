@@ -8,8 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from vqadiag.cli.apps import app
-from vqadiag.cli.common import (
+from vqadiag.cli.diagnose import PixelFill
+from vqadiag.console.apps import app
+from vqadiag.console.common import (
     JsonFlag,
     PluginOption,
     SeedOption,
@@ -17,7 +18,6 @@ from vqadiag.cli.common import (
     emit,
     optional_file,
 )
-from vqadiag.cli.diagnose import PixelFill
 
 conditions_app = typer.Typer(
     help="Export every diagnostic condition's inputs for lmms-eval, VLMEvalKit or your "

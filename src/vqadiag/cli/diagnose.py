@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from vqadiag.cli.apps import app
-from vqadiag.cli.common import (
+from vqadiag.console.apps import app
+from vqadiag.console.common import (
     DeviceOption,
     DtypeOption,
     JsonFlag,
@@ -154,7 +154,7 @@ def _render(result: Mapping[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from vqadiag.cli.common import fmt_estimate, fmt_rate
+    from vqadiag.console.common import fmt_estimate, fmt_rate
     from vqadiag.suites.base import figures
 
     console = Console()

@@ -1,24 +1,32 @@
 """Entry point of the ``vqadiag`` command: collects the command modules."""
 
+import importlib
+
 import typer
 
 from vqadiag import __version__
-from vqadiag.cli import (  # noqa: F401  (importing registers the commands)
-    bq,
-    conditions,
-    consistency,
-    diagnose,
-    explain,
-    finetune,
-    fpvg,
-    models,
-    report,
-    robustness,
-    score_gqa,
-    score_vqa,
-    synth,
+from vqadiag.console.apps import app
+
+#: the modules that declare commands, in the order of ``vqadiag --help``: each protocol's
+#: command beside its scorer (``vqadiag.protocols.<name>.command``), the rest here
+COMMAND_MODULES = (
+    "vqadiag.protocols.robustness.bq_command",
+    "vqadiag.cli.conditions",
+    "vqadiag.protocols.consistency.command",
+    "vqadiag.cli.diagnose",
+    "vqadiag.cli.explain",
+    "vqadiag.cli.finetune",
+    "vqadiag.protocols.fpvg.command",
+    "vqadiag.cli.models",
+    "vqadiag.cli.report",
+    "vqadiag.protocols.robustness.command",
+    "vqadiag.protocols.gqa.command",
+    "vqadiag.protocols.ood.command",
+    "vqadiag.protocols.vqa.command",
+    "vqadiag.cli.synth",
 )
-from vqadiag.cli.apps import app
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module)  # importing a command module registers its commands
 
 
 @app.command()

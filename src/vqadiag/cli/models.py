@@ -7,8 +7,8 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from vqadiag.cli.apps import app
-from vqadiag.cli.common import (
+from vqadiag.console.apps import app
+from vqadiag.console.common import (
     DeviceOption,
     DtypeOption,
     JsonFlag,

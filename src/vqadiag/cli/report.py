@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from vqadiag.cli.apps import app
-from vqadiag.cli.common import (
+from vqadiag.console.apps import app
+from vqadiag.console.common import (
     JsonFlag,
     PluginOption,
     ResamplesOption,
@@ -80,7 +80,7 @@ def _card_table(card: Mapping[str, Any]) -> Any:
     """The report card as a rich table: one column per model, one row per figure."""
     from rich.table import Table
 
-    from vqadiag.report.html import fmt
+    from vqadiag.report.formatting import fmt
 
     rows = card["rows"]
     table = Table(

@@ -6,8 +6,15 @@ from typing import Annotated, Any
 
 import typer
 
-from vqadiag.cli.apps import app, stats_app
-from vqadiag.cli.common import JsonFlag, ResamplesOption, SeedOption, cli_errors, emit, rate_table
+from vqadiag.console.apps import app, stats_app
+from vqadiag.console.common import (
+    JsonFlag,
+    ResamplesOption,
+    SeedOption,
+    cli_errors,
+    emit,
+    rate_table,
+)
 
 
 def _render_summary(result: Mapping[str, Any]) -> None:
@@ -132,6 +139,6 @@ def world(
     as_json: JsonFlag = False,
 ) -> None:
     """Describe a synthetic world: sizes, balance, detector quality, pairs (`vqadiag stats DIR`)."""
-    from vqadiag.scoring.world_stats import world_stats
+    from vqadiag.workflows.world_stats import world_stats
 
     emit(world_stats(directory, seed=seed, n_bootstrap=n_bootstrap), as_json, _render_stats)

@@ -175,3 +175,22 @@ def read_attentions(
                 finite_float(value, p, label, "attention")
         out[qid] = rows
     return out
+
+
+def is_balanced(record: Mapping[str, Any]) -> bool:
+    """A GQA question is balanced unless its record says ``isBalanced: false``."""
+    return record.get("isBalanced", True) is not False
+
+
+def check_local_group(record: Mapping[str, Any], path: Path, qid: str) -> None:
+    """``groups.local`` of a question (GQA-OOD's answer group): present, a string or null."""
+    label = record_label(qid)
+    groups = record.get("groups")
+    if groups is None:
+        raise DataError(path, "missing field 'groups'", label)
+    if not isinstance(groups, Mapping):
+        raise DataError(path, "'groups' must be an object", label)
+    if "local" not in groups:
+        raise DataError(path, "missing field 'groups.local'", label)
+    if groups["local"] is not None and not isinstance(groups["local"], str):
+        raise DataError(path, "'groups.local' must be a string or null", label)

@@ -340,3 +340,34 @@ def align_predictions(
 def answers_of(aligned: Sequence[Prediction | None]) -> list[str | None]:
     """The answer strings of aligned predictions (``None`` where missing)."""
     return [None if p is None else p.answer for p in aligned]
+
+
+def read_scored_answers(
+    path: str | Path,
+    questions: Mapping[str, Any],
+    required_ids: Sequence[str],
+    allow_missing: bool,
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Predictions as ``{qid: answer}`` and counts: ``extra_predictions`` for questions
+    outside ``questions`` (ignored, as the official scripts ignore them: a prediction
+    file of a whole split may be scored against a subset), ``converted_predictions``
+    (JSON booleans / numbers turned into ``yes`` / ``no`` / digits, where the official
+    script compares the raw values and counts them wrong) and ``null_predictions``
+    (scored wrong, as officially). ``required_ids`` (ids of ``questions``) without a
+    prediction are an error unless ``allow_missing``."""
+    p = Path(path)
+    notes: dict[str, int] = {}
+    answers = read_answers(p, notes=notes, null_as_wrong=True)
+    extra: list[str] = []
+    # a file answering exactly the questions has none extra and none missing: one pass
+    if answers.keys() != questions.keys():
+        extra = [qid for qid in answers if qid not in questions]
+        for qid in extra:
+            del answers[qid]
+        check_coverage(answers, required_ids, p, allow_missing=allow_missing, allow_extra=True)
+    counts = {
+        "extra_predictions": len(extra),
+        "converted_predictions": notes.get("converted", 0),
+        "null_predictions": notes.get("null", 0),
+    }
+    return answers, counts

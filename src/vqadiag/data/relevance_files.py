@@ -1,15 +1,25 @@
-"""Files of the FPVG protocol (protocols.md §5): ``R.json`` box relevance and split id lists."""
+"""Files of the FPVG protocol (protocols.md §5): ``R.json`` box relevance (written by
+:func:`relevance`, the ``vqadiag relevance`` command) and split id lists."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
+import numpy as np
 
-from vqadiag.data.jsonio import read_json
-from vqadiag.data.relevance import EXCLUSION_REASONS, NO_IRRELEVANT_BOXES, NO_RELEVANT_BOXES
+from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
+from vqadiag.data.gqa_typed import relevance_questions
+from vqadiag.data.jsonio import collector_paused_over, read_json, write_json
+from vqadiag.data.relevance import (
+    EXCLUSION_REASONS,
+    NO_IRRELEVANT_BOXES,
+    NO_RELEVANT_BOXES,
+    OverlapDenominator,
+    compute_relevance,
+)
 from vqadiag.data.typed_json import KeyedRecord, read_keyed_records
 from vqadiag.errors import DataError, record_label
 
@@ -147,3 +157,86 @@ def read_split_ids(path: str | Path) -> list[str]:
     if not ids:
         raise DataError(p, "no question ids in file")
     return ids
+
+
+@collector_paused_over("questions", "scenes", "detections")
+def relevance(
+    questions: str | Path,
+    scenes: str | Path,
+    detections: str | Path,
+    out: str | Path,
+    *,
+    overlap_denominator: OverlapDenominator = "detected",
+    official: bool = True,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Write ``{qid: {"relevant": [...], "irrelevant": [...]}}`` to ``out`` (docs/protocols.md §5).
+
+    Relevant: IoU > 0.5 with an annotated object; irrelevant: no annotated
+    object covers > 25% of the box (÷ detected area by default, ÷ annotated
+    area with ``overlap_denominator="annotated"``). Every question of the file
+    gets a record; left-out ones also carry ``"excluded": reason``.
+
+    Returns ``{"n_questions", "n_kept", "excluded": {reason: count},
+    "detector": {"questions", "max_boxes": {all, rel, irrel}, "avg_boxes":
+    {...}}, "overlap_denominator", "official", "out"}``. ``progress``: bars
+    (stderr) for reading the files, matching the boxes and writing ``out``.
+    """
+    from vqadiag.data.detections import read_detections
+    from vqadiag.progress import progress_bar
+
+    qpath, spath = Path(questions), Path(scenes)
+    with progress_bar(progress) as bar:
+        reading = bar.add_task("read questions and scene graphs", total=2)
+        qs = relevance_questions(qpath) or read_gqa_questions(qpath, require=("imageId",))
+        bar.advance(reading)
+        needs_scenes = any(_has_annotations(r) for r in qs.values())
+        sg = read_scene_graphs(spath) if needs_scenes else {}
+        bar.advance(reading)
+        matching = bar.add_task("match boxes", total=len(qs))
+        with read_detections(detections) as dets:
+            result = compute_relevance(
+                qs,
+                sg,
+                dets,
+                overlap_denominator=overlap_denominator,
+                official=official,
+                questions_path=qpath,
+                scenes_path=spath,
+                on_progress=lambda k: bar.advance(matching, k),
+            )
+        writing = bar.add_task(f"write {Path(out).name}", total=1)
+        write_json(out, result.records(qs))
+        bar.advance(writing)
+    kept = result.kept
+    stats = detector_statistics(
+        [result.sets[q][2] for q in kept],
+        [len(result.sets[q][0]) for q in kept],
+        [len(result.sets[q][1]) for q in kept],
+    )
+    return {
+        "n_questions": len(qs),
+        "n_kept": len(kept),
+        "excluded": result.excluded_counts(),
+        "detector": stats,
+        "overlap_denominator": overlap_denominator,
+        "official": official,
+        "out": str(out),
+    }
+
+
+def _has_annotations(record: Mapping[str, Any]) -> bool:
+    ann = record.get("annotations")
+    return isinstance(ann, Mapping) and any(ann.get(k) for k in ann)
+
+
+def detector_statistics(
+    n_all: Sequence[int], n_rel: Sequence[int], n_irrel: Sequence[int]
+) -> dict[str, object]:
+    """#questions kept and max / mean box counts in all | rel | irrel (paper App. A, Table 4)."""
+    out: dict[str, object] = {"questions": len(n_all), "max_boxes": {}, "avg_boxes": {}}
+    for name, counts in (("all", n_all), ("rel", n_rel), ("irrel", n_irrel)):
+        arr = np.asarray(counts, dtype=np.float64)
+        out["max_boxes"][name] = int(arr.max()) if arr.size else 0  # type: ignore[index]
+        out["avg_boxes"][name] = float(arr.mean()) if arr.size else float("nan")  # type: ignore[index]
+    return out

@@ -1,1 +1,3 @@
-"""Every formula of docs/protocols.md as a pure function: arrays in, numbers out, no I/O."""
+"""The statistics every protocol shares, as pure functions (arrays in, numbers out, no
+I/O): bootstrap intervals and paired comparisons (docs/protocols.md §8) and VQA answer
+matching (§1). Each protocol's own formulas live in ``vqadiag.protocols.<name>``."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -261,3 +262,21 @@ def mcnemar_exact(correct_a: np.ndarray, correct_b: np.ndarray) -> float:
     from scipy.stats import binomtest
 
     return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def official_rate_ci(
+    values: np.ndarray, official: float, seed: int, n_bootstrap: int
+) -> tuple[float | None, dict[str, Any] | None]:
+    """An official script's point value (exact, as it sums) and the 95% percentile-bootstrap
+    interval of ``100 × mean(values)`` over the units (docs/protocols.md §8); ``(None, None)``
+    for no units."""
+    if len(values) == 0:
+        return None, None
+    est = mean_ci(values, n_resamples=n_bootstrap, seed=seed).to_dict()
+    est["value"] = official
+    return official, est
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` as a float, or ``None`` for a missing or NaN value (JSON has no NaN)."""
+    return None if value is None or value != value else float(value)

@@ -17,8 +17,8 @@ on carries weight 0 for that model (``has_a`` / ``has_b``).
     min(1, 2 · min(P*(d ≤ 0), P*(d ≥ 0))).
 * A statistic of column sums (Δ of GQA-OOD, R_score): the same paired
   bootstrap on ``statistic(S_a) − statistic(S_b)`` (:func:`compare_statistic`);
-  :func:`ood_delta_statistic` and :func:`r_score_statistic` give the two
-  statistics of the report card.
+  each protocol owns its statistic (``vqadiag.protocols.ood.formulas`` and
+  ``vqadiag.protocols.robustness.formulas``).
 
 Nothing here reads files; the report assembles the per-unit arrays.
 """
@@ -38,7 +38,6 @@ from vqadiag.metrics.bootstrap import (
     percentile_interval,
     resampled_sums,
 )
-from vqadiag.metrics.robustness import DEFAULT_M, DEFAULT_T, check_limits
 
 Statistic = Callable[[np.ndarray], np.ndarray]
 
@@ -163,33 +162,3 @@ def compare_rates(
     if binary and full and clusters is None and va.size > 0:
         return PairedComparison(result.difference, mcnemar_exact(va == 1, vb == 1), MCNEMAR)
     return result
-
-
-def ood_delta_statistic(sums: np.ndarray) -> np.ndarray:
-    """Δ = (acc-head − acc-tail) / acc-tail × 100 from column sums
-    ``[head correct, head count, tail correct, tail count]`` (docs/protocols.md §3)."""
-    head = sums[:, 0] / sums[:, 1]
-    tail = sums[:, 2] / sums[:, 3]
-    out = (head - tail) / tail * 100.0
-    return np.where(tail == 0, np.nan, out)
-
-
-def ood_delta_columns(acc_head: np.ndarray, acc_tail: np.ndarray) -> np.ndarray:
-    """Per-unit columns of :func:`ood_delta_statistic`: a unit is a head question
-    (``acc_head`` its correctness, ``acc_tail`` NaN) or a tail question (the reverse)."""
-    h = np.asarray(acc_head, dtype=np.float64)
-    t = np.asarray(acc_tail, dtype=np.float64)
-    is_h, is_t = np.isfinite(h), np.isfinite(t)
-    return np.column_stack([np.where(is_h, h, 0.0), is_h, np.where(is_t, t, 0.0), is_t])
-
-
-def r_score_statistic(t: float = DEFAULT_T, m: float = DEFAULT_M) -> Statistic:
-    """R_score from column sums ``[clean correct, noisy correct, units]`` (docs/protocols.md §4):
-    Acc_diff = 100 · |Σ clean − Σ noisy| / n, R = clamp₀¹((√m − √Acc_diff) / (√m − √t))."""
-    check_limits(t, m)
-
-    def statistic(sums: np.ndarray) -> np.ndarray:
-        diff = 100.0 * np.abs(sums[:, 0] - sums[:, 1]) / sums[:, 2]
-        return np.clip((np.sqrt(m) - np.sqrt(diff)) / (np.sqrt(m) - np.sqrt(t)), 0.0, 1.0)
-
-    return statistic

@@ -183,7 +183,7 @@ def model_fpvg_answers(
     questions with both kinds of box among the first ``max_objects``.
 
     Returns ``{"ids", "all", "rel", "irrel", "gold"}`` (lists in question order), ready
-    for :func:`vqadiag.metrics.fpvg.fpvg_rates`.
+    for :func:`vqadiag.protocols.fpvg.formulas.fpvg_rates`.
     """
     sets = training_relevance(data, split, list(data.questions(split)))
     questions = data.questions(split)

@@ -32,7 +32,7 @@ from typing import Any
 
 from scipy.stats import norm
 
-from vqadiag.report.html import fmt, p_text
+from vqadiag.report.formatting import fmt, p_text
 from vqadiag.report.results import ResultSet, estimate_value
 from vqadiag.suites.base import FindingRule, figure, finding_rules
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vqadiag.report.html import fmt
+from vqadiag.report.formatting import fmt
 from vqadiag.report.results import estimate_value
 
 

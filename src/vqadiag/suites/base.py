@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from vqadiag.errors import SuiteSkipped as SuiteSkipped  # re-exported: the suite contract
+
 if TYPE_CHECKING:
     from vqadiag.metrics.compare import PairedComparison
     from vqadiag.suites.state import DiagnoseState
@@ -40,10 +42,6 @@ Units = Mapping[str, Mapping[str, Any]]
 PairedTest = Callable[..., "PairedComparison | None"]
 #: a drill-down failure rule: a row's ``values`` → failed (True / False) or None (no value)
 FailureRule = Callable[[Mapping[str, Any]], "bool | None"]
-
-
-class SuiteSkipped(Exception):
-    """A suite cannot run (missing data or model capability); the message is the reason."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +143,21 @@ class Drilldown:
     failed: FailureRule
 
 
+@dataclass(frozen=True)
+class Plot:
+    """A figure of the report over every model's results (docs/report.md, "Plots").
+
+    ``id``: its name in ``report.json`` ``plots`` and its HTML anchor; ``data``: the
+    result sets (:class:`vqadiag.report.results.ResultSet`) → a JSON-able dict with a
+    ``title`` and ``models`` (one entry per model drawn; a ``not_run`` map for the
+    others); ``draw``: that dict → a base64 PNG (the helpers of
+    :mod:`vqadiag.report.plots`)."""
+
+    id: str
+    data: Callable[[Any], dict[str, Any]]
+    draw: Callable[[Mapping[str, Any]], str]
+
+
 @dataclass
 class SuiteOutput:
     """What a suite hands back: scoring dict, per-unit rows, summary estimates."""
@@ -166,9 +179,10 @@ class Suite:
     #: the verdicts the report may state from this suite's figures
     findings: ClassVar[tuple[FindingRule, ...]] = ()
     drilldown: ClassVar[Drilldown | None] = None
-    #: figure keys the report draws as one grouped bar chart per model (empty: no chart;
-    #: the built-in suites have hand-made plots in :mod:`vqadiag.report.plots` instead)
+    #: figure keys the report draws as one grouped bar chart per model (empty: no chart)
     plot_figures: ClassVar[tuple[str, ...]] = ()
+    #: the suite's own figures of the report, in display order
+    plots: ClassVar[tuple[Plot, ...]] = ()
     #: position of the suite's figures in summaries and on the card (lower first)
     display_order: ClassVar[float] = 100.0
 
@@ -196,18 +210,23 @@ _LOADED_PLUGINS: set[str] = set()
 
 #: the built-in suites, in the order ``diagnose`` runs them
 BUILTIN_MODULES = (
-    "vqadiag.suites.accuracy",
-    "vqadiag.suites.pairs",
-    "vqadiag.suites.ood",
-    "vqadiag.suites.fpvg",
-    "vqadiag.suites.importance",
-    "vqadiag.suites.robustness",
-    "vqadiag.suites.consistency",
+    "vqadiag.protocols.gqa.suite",
+    "vqadiag.protocols.vqa.suite",
+    "vqadiag.protocols.ood.suite",
+    "vqadiag.protocols.fpvg.suite",
+    "vqadiag.protocols.importance.suite",
+    "vqadiag.protocols.robustness.suite",
+    "vqadiag.protocols.consistency.suite",
 )
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
-    """Class decorator: add a suite to the registry (a later one of the same name replaces it)."""
+    """Class decorator: add a suite to the registry (a later one of the same name replaces it).
+
+    A plug-in's suite registers after the built-ins (they are loaded first), so a plug-in
+    of a built-in's name replaces it and keeps its place in the run order."""
+    if cls.__module__ not in BUILTIN_MODULES:
+        load_builtin_suites()
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"a suite needs a name that is an identifier, got {name!r}")

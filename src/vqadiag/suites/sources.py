@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.gqa import is_balanced
 from vqadiag.data.jsonio import write_json
-from vqadiag.errors import DataError, record_label
-from vqadiag.metrics.gqa_ood import is_balanced
+from vqadiag.errors import DataError, SuiteSkipped, record_label
 from vqadiag.probes.conditions import Condition, Probe, donor_map
 from vqadiag.probes.runner import ConditionRun, ProbeContext
-from vqadiag.suites.base import SuiteSkipped
 from vqadiag.suites.state import DiagnoseState, subsample
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from vqadiag.data.jsonio import write_json
+from vqadiag.errors import SuiteSkipped
 from vqadiag.probes.conditions import Condition, Probe
 from vqadiag.probes.runner import ConditionRun, ProbeContext
 from vqadiag.probes.store import Answer, PredictionStore
-from vqadiag.suites.base import SuiteSkipped
 
 REPLACEMENTS = ("drop", "zeros", "minus-one", "other-images")
 

@@ -3,7 +3,7 @@
 docs/protocols.md §6. :func:`finetune` loads an UpDn run trained on VQA v2, fine-tunes it on the
 VQA-introspect training pairs of a data folder (:mod:`vqadiag.models.finetune`),
 saves the new run, and measures the model before and after on the introspect val
-file: the consistency quadrants and figures of :func:`vqadiag.scoring.consistency.
+file: the consistency quadrants and figures of :func:`vqadiag.protocols.consistency.score.
 score_consistency` (main correct = VQA accuracy 1.0 against the VQA v2 val
 annotations when they hold the main questions, else a normalized match), the mean
 Pearson correlation of main and sub-question attention over the image's objects
@@ -102,10 +102,10 @@ def evaluate_introspect(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(figures, ci)`` of ``model`` on an introspect val file (module docstring); writes
     the main + sub answers to ``predictions_out``."""
-    from vqadiag.metrics.consistency import attention_correlation
     from vqadiag.metrics.vqa_accuracy import vqa_accuracies
     from vqadiag.models.predict import predict_split
-    from vqadiag.scoring.consistency import score_consistency
+    from vqadiag.protocols.consistency.formulas import attention_correlation
+    from vqadiag.protocols.consistency.score import score_consistency
 
     intro = read_introspect(intro_path)
     ids, texts, images = _introspect_questions(intro, data, val_split)

@@ -1,0 +1,1 @@
+"""Reasoning / perception consistency on VQA-introspect (docs/protocols.md §6)."""

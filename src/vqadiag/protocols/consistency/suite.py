@@ -1,0 +1,196 @@
+"""Suite ``consistency``: reasoning / perception consistency on VQA-introspect
+(``vqadiag score consistency``, docs/protocols.md §6).
+
+The model on the VQA-introspect main (Reasoning) questions and their
+deduplicated sub-questions, whose ids are
+:func:`vqadiag.data.introspect.sub_question_id` (``"<main>_<k>"``); with
+attention, also the Pearson correlation of main and sub attention over the
+image's objects (:func:`vqadiag.protocols.consistency.formulas.attention_correlation`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.jsonio import read_json, write_json
+from vqadiag.metrics.bootstrap import mean_ci
+from vqadiag.probes.conditions import Condition
+from vqadiag.protocols.consistency.plots import PLOTS
+from vqadiag.suites.base import (
+    Drilldown,
+    Figure,
+    FindingRule,
+    Suite,
+    SuiteOutput,
+    SuiteSkipped,
+    is_zero,
+    register_suite,
+)
+from vqadiag.suites.sources import (
+    needs_visual,
+    raw_texts,
+    vqa_context,
+    vqa_data,
+    vqa_probe,
+)
+from vqadiag.suites.state import DiagnoseState, estimate_of, hash_order, write_predictions
+
+
+@register_suite
+class ConsistencySuite(Suite):
+    """M✓S✓ / (M✓S✓ + M✓S✗): sub-questions right when the main question is right."""
+
+    name = "consistency"
+    title = "Reasoning / perception consistency (VQA-introspect)"
+    datasets = ("vqa2", "introspect")
+    conditions = ("introspect.main", "introspect.sub")
+    display_order = 70
+    plots = PLOTS
+    figures = (Figure("reasoning_consistency", "reasoning consistency", clusters=True),)
+    findings = (
+        FindingRule(
+            "reasoning_consistency", 50.0, "below", "reasoning not backed by perception",
+            "reasoning consistency {value} [{ci}] below 50: right reasoning answers, "
+            "wrong perception sub-answers",
+            tone="bad",
+        ),
+    )  # fmt: skip
+    drilldown = Drilldown(
+        "Inconsistent: main question right, sub-question wrong",
+        is_zero("reasoning_consistency"),
+    )
+
+    def run(self, state: DiagnoseState) -> SuiteOutput:
+        return consistency_suite(state)
+
+
+def consistency_suite(state: DiagnoseState) -> SuiteOutput:
+    """Reasoning / perception consistency on VQA-introspect (``vqadiag score consistency``).
+
+    Mains (``--max-questions``: a fixed pseudo-random subset) are scored with
+    their VQA v2 annotations (VQA accuracy ≥ 1) when every main has one, else by
+    normalized match with ``reasoning_answer_most_common``; sub-questions by
+    normalized match. Rows: ``id = "main|sub"``; ``values.reasoning_consistency``
+    (the sub's correctness) only on rows whose main is correct, so its mean is
+    the consistency M✓S✓ / (M✓S✓ + M✓S✗).
+    """
+    from vqadiag.data.introspect import read_introspect
+    from vqadiag.protocols.consistency.formulas import attention_correlation
+    from vqadiag.protocols.consistency.score import score_consistency
+
+    split = state.options.split
+    path = state.data_root / "introspect" / f"VQAIntrospect_{split}v1.0.json"
+    if not path.is_file():
+        raise SuiteSkipped(f"no introspect data ({path.name})")
+    data = vqa_data(state)
+    needs_visual(state, data)
+    raw = read_json(path)
+    intro = read_introspect(path)
+    main_ids = list(intro.mains)
+    vqa = data.questions(split)
+    vqa_path = data.questions_path(split)
+
+    def record_of(qid: str, question: str, image: Any) -> dict[str, Any]:
+        if qid in vqa:
+            return vqa[qid]
+        feature_id = data.feature_image_id(str(image), vqa_path, qid)
+        return {"question": question, "imageId": feature_id, "image_id": str(image)}
+
+    limit = state.options.max_questions
+    chosen = set(main_ids)
+    if limit is not None:
+        chosen = set(hash_order(main_ids)[: max(1, limit // 4)])
+    image_of = {
+        q: str(record_of(q, intro.mains[q].question, intro.mains[q].image_id)["imageId"])
+        for q in main_ids
+        if q in chosen
+    }
+    chosen = set(state.drop_missing_images(list(image_of), image_of, data))
+    if len(chosen) < len(main_ids):
+        main_ids = [q for q in main_ids if q in chosen]
+        subset = {q: raw[q] for q in raw if str(q).strip() in chosen}
+        path = write_json(state.inputs / "introspect.json", subset)
+        intro = read_introspect(path)
+
+    mains = [intro.mains[q] for q in main_ids]
+    subs = [s for m in mains for s in m.subs]
+    main_probes = [
+        vqa_probe(m.main_id, record_of(m.main_id, m.question, m.image_id), m.question)
+        for m in mains
+    ]
+    sub_probes = [
+        vqa_probe(
+            s.sub_id, record_of(s.sub_id, s.question, intro.mains[s.main_id].image_id), s.question
+        )
+        for s in subs
+    ]
+    ctx = vqa_context(state, data)
+    main_run = state.run(ctx, Condition("introspect.main", "plain"), main_probes)
+    sub_run = state.run(ctx, Condition("introspect.sub", "plain"), sub_probes)
+    main_file = write_predictions(state, "consistency", "main", main_ids, main_run.answers)
+    sub_file = write_predictions(
+        state, "consistency", "sub", [s.sub_id for s in subs], sub_run.answers
+    )
+    annotated = all(q in vqa and "answers" in vqa[q] for q in main_ids)
+    o = state.options
+    units: dict = {}
+    result = score_consistency(
+        path,
+        main_file,
+        sub_file,
+        annotations=data.annotations_path(split) if annotated else None,
+        seed=o.seed,
+        n_bootstrap=o.n_bootstrap,
+        units=units,
+    )
+    main_answer = {q: a for q, a in zip(main_ids, main_run.answers, strict=True)}
+    main_ok = units["main_correct"]
+    sub_ok_of = dict(zip(units["pairs"], units["sub_correct"].tolist(), strict=True))
+    sub_ok = [sub_ok_of[(s.main_id, s.sub_id)] for s in subs]
+    corr = None
+    if state.model.capabilities.attention:
+        corr = np.array(
+            [
+                _pair_correlation(main_answer[s.main_id].vector, a.vector, attention_correlation)
+                for s, a in zip(subs, sub_run.answers, strict=True)
+            ]
+        )
+        finite = corr[np.isfinite(corr)]
+        est = mean_ci(finite, scale=1.0, n_resamples=o.n_bootstrap, seed=o.seed).to_dict()
+        result["attention_correlation"] = est["value"]
+        result["ci"]["attention_correlation"] = est
+    rows = []
+    for i, (s, a) in enumerate(zip(subs, sub_run.answers, strict=True)):
+        m_ok = int(main_ok[s.main_id])
+        values: dict[str, Any] = {"main_correct": m_ok, "sub_correct": int(sub_ok[i])}
+        if m_ok:
+            values["reasoning_consistency"] = int(sub_ok[i])
+        if corr is not None and np.isfinite(corr[i]):
+            values["attention_correlation"] = float(corr[i])
+        main = intro.mains[s.main_id]
+        rows.append(
+            {
+                "suite": "consistency",
+                "id": f"{s.main_id}|{s.sub_id}",
+                "qid": s.main_id,
+                "sub_id": s.sub_id,
+                "image_id": str(main.image_id),
+                "question": main.question,
+                "sub_question": s.question,
+                "truth": main.answer,
+                "sub_truth": s.answer,
+                "answers": {"main": main_answer[s.main_id].answer, "sub": a.answer},
+                "values": values,
+                **raw_texts({"main": main_answer[s.main_id], "sub": a}),
+            }
+        )
+    summary = {"reasoning_consistency": estimate_of(result["ci"], "consistency")}
+    return SuiteOutput(result, rows, summary)
+
+
+def _pair_correlation(main: Any, sub: Any, fn: Any) -> float:
+    if main is None or sub is None or len(main) != len(sub) or len(main) < 2:
+        return float("nan")
+    return float(fn(np.asarray(main), np.asarray(sub))[0])

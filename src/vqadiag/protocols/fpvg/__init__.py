@@ -1,0 +1,1 @@
+"""FPVG: faithful and plausible visual grounding (docs/protocols.md §5)."""

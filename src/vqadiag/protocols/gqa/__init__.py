@@ -1,0 +1,1 @@
+"""GQA: the official eval.py metrics (docs/protocols.md §7)."""

@@ -1,0 +1,208 @@
+"""GQA scoring: the official eval.py metrics (docs/protocols.md §7).
+
+``score_gqa`` mirrors ``vqadiag score gqa``: it reads the files, calls the pure
+metrics of :mod:`vqadiag.protocols.gqa.formulas` and returns exactly the dict
+the command prints with ``--json``. Every rate is in percent at full precision
+and has a ``{"value", "ci_low", "ci_high", "n"}`` twin under ``"ci"`` (95%
+percentile bootstrap over questions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.jsonio import collector_paused_over
+from vqadiag.data.predictions import read_scored_answers
+from vqadiag.errors import DataError, record_label
+from vqadiag.metrics.bootstrap import (
+    Estimate,
+    finite_or_none,
+    mean_ci,
+    official_rate_ci,
+)
+from vqadiag.protocols.gqa.formulas import (
+    GQAEvaluation,
+    bootstrap_distribution,
+    evaluate_columns,
+    official_rate,
+)
+from vqadiag.protocols.gqa.inputs import read_gqa_inputs
+
+SPLIT_FILES = {"all": "ood_all.json", "head": "ood_head.json", "tail": "ood_tail.json"}
+
+
+# ----------------------------------------------------------------- score gqa
+
+
+def _breakdown(
+    evaluation: GQAEvaluation, name: str, seed: int, n_bootstrap: int
+) -> tuple[dict[str, float], dict[str, Any]]:
+    positions = evaluation.breakdowns[name]
+    numeric = name in ("perLength", "perSteps")
+    keys = sorted(positions, key=(lambda k: int(k)) if numeric else (lambda k: str(k)))
+    values: dict[str, float] = {}
+    cis: dict[str, Any] = {}
+    for key in keys:
+        scores = evaluation.correct[positions[key]]
+        value, ci = official_rate_ci(scores, official_rate(scores.tolist()), seed, n_bootstrap)
+        values[str(key)] = value
+        cis[str(key)] = ci
+    return values, cis
+
+
+@collector_paused_over("questions", "predictions", "choices", "attentions", "scene_graphs")
+def score_gqa(
+    questions: str | Path,
+    predictions: str | Path,
+    *,
+    choices: str | Path | None = None,
+    attentions: str | Path | None = None,
+    scene_graphs: str | Path | None = None,
+    map_size: int = 7,
+    object_attention: bool = False,
+    all_questions: bool = False,
+    allow_missing: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    units: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """GQA's official eval.py metrics with 95% bootstrap intervals (docs/protocols.md §7).
+
+    With ``attentions`` (and the ``scene_graphs`` of the questions' images): the
+    grounding score of ``eval.py --grounding`` (:mod:`vqadiag.protocols.gqa.grounding`;
+    a ``map_size`` grid, or object boxes with ``object_attention``).
+
+    ``units``, when given, receives the per-unit values of the same computation:
+    ``{"ids": scored question ids, "accuracy": 0/1 per question}``.
+
+    Scores the ``isBalanced`` questions (all with ``all_questions``): accuracy,
+    binary / open, per structural and semantic type, per word count and steps,
+    validity and plausibility (with ``choices``), consistency and distribution.
+    Predictions may cover only the scored questions; consistency then uses the
+    entailed questions that have predictions and reports the rest as skipped.
+    Predictions for questions the file does not hold are ignored and counted
+    (``extra_predictions``), as the official script ignores them.
+    """
+    inputs = read_gqa_inputs(
+        questions, choices, all_questions=all_questions, need_records=attentions is not None
+    )
+    scored = inputs.columns.question_ids
+    answers, counts = read_scored_answers(
+        predictions, inputs.columns.answer_of, scored, allow_missing
+    )
+    ev = evaluate_columns(inputs.columns, answers, inputs.choice_lists)
+    if units is not None:
+        units.update(ids=list(scored), accuracy=np.asarray(ev.correct, np.float64))
+
+    result: dict[str, Any] = {}
+    ci: dict[str, Any] = {}
+    open_mask = ev.is_open
+    for key, values in (
+        ("accuracy", ev.correct),
+        ("binary", ev.correct[~open_mask]),
+        ("open", ev.correct[open_mask]),
+    ):
+        result[key], ci[key] = official_rate_ci(
+            values, official_rate(values.tolist()), seed, n_bootstrap
+        )
+    for key in ("perStructuralType", "perSemanticType", "perLength", "perSteps"):
+        result[key], ci[key] = _breakdown(ev, key, seed, n_bootstrap)
+    for key, values in (("validity", ev.valid), ("plausibility", ev.plausible)):
+        if values is None:
+            result[key], ci[key] = None, None
+        else:
+            result[key], ci[key] = official_rate_ci(
+                values, official_rate(values.tolist()), seed, n_bootstrap
+            )
+    cons = ev.consistency
+    result["consistency"], ci["consistency"] = official_rate_ci(
+        np.asarray(cons.scores), cons.value, seed, n_bootstrap
+    )
+    result["consistency_detail"] = {
+        "n_questions": len(cons.scores),
+        "n_entailed": int(sum(cons.n_entailed)),
+        "entailed_skipped": cons.entailed_skipped,
+        "questions_skipped": cons.questions_skipped,
+    }
+    if attentions is not None:
+        assert inputs.records is not None  # read whole for the grounding score
+        result["grounding"], ci["grounding"], result["grounding_missing"] = _grounding(
+            inputs.records, scored, attentions, scene_graphs, map_size, object_attention,
+            allow_missing, seed, n_bootstrap,
+        )  # fmt: skip
+    distribution = finite_or_none(ev.distribution)
+    result["distribution"] = distribution
+    if distribution is None:
+        ci["distribution"] = None
+    else:
+        boot = bootstrap_distribution(ev.distribution_index, n_resamples=n_bootstrap, seed=seed)
+        n_grouped = int((ev.distribution_index.gold_pair >= 0).sum())
+        ci["distribution"] = Estimate.from_bootstrap(distribution, boot, n_grouped).to_dict()
+    result["n"] = len(scored)
+    result["balanced_only"] = not all_questions
+    result.update(counts)
+    result["ci"] = ci
+    return result
+
+
+def _grounding(
+    records: Mapping[str, Any],
+    scored: Sequence[str],
+    attentions: str | Path,
+    scene_graphs: str | Path | None,
+    map_size: int,
+    object_attention: bool,
+    allow_missing: bool,
+    seed: int,
+    n_bootstrap: int,
+) -> tuple[float | None, dict[str, Any] | None, int]:
+    """``eval.py --grounding``: 100 · mean grounding score over the scored questions with
+    an attention map (every one unless ``allow_missing``; the others are counted)."""
+    from vqadiag.data.gqa import read_attentions, read_scene_graphs
+    from vqadiag.protocols.gqa.grounding import grounding_score
+
+    a_path = Path(attentions)
+    if scene_graphs is None:
+        raise DataError(a_path, "the grounding score needs --scene-graphs (the objects' boxes)")
+    if map_size < 1:
+        raise DataError("--map-size", f"must be at least 1, got {map_size}")
+    maps = read_attentions(a_path, map_size=map_size, object_boxes=object_attention)
+    s_path = Path(scene_graphs)
+    scenes = read_scene_graphs(s_path)
+    values, missing = [], 0
+    for qid in scored:
+        if qid not in maps:
+            if not allow_missing:
+                raise DataError(
+                    a_path, "no attention map for this scored question (use --allow-missing "
+                    "to leave such questions out of grounding)", record_label(qid),
+                )  # fmt: skip
+            missing += 1
+            continue
+        record = records[qid]
+        scene = scenes.get(str(record.get("imageId")))
+        if scene is None or "width" not in scene or "height" not in scene:
+            raise DataError(
+                s_path, f"no scene graph with width and height for image {record.get('imageId')!r}",
+                record_label(qid),
+            )  # fmt: skip
+        try:
+            values.append(
+                grounding_score(
+                    record, scene, maps[qid], map_size=map_size, object_boxes=object_attention
+                )
+            )
+        except KeyError as err:
+            raise DataError(
+                s_path, f"the question's annotations name object {err.args[0]!r}, which is not "
+                f"in image {record.get('imageId')!r}", record_label(qid),
+            ) from None  # fmt: skip
+    if not values:
+        return None, None, missing
+    array = 100.0 * np.asarray(values, dtype=np.float64)
+    est = mean_ci(array, n_resamples=n_bootstrap, seed=seed).to_dict()
+    return float(array.mean()), est, missing

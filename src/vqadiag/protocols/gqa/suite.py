@@ -1,0 +1,75 @@
+"""Suite ``accuracy``: GQA's official metrics of the plain run (docs/protocols.md §7)."""
+
+from __future__ import annotations
+
+from vqadiag.suites.base import (
+    Drilldown,
+    Figure,
+    FindingRule,
+    Suite,
+    SuiteOutput,
+    below_one,
+    register_suite,
+)
+from vqadiag.suites.sources import plain_run, raw_texts, unit_row
+from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
+
+
+@register_suite
+class AccuracySuite(Suite):
+    """GQA accuracy, validity, plausibility, consistency, distribution (``vqadiag score gqa``)."""
+
+    name = "accuracy"
+    title = "GQA accuracy (official eval.py)"
+    datasets = ("gqa",)
+    conditions = ("gqa.all",)
+    display_order = 10
+    figures = (Figure("accuracy", "GQA accuracy"),)
+    findings = (
+        FindingRule(
+            "accuracy", "blind", "above", "uses the image",
+            "accuracy {value} vs {other_value} for blind {other} ({diff}; {test}, {p})",
+            tone="good",
+        ),
+        FindingRule(
+            "accuracy", "blind", "not_above", "relies on language priors",
+            "accuracy {value} not above {other_value} for blind {other} ({test}, {p})",
+            tone="bad",
+        ),
+    )  # fmt: skip
+    drilldown = Drilldown("Wrong answers", below_one("accuracy"))
+
+    def run(self, state: DiagnoseState) -> SuiteOutput:
+        return accuracy_suite(state)
+
+
+def accuracy_suite(state: DiagnoseState) -> SuiteOutput:
+    """GQA's official metrics (``vqadiag score gqa``) of the plain run (docs/protocols.md §7)."""
+    from vqadiag.protocols.gqa.score import score_gqa
+
+    src, run = plain_run(state)
+    preds = write_predictions(state, "accuracy", "all", src.qids, run.answers)
+    choices = src.data.gqa_dir / f"{state.options.split}_choices.json"
+    o = state.options
+    units: dict = {}
+    result = score_gqa(
+        src.questions_file,
+        preds,
+        choices=choices if choices.is_file() else None,
+        seed=o.seed,
+        n_bootstrap=o.n_bootstrap,
+        units=units,
+    )
+    accuracy_of = dict(zip(units["ids"], units["accuracy"].tolist(), strict=True))
+    rows = [
+        unit_row(
+            "accuracy",
+            q,
+            src.records[q],
+            answers={"all": a.answer},
+            values={"accuracy": int(accuracy_of[q])},
+            **raw_texts({"all": a}),
+        )
+        for q, a in zip(src.qids, run.answers, strict=True)
+    ]
+    return SuiteOutput(result, rows, {"accuracy": estimate_of(result["ci"], "accuracy")})

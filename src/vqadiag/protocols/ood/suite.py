@@ -1,0 +1,103 @@
+"""Suite ``ood``: GQA-OOD head / tail accuracy, Δ and the acc-tail curve (docs/protocols.md §3)."""
+
+from __future__ import annotations
+
+from vqadiag.metrics.compare import compare_statistic
+from vqadiag.protocols.ood.formulas import ood_delta_columns, ood_delta_statistic
+from vqadiag.protocols.ood.plots import PLOTS
+from vqadiag.suites.base import (
+    Drilldown,
+    Figure,
+    FindingRule,
+    Suite,
+    SuiteOutput,
+    Units,
+    below_one,
+    register_suite,
+)
+from vqadiag.suites.sources import plain_run, unit_row
+from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
+
+
+def delta_test(units_a: Units, units_b: Units, _result_a: object, *, seed: int, n_bootstrap: int):
+    """Paired bootstrap of Δ_A − Δ_B over the questions both models answered: the
+    statistic is recomputed from the resampled head / tail sums (docs/report.md)."""
+    import numpy as np
+
+    ids = sorted(set(units_a) & set(units_b))
+    if not ids:
+        return None
+
+    def columns(units: Units):
+        nan = float("nan")
+        head = np.array([_value(units[i], "acc_head", nan) for i in ids])
+        tail = np.array([_value(units[i], "acc_tail", nan) for i in ids])
+        return ood_delta_columns(head, tail)
+
+    return compare_statistic(
+        columns(units_a), columns(units_b), ood_delta_statistic, n_resamples=n_bootstrap, seed=seed
+    )
+
+
+def _value(values, key: str, default: float) -> float:
+    v = values.get(key)
+    return default if v is None else float(v)
+
+
+@register_suite
+class OODSuite(Suite):
+    """``vqadiag score ood --curve`` on the plain run."""
+
+    name = "ood"
+    title = "GQA-OOD head / tail"
+    datasets = ("gqa",)
+    conditions = ("gqa.all",)
+    display_order = 20
+    plots = PLOTS
+    figures = (
+        Figure("acc_head", "GQA-OOD acc-head"),
+        Figure("acc_tail", "GQA-OOD acc-tail"),
+        Figure("delta", "GQA-OOD Δ (head−tail)/tail", direction="lower", test=delta_test),
+    )
+    findings = (
+        FindingRule(
+            "delta", 20.0, "above", "weak on rare answers",
+            "acc-tail {summary[acc_tail]} vs acc-head {summary[acc_head]}: "
+            "Δ {value} [{ci}] above 20",
+            tone="bad",
+        ),
+    )  # fmt: skip
+    drilldown = Drilldown("Wrong answers on GQA-OOD tail questions", below_one("acc_tail"))
+
+    def run(self, state: DiagnoseState) -> SuiteOutput:
+        return ood_suite(state)
+
+
+def ood_suite(state: DiagnoseState) -> SuiteOutput:
+    """GQA-OOD head / tail, Δ and the acc-tail curve (``score ood --curve``, protocols.md §3)."""
+    from vqadiag.protocols.ood.score import score_ood
+
+    src, run = plain_run(state)
+    preds = write_predictions(state, "ood", "all", src.qids, run.answers)
+    o = state.options
+    units: dict = {}
+    result = score_ood(
+        src.questions_file, preds, curve=True, seed=o.seed, n_bootstrap=o.n_bootstrap, units=units
+    )
+    answer_of = {q: a.answer for q, a in zip(src.qids, run.answers, strict=True)}
+    rows = []
+    for key in ("acc_head", "acc_tail"):
+        for q, value in units[key].items():
+            rec = src.records[q]
+            rows.append(
+                unit_row(
+                    "ood",
+                    q,
+                    rec,
+                    answers={"all": answer_of[q]},
+                    values={key: int(value)},
+                )
+            )
+    ci = result["ci"]
+    summary = {k: estimate_of(ci, k) for k in ("acc_head", "acc_tail", "delta")}
+    return SuiteOutput(result, rows, summary)

@@ -1,0 +1,2 @@
+"""Robustness to basic-question noise: ranking, noise partitions, R_score
+(docs/protocols.md §4)."""

@@ -1,0 +1,217 @@
+"""Suite ``robustness``: accuracy under basic-question noise, Acc_diff and R_score
+(docs/protocols.md §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vqadiag.data.atomic import file_digest
+from vqadiag.data.jsonio import write_json
+from vqadiag.errors import DataError
+from vqadiag.metrics.compare import compare_statistic
+from vqadiag.probes.conditions import Condition
+from vqadiag.protocols.robustness.formulas import DEFAULT_M, DEFAULT_T, r_score_statistic
+from vqadiag.protocols.robustness.plots import PLOTS
+from vqadiag.suites.base import (
+    Drilldown,
+    Figure,
+    FindingRule,
+    Suite,
+    SuiteOutput,
+    SuiteSkipped,
+    Units,
+    register_suite,
+)
+from vqadiag.suites.sources import GQASource, plain_run, probe_of, raw_texts, unit_row
+from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
+
+N_PARTITIONS = 7
+
+
+def r_score_test(units_a: Units, units_b: Units, result_a: Any, *, seed: int, n_bootstrap: int):
+    """Paired bootstrap of R_score_A − R_score_B (partition 1) over the questions both
+    models carry, with A's limits t and m (docs/report.md)."""
+
+    def carries(units: Units) -> set[str]:
+        return {
+            i
+            for i, v in units.items()
+            if v.get("correct_clean") is not None and v.get("correct_noise_1") is not None
+        }
+
+    ids = sorted(carries(units_a) & carries(units_b))
+    if not ids:
+        return None
+    suite = result_a if isinstance(result_a, dict) else {}
+    t, m = float(suite.get("t", DEFAULT_T)), float(suite.get("m", DEFAULT_M))
+
+    def cols(units: Units) -> np.ndarray:
+        return np.array(
+            [[units[i]["correct_clean"], units[i]["correct_noise_1"], 1.0] for i in ids]
+        )
+
+    return compare_statistic(
+        cols(units_a), cols(units_b), r_score_statistic(t, m), n_resamples=n_bootstrap, seed=seed
+    )
+
+
+def noise_flip(values: Any) -> bool | None:
+    """Right on the clean question, wrong on some noisy one."""
+    clean = values.get("correct_clean")
+    if clean is None:
+        return None
+    noisy = [v for k, v in values.items() if k.startswith("correct_noise_") and v is not None]
+    return clean >= 1.0 and any(v < 1.0 for v in noisy)
+
+
+@register_suite
+class RobustnessSuite(Suite):
+    """The model on each main question with 3 basic questions appended, 7 partitions."""
+
+    name = "robustness"
+    title = "Robustness to basic-question noise"
+    datasets = ("gqa", "basic-question dataset (--bqd, or built from gqa train)")
+    conditions = ("gqa.all", *(f"gqa.noise_{k}" for k in range(1, N_PARTITIONS + 1)))
+    requires: ClassVar[Mapping[str, str]] = {
+        "reruns": "prediction files answer only the plain condition (noisy questions)"
+    }
+    display_order = 60
+    plots = PLOTS
+    figures = (
+        Figure("r_score", "R_score (partition 1)", unit="0–1", decimals=3, test=r_score_test),
+        Figure("noise_accuracy", "accuracy, noise partition", many=True, card=False),
+    )
+    findings = (
+        FindingRule(
+            "r_score", 0.5, "below", "fragile to related questions",
+            "R_score {value} [{ci}] below 0.5: related questions appended change its answers",
+            tone="bad",
+        ),
+    )  # fmt: skip
+    drilldown = Drilldown(
+        "Noise flips: right on the clean question, wrong with basic questions added", noise_flip
+    )
+
+    def run(self, state: DiagnoseState) -> SuiteOutput:
+        return robustness_suite(state)
+
+
+def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, Any]], dict]:
+    """The basic-question dataset: ``--bqd`` or a General BQD built (and cached) here."""
+    o = state.options
+    if o.bqd is not None:
+        try:
+            from vqadiag.data.bqd import read_bqd
+        except ImportError:
+            raise SuiteSkipped("basic-question datasets need vqadiag.data.bqd") from None
+        return read_bqd(o.bqd), {"path": str(o.bqd), "built": False}
+    try:
+        from vqadiag.data.bqd import read_bqd
+        from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
+    except ImportError:
+        raise SuiteSkipped("no --bqd and basic-question ranking is not available") from None
+    try:
+        pool = src.data.questions_path("train")
+    except DataError:
+        raise SuiteSkipped(
+            "no --bqd and no GQA train questions for the basic-question pool"
+        ) from None
+    from vqadiag.probes.fingerprints import stable_hash
+
+    out = state.out / "bqd.json"
+    stat = pool.stat()
+    key = stable_hash(
+        {
+            "pool": [str(pool), stat.st_size, stat.st_mtime_ns],
+            "main": src.qids,
+            "ranker": o.bq_ranker,
+            "seed": o.seed,
+        }
+    )
+    meta_path = state.out / "bqd.meta.json"
+    meta = {"key": key, "pool": str(pool), "ranker": o.bq_ranker, "embedder": "lsa"}
+    cached = _bqd_cached(out, meta_path, key)
+    if not cached:
+        # bqd.meta.json commits bqd.json: it goes first and comes back last, with the
+        # digest of the dataset it describes, so a kill in between never leaves a pair
+        # that a later run would take for another ranker's dataset
+        meta_path.unlink(missing_ok=True)
+        build_bqd(
+            [pool], src.questions_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress
+        )
+        write_json(meta_path, {**meta, "sha256": file_digest(out)})
+    return read_bqd(out), {"path": out.name, "built": True, "cached": cached, **meta}
+
+
+def _bqd_cached(out: Path, meta_path: Path, key: str) -> bool:
+    """Whether ``out`` is the dataset of ``key``: its meta file names the key and the
+    digest of exactly the bytes ``out`` holds."""
+    if not (out.is_file() and meta_path.is_file()):
+        return False
+    from vqadiag.data.jsonio import read_json
+
+    try:
+        recorded = read_json(meta_path)
+    except DataError:
+        return False
+    return (
+        isinstance(recorded, dict)
+        and recorded.get("key") == key
+        and recorded.get("sha256") == file_digest(out)
+    )
+
+
+def robustness_suite(state: DiagnoseState) -> SuiteOutput:
+    """Accuracy under the 7 basic-question noise partitions, Acc_diff, R_score (protocols.md §4).
+
+    Noisy condition k: same image and objects, question text = the main question
+    followed by the 3 basic questions of partition k (``noise_partitions``).
+    """
+    from vqadiag.protocols.robustness.score import score_robustness
+
+    src, clean = plain_run(state)
+    records, bqd_info = _bqd_records(state, src)
+    from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions
+
+    partitions = noise_partitions(records, partitions=N_PARTITIONS)
+    qids = [q for q in src.qids if all(q in part for part in partitions)]
+    if not qids:
+        raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")
+    clean_of = dict(zip(src.qids, clean.answers, strict=True))
+    answers = {"clean": [clean_of[q] for q in qids]}
+    for k, part in enumerate(partitions, start=1):
+        probes = [probe_of(src.records[q], q, question=part[q]) for q in qids]
+        run = state.run(src.ctx, Condition(f"gqa.noise_{k}", "text", {"partition": k}), probes)
+        answers[f"noise_{k}"] = run.answers
+    files = {k: write_predictions(state, "robustness", k, qids, v) for k, v in answers.items()}
+    ids_file = write_json(state.inputs / "robustness_questions.json", qids)
+    o = state.options
+    units: dict = {}
+    result = score_robustness(
+        src.questions_file,
+        files["clean"],
+        [files[f"noise_{k}"] for k in range(1, len(partitions) + 1)],
+        questions=ids_file,
+        seed=o.seed,
+        n_bootstrap=o.n_bootstrap,
+        units=units,
+    )
+    result["bqd"] = bqd_info
+    accuracy_of = dict(zip(units["ids"], units["accuracy"].tolist(), strict=True))
+    rows = []
+    for i, q in enumerate(qids):
+        rec = src.records[q]
+        ans = {k: v[i].answer for k, v in answers.items()}
+        values = {f"correct_{k}": int(v) for k, v in zip(ans, accuracy_of[q], strict=True)}
+        raw = raw_texts({k: v[i] for k, v in answers.items()})
+        rows.append(unit_row("robustness", q, rec, answers=ans, values=values, **raw))
+    ci = result["ci"]
+    summary = {
+        "r_score": estimate_of(ci, "r_score"),
+        "noise_accuracy": [dict(p["accuracy"]) for p in ci["partitions"]],
+    }
+    return SuiteOutput(result, rows, summary)

@@ -1,0 +1,113 @@
+"""Suite ``pairs``: the model on both questions of every complementary pair of the split
+(``vqadiag score pairs``, docs/protocols.md §2)."""
+
+from __future__ import annotations
+
+from vqadiag.data.jsonio import write_json
+from vqadiag.probes.conditions import Condition
+from vqadiag.suites.base import (
+    Drilldown,
+    Figure,
+    Suite,
+    SuiteOutput,
+    SuiteSkipped,
+    below_one,
+    register_suite,
+)
+from vqadiag.suites.sources import needs_visual, vqa_context, vqa_data, vqa_probe
+from vqadiag.suites.state import DiagnoseState, estimate_of, hash_order, write_predictions
+
+
+@register_suite
+class PairsSuite(Suite):
+    """Both correct, identical and different answers on complementary pairs."""
+
+    name = "pairs"
+    title = "Complementary pairs (VQA v2)"
+    datasets = ("vqa2", "vqa2 complementary pairs")
+    conditions = ("vqa2.all",)
+    display_order = 50
+    figures = (Figure("pair_both_correct", "pairs both correct"),)
+    drilldown = Drilldown(
+        "Complementary pairs not both answered right", below_one("pair_both_correct")
+    )
+
+    def run(self, state: DiagnoseState) -> SuiteOutput:
+        return pairs_suite(state)
+
+
+def pairs_suite(state: DiagnoseState) -> SuiteOutput:
+    """Complementary-pair figures (``vqadiag score pairs``): both correct, identical, different.
+
+    ``--max-questions`` keeps pairs in a fixed pseudo-random order until their
+    questions reach the limit. Per-question rows: one per pair, ``id = "qa|qb"``,
+    ``values.pair_both_correct`` = [acc(qa) ≥ τ ∧ acc(qb) ≥ τ], ``pair_identical`` and
+    ``pair_both_exact`` (both answers equal the canonical ``multiple_choice_answer``).
+    """
+    from vqadiag.data.vqa2 import read_pairs
+    from vqadiag.protocols.vqa.score import score_pairs
+
+    data = vqa_data(state)
+    needs_visual(state, data)
+    split = state.options.split
+    name = data.questions_path(split).name.replace("v2_OpenEnded_mscoco_", "v2_mscoco_")
+    pairs_path = data.vqa_dir / name.replace("_questions.json", "_complementary_pairs.json")
+    if not pairs_path.is_file():
+        raise SuiteSkipped(f"no complementary pairs file ({pairs_path.name})")
+    records = data.questions(split)
+    pairs = read_pairs(pairs_path, records)
+    limit = state.options.max_questions
+    if limit is not None:
+        by_key = {f"{a}|{b}": (a, b) for a, b in pairs}
+        chosen = set(hash_order(by_key)[: max(1, limit // 2)])
+        pairs = [p for p in pairs if f"{p[0]}|{p[1]}" in chosen]
+    image_of = {q: str(records[q]["imageId"]) for p in pairs for q in p}
+    kept = set(state.drop_missing_images(list(image_of), image_of, data))
+    pairs = [p for p in pairs if p[0] in kept and p[1] in kept]
+    if not pairs:
+        raise SuiteSkipped("no complementary pairs")
+    pairs_file = write_json(state.inputs / "vqa2_pairs.json", [list(p) for p in pairs])
+    qids = list(dict.fromkeys(q for p in pairs for q in p))
+    probes = [vqa_probe(q, records[q]) for q in qids]
+    run = state.run(vqa_context(state, data), Condition("vqa2.all", "plain"), probes)
+    preds = write_predictions(state, "pairs", "all", qids, run.answers)
+    o = state.options
+    units: dict = {}
+    result = score_pairs(
+        data.annotations_path(split),
+        pairs_file,
+        preds,
+        seed=o.seed,
+        n_bootstrap=o.n_bootstrap,
+        units=units,
+    )
+    answer_of = {q: a.answer for q, a in zip(qids, run.answers, strict=True)}
+    acc_of = units["accuracy"]
+    rows = []
+    for (a, b), both, same in zip(
+        units["pairs"], units["both_correct"], units["identical"], strict=True
+    ):
+        rows.append(
+            {
+                "suite": "pairs",
+                "id": f"{a}|{b}",
+                "qid": [a, b],
+                "image_id": [records[a]["image_id"], records[b]["image_id"]],
+                "question": records[a]["question"],
+                "truth": [records[a].get("answer"), records[b].get("answer")],
+                "answers": {"a": answer_of[a], "b": answer_of[b]},
+                "values": {
+                    "pair_both_correct": int(both),
+                    "pair_identical": int(same),
+                    "pair_both_exact": int(
+                        answer_of[a] == records[a].get("answer")
+                        and answer_of[b] == records[b].get("answer")
+                    ),
+                    "vqa_accuracy_a": acc_of[a],
+                    "vqa_accuracy_b": acc_of[b],
+                },
+            }
+        )
+    return SuiteOutput(
+        result, rows, {"pair_both_correct": estimate_of(result["ci"], "both_correct")}
+    )
