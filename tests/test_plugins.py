@@ -256,6 +256,54 @@ def test_plugin_file_loaded_by_a_fresh_process(world, tmp_path):
     assert len(plain.stderr.strip().splitlines()) == 1
 
 
+def test_report_and_export_of_a_plugin_folder_need_no_plugin(world, tmp_path):
+    """results.json declares its suites: a fresh process without the plug-in renders the
+    plug-in's figure with its own label, drill-down and bar chart, and exports it."""
+    out = tmp_path / "made"
+    env = {k: v for k, v in os.environ.items() if k != "VQADIAG_PLUGINS"}
+    vqadiag = [sys.executable, "-m", "vqadiag"]
+    made = subprocess.run(
+        [*vqadiag, "diagnose", "--data", str(world), "--model", "toy:v3", "--out", str(out),
+         "--suite", "accuracy,case", "--n-bootstrap", "20", "--plugin", __file__],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    declared = json.loads((out / "results.json").read_text())["declarations"]["case"]
+    assert declared["figures"][0]["label"] == "case invariance"
+    assert declared["drilldown"] == {
+        "title": "Answer changed by upper case", "rule": "is_zero", "column": "case_invariance"
+    }  # fmt: skip
+    _, invariance = _hand_worked(out)
+
+    report_dir = tmp_path / "report"
+    done = subprocess.run(
+        [*vqadiag, "report", str(out), "--out", str(report_dir)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads((report_dir / "report.json").read_text())
+    columns = {c["key"]: c for c in report["card"]["columns"]}
+    assert columns["case_invariance"]["label"] == "case invariance"
+    cell = report["card"]["rows"][0]["cells"]["case_invariance"]
+    assert cell["estimate"]["value"] == pytest.approx(invariance)
+    assert report["drilldown"]["case"]["title"] == "Answer changed by upper case"
+    plot = report["plots"]["suite_case"]
+    assert plot["models"][0]["values"]["case_invariance"]["value"] == pytest.approx(invariance)
+    html = (report_dir / "report.html").read_text()
+    assert 'id="plot-suite_case"' in html and 'alt="Case invariance" src="data:image/png' in html
+
+    summary = tmp_path / "summary.csv"
+    done = subprocess.run(
+        [*vqadiag, "export", str(out), "--out", str(summary), "--table", "summary"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import pandas as pd
+
+    tidy = pd.read_csv(summary)
+    assert tidy[tidy.figure == "case_invariance"].value.iloc[0] == pytest.approx(invariance)
+
+
 def test_unknown_plugin_file_is_one_line(tmp_path, run_cli, world):
     cli = run_cli(
         "diagnose", "--data", world, "--model", "toy:x", "--out", tmp_path / "o",
@@ -303,12 +351,12 @@ def test_plugin_files_with_one_name_load_both_and_errors_are_one_line(tmp_path, 
 
 
 def test_a_plugin_replaces_a_built_in_suite_of_the_same_name(tmp_path, run_cli):
-    from vqadiag.suites.accuracy import AccuracySuite
+    from vqadiag.protocols.gqa.suite import AccuracySuite
 
     plug = tmp_path / "replace_accuracy.py"
     plug.write_text(
         "from vqadiag.plugins import register_suite\n"
-        "from vqadiag.suites.accuracy import AccuracySuite\n"
+        "from vqadiag.protocols.gqa.suite import AccuracySuite\n"
         "@register_suite\nclass Mine(AccuracySuite):\n    title = 'my accuracy'\n"
     )
     try:

@@ -41,6 +41,7 @@ from vqadiag.probes.conditions import FILLS
 from vqadiag.probes.fingerprints import combined_fingerprint, dataset_fingerprint
 from vqadiag.probes.store import PredictionStore
 from vqadiag.suites.base import SuiteSkipped, figures, registered_suites
+from vqadiag.suites.declared import declarations
 from vqadiag.suites.state import REPLACEMENTS, DiagnoseState, Options
 
 SCHEMA_VERSION = 1
@@ -234,6 +235,7 @@ def _diagnose_into(
         "suites": results_by_suite,
         "skipped": skipped,
         "summary": summary,
+        "declarations": declarations(registry),
         "conditions": {n: r.counts() for n, r in sorted(state.runs.items())},
         "per_question": "per_question.jsonl",
     }

@@ -29,6 +29,7 @@ from vqadiag.metrics.bootstrap import PairedComparison
 from vqadiag.metrics.compare import compare_rates
 from vqadiag.report.results import ResultSet
 from vqadiag.suites.base import Figure, Suite, figure, figures
+from vqadiag.suites.declared import PLUGIN_TEST
 
 ALPHA = 0.05
 
@@ -113,6 +114,17 @@ def compare_pair(
             "paired": False,
             "pairing": None,
             "reason": why,
+            "difference": None,
+            "p_value": None,
+            "test": None,
+            "significant": False,
+        }
+    if fig.test == PLUGIN_TEST:
+        return base | {
+            "paired": False,
+            "pairing": pairing,
+            "reason": f"the paired test of {key!r} is the plug-in's own code: "
+            "load it with --plugin to run the test",
             "difference": None,
             "p_value": None,
             "test": None,

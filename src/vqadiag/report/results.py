@@ -17,6 +17,7 @@ from typing import Any
 from vqadiag.data.atomic import file_digest
 from vqadiag.data.jsonio import iter_jsonl, read_json
 from vqadiag.errors import DataError, record_label
+from vqadiag.suites.declared import register_declared
 
 RESULTS_KIND = "vqadiag.results"
 RESULTS_SCHEMA_VERSION = 1
@@ -274,6 +275,7 @@ def load_result_dir(folder: str | Path) -> ResultSet:
         raise DataError(root, "result folder not found" if not root.exists() else "not a folder")
     path = root / "results.json"
     results = _check_results(read_json(path), path)
+    register_declared(results, path)  # a plug-in's suites, shown as its results declare them
     name = results.get("per_question") or "per_question.jsonl"
     if not isinstance(name, str) or Path(name).name != name or name in (".", ".."):
         raise DataError(path, "per_question must be a file name in the folder", "per_question")

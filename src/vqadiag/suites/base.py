@@ -90,6 +90,7 @@ def below_one(column: str) -> FailureRule:
         v = values.get(column)
         return None if v is None else v < 1.0
 
+    failed.declared = ("below_one", column)  # type: ignore[attr-defined]  # suites.declared
     return failed
 
 
@@ -100,6 +101,7 @@ def is_zero(column: str) -> FailureRule:
         v = values.get(column)
         return None if v is None else v == 0.0
 
+    failed.declared = ("is_zero", column)  # type: ignore[attr-defined]  # suites.declared
     return failed
 
 
