@@ -41,6 +41,7 @@ _PUBLIC = {
     "Figure": "vqadiag.suites.base",
     "FindingRule": "vqadiag.suites.base",
     "Drilldown": "vqadiag.suites.base",
+    "Plot": "vqadiag.suites.base",
     "below_one": "vqadiag.suites.base",
     "is_zero": "vqadiag.suites.base",
     "register_suite": "vqadiag.suites.base",

@@ -1,0 +1,54 @@
+"""The code's shape (docs/contributing.md, "The map"): no import circle between modules,
+each built-in protocol in its own folder. The layer and protocol-independence contracts
+are import-linter's (pyproject.toml, run by scripts/test.sh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+import vqadiag
+
+SRC = Path(vqadiag.__file__).parent
+PROTOCOLS = ("vqa", "gqa", "ood", "fpvg", "importance", "robustness", "consistency")
+
+
+def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (each an import circle)."""
+    names = sorted(edges)
+    index = {n: i for i, n in enumerate(names)}
+    rows = [index[a] for a in names for b in edges[a] if b in index]
+    cols = [index[b] for a in names for b in edges[a] if b in index]
+    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(names), len(names)))
+    _, labels = connected_components(graph, directed=True, connection="strong")
+    groups: dict[int, list[str]] = {}
+    for name, label in zip(names, labels, strict=True):
+        groups.setdefault(int(label), []).append(name)
+    return [sorted(g) for g in groups.values() if len(g) > 1]
+
+
+def test_import_cycles_finds_a_circle():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(edges) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_between_modules():
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("vqadiag")
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert import_cycles(edges) == []
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_each_protocol_has_its_folder_with_a_suite(name):
+    folder = SRC / "protocols" / name
+    assert (folder / "__init__.py").is_file()
+    assert (folder / "suite.py").is_file()
+    from vqadiag.suites.base import BUILTIN_MODULES
+
+    assert f"vqadiag.protocols.{name}.suite" in BUILTIN_MODULES
