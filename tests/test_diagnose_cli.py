@@ -78,6 +78,12 @@ def test_cli_json_matches_results_file_and_score_commands(run_cli, world, updn, 
         "--choices", world / "gqa" / "val_choices.json", "--n-bootstrap", "50", "--json",
     )  # fmt: skip
     assert gqa.json() == result["suites"]["accuracy"]
+    ood = run_cli(
+        "score", "ood", "--questions", out / "inputs" / "gqa_questions.json",
+        "--predictions", out / "predictions" / "ood" / "all.json", "--curve",
+        "--n-bootstrap", "50", "--json",
+    )  # fmt: skip
+    assert ood.json() == result["suites"]["ood"]  # the suite scores in memory, identically
     fpvg = run_cli(
         "score", "fpvg", "--questions", out / "inputs" / "gqa_questions.json",
         "--relevance", out / "inputs" / "relevance.json",

@@ -81,12 +81,20 @@ def read_gqa_questions(
     """
     p = Path(path)
     data = _top_object(read_json(p), p, "question id")
+    check_gqa_questions(data, p, require)
+    return data
+
+
+def check_gqa_questions(
+    records: Mapping[str, Any], path: str | Path, require: Iterable[str]
+) -> None:
+    """The checks of :func:`read_gqa_questions` on records already read from ``path``."""
+    p = Path(path)
     required = tuple(require)
     required_set = frozenset(required)
-    for qid, record in data.items():
+    for qid, record in records.items():
         if not _question_ok(record, required_set):
             _question_problem(record, required, p, record_label(qid))
-    return data
 
 
 def read_scene_graphs(path: str | Path) -> SceneGraphs:

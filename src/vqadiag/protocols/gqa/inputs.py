@@ -16,7 +16,13 @@ from typing import Any
 
 import msgspec
 
-from vqadiag.data.gqa import GQAQuestions, is_balanced, read_choices, read_gqa_questions
+from vqadiag.data.gqa import (
+    GQAQuestions,
+    check_gqa_questions,
+    is_balanced,
+    read_choices,
+    read_gqa_questions,
+)
 from vqadiag.data.gqa_typed import Choices, ScoredQuestion, read_typed_questions
 from vqadiag.errors import DataError, record_label
 from vqadiag.protocols.gqa.formulas import (
@@ -88,6 +94,25 @@ def _no_balanced(path: Path) -> DataError:
 
 def _checked_inputs(q_path: Path, choices: str | Path | None, all_questions: bool) -> GQAInputs:
     records = read_gqa_questions(q_path, require=("question", "answer"))
+    return _inputs_of(records, q_path, choices, all_questions)
+
+
+def gqa_inputs_of(
+    records: GQAQuestions,
+    q_path: Path,
+    choices: str | Path | None,
+    *,
+    all_questions: bool = False,
+) -> GQAInputs:
+    """The inputs of ``score gqa`` from question records already read from ``q_path``
+    (checked as :func:`read_gqa_inputs` checks them; errors name ``q_path``)."""
+    check_gqa_questions(records, q_path, ("question", "answer"))
+    return _inputs_of(records, q_path, choices, all_questions)
+
+
+def _inputs_of(
+    records: GQAQuestions, q_path: Path, choices: str | Path | None, all_questions: bool
+) -> GQAInputs:
     scored = [qid for qid, r in records.items() if all_questions or is_balanced(r)]
     if not scored:
         raise _no_balanced(q_path)

@@ -10,6 +10,7 @@ percentile bootstrap over questions).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,7 @@ from vqadiag.protocols.gqa.formulas import (
     evaluate_columns,
     official_rate,
 )
-from vqadiag.protocols.gqa.inputs import read_gqa_inputs
-
-SPLIT_FILES = {"all": "ood_all.json", "head": "ood_head.json", "tail": "ood_tail.json"}
-
-
-# ----------------------------------------------------------------- score gqa
+from vqadiag.protocols.gqa.inputs import GQAInputs, read_gqa_inputs
 
 
 def _breakdown(
@@ -54,6 +50,90 @@ def _breakdown(
     return values, cis
 
 
+@dataclass
+class GQAScore:
+    """GQA's eval.py figures (docs/protocols.md §7) in the order the command prints them:
+    ``values`` (rates in percent, breakdowns by type, word count and steps, consistency
+    and its detail, distribution) with their intervals in ``ci``; ``units`` the scored
+    question ids and their 0/1 accuracy, the values the accuracy is the mean of."""
+
+    values: dict[str, Any]
+    ci: dict[str, Any]
+    n: int
+    balanced_only: bool
+    prediction_counts: dict[str, int]
+    units: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict ``vqadiag score gqa --json`` prints."""
+        out = dict(self.values)
+        out.update(n=self.n, balanced_only=self.balanced_only, **self.prediction_counts)
+        out["ci"] = self.ci
+        return out
+
+
+def score_inputs(
+    inputs: GQAInputs,
+    answers: Mapping[str, str],
+    *,
+    all_questions: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    prediction_counts: Mapping[str, int] | None = None,
+    grounding: tuple[float | None, dict[str, Any] | None, int] | None = None,
+) -> GQAScore:
+    """eval.py's metrics of ``answers`` on ``inputs`` with 95% bootstrap intervals:
+    accuracy, binary / open, per structural and semantic type, per word count and steps,
+    validity and plausibility (with choices), consistency, distribution; ``grounding``
+    the (value, interval, missing) of the grounding score when it was asked for."""
+    scored = inputs.columns.question_ids
+    ev = evaluate_columns(inputs.columns, answers, inputs.choice_lists)
+    values: dict[str, Any] = {}
+    ci: dict[str, Any] = {}
+    open_mask = ev.is_open
+    for key, rates in (
+        ("accuracy", ev.correct),
+        ("binary", ev.correct[~open_mask]),
+        ("open", ev.correct[open_mask]),
+    ):
+        values[key], ci[key] = official_rate_ci(
+            rates, official_rate(rates.tolist()), seed, n_bootstrap
+        )
+    for key in ("perStructuralType", "perSemanticType", "perLength", "perSteps"):
+        values[key], ci[key] = _breakdown(ev, key, seed, n_bootstrap)
+    for key, rates in (("validity", ev.valid), ("plausibility", ev.plausible)):
+        if rates is None:
+            values[key], ci[key] = None, None
+        else:
+            values[key], ci[key] = official_rate_ci(
+                rates, official_rate(rates.tolist()), seed, n_bootstrap
+            )
+    cons = ev.consistency
+    values["consistency"], ci["consistency"] = official_rate_ci(
+        np.asarray(cons.scores), cons.value, seed, n_bootstrap
+    )
+    values["consistency_detail"] = {
+        "n_questions": len(cons.scores),
+        "n_entailed": int(sum(cons.n_entailed)),
+        "entailed_skipped": cons.entailed_skipped,
+        "questions_skipped": cons.questions_skipped,
+    }
+    if grounding is not None:
+        values["grounding"], ci["grounding"], values["grounding_missing"] = grounding
+    distribution = finite_or_none(ev.distribution)
+    values["distribution"] = distribution
+    if distribution is None:
+        ci["distribution"] = None
+    else:
+        boot = bootstrap_distribution(ev.distribution_index, n_resamples=n_bootstrap, seed=seed)
+        n_grouped = int((ev.distribution_index.gold_pair >= 0).sum())
+        ci["distribution"] = Estimate.from_bootstrap(distribution, boot, n_grouped).to_dict()
+    units = {"ids": list(scored), "accuracy": np.asarray(ev.correct, np.float64)}
+    return GQAScore(
+        values, ci, len(scored), not all_questions, dict(prediction_counts or {}), units
+    )
+
+
 @collector_paused_over("questions", "predictions", "choices", "attentions", "scene_graphs")
 def score_gqa(
     questions: str | Path,
@@ -68,16 +148,12 @@ def score_gqa(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = 1000,
-    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """GQA's official eval.py metrics with 95% bootstrap intervals (docs/protocols.md §7).
 
     With ``attentions`` (and the ``scene_graphs`` of the questions' images): the
     grounding score of ``eval.py --grounding`` (:mod:`vqadiag.protocols.gqa.grounding`;
     a ``map_size`` grid, or object boxes with ``object_attention``).
-
-    ``units``, when given, receives the per-unit values of the same computation:
-    ``{"ids": scored question ids, "accuracy": 0/1 per question}``.
 
     Scores the ``isBalanced`` questions (all with ``all_questions``): accuracy,
     binary / open, per structural and semantic type, per word count and steps,
@@ -86,6 +162,8 @@ def score_gqa(
     entailed questions that have predictions and reports the rest as skipped.
     Predictions for questions the file does not hold are ignored and counted
     (``extra_predictions``), as the official script ignores them.
+    :func:`~vqadiag.protocols.gqa.inputs.gqa_inputs_of` and :func:`score_inputs` are
+    the same steps in memory.
     """
     inputs = read_gqa_inputs(
         questions, choices, all_questions=all_questions, need_records=attentions is not None
@@ -94,59 +172,18 @@ def score_gqa(
     answers, counts = read_scored_answers(
         predictions, inputs.columns.answer_of, scored, allow_missing
     )
-    ev = evaluate_columns(inputs.columns, answers, inputs.choice_lists)
-    if units is not None:
-        units.update(ids=list(scored), accuracy=np.asarray(ev.correct, np.float64))
-
-    result: dict[str, Any] = {}
-    ci: dict[str, Any] = {}
-    open_mask = ev.is_open
-    for key, values in (
-        ("accuracy", ev.correct),
-        ("binary", ev.correct[~open_mask]),
-        ("open", ev.correct[open_mask]),
-    ):
-        result[key], ci[key] = official_rate_ci(
-            values, official_rate(values.tolist()), seed, n_bootstrap
-        )
-    for key in ("perStructuralType", "perSemanticType", "perLength", "perSteps"):
-        result[key], ci[key] = _breakdown(ev, key, seed, n_bootstrap)
-    for key, values in (("validity", ev.valid), ("plausibility", ev.plausible)):
-        if values is None:
-            result[key], ci[key] = None, None
-        else:
-            result[key], ci[key] = official_rate_ci(
-                values, official_rate(values.tolist()), seed, n_bootstrap
-            )
-    cons = ev.consistency
-    result["consistency"], ci["consistency"] = official_rate_ci(
-        np.asarray(cons.scores), cons.value, seed, n_bootstrap
-    )
-    result["consistency_detail"] = {
-        "n_questions": len(cons.scores),
-        "n_entailed": int(sum(cons.n_entailed)),
-        "entailed_skipped": cons.entailed_skipped,
-        "questions_skipped": cons.questions_skipped,
-    }
+    grounding = None
     if attentions is not None:
         assert inputs.records is not None  # read whole for the grounding score
-        result["grounding"], ci["grounding"], result["grounding_missing"] = _grounding(
+        grounding = _grounding(
             inputs.records, scored, attentions, scene_graphs, map_size, object_attention,
             allow_missing, seed, n_bootstrap,
         )  # fmt: skip
-    distribution = finite_or_none(ev.distribution)
-    result["distribution"] = distribution
-    if distribution is None:
-        ci["distribution"] = None
-    else:
-        boot = bootstrap_distribution(ev.distribution_index, n_resamples=n_bootstrap, seed=seed)
-        n_grouped = int((ev.distribution_index.gold_pair >= 0).sum())
-        ci["distribution"] = Estimate.from_bootstrap(distribution, boot, n_grouped).to_dict()
-    result["n"] = len(scored)
-    result["balanced_only"] = not all_questions
-    result.update(counts)
-    result["ci"] = ci
-    return result
+    score = score_inputs(
+        inputs, answers, all_questions=all_questions, seed=seed, n_bootstrap=n_bootstrap,
+        prediction_counts=counts, grounding=grounding,
+    )  # fmt: skip
+    return score.to_dict()
 
 
 def _grounding(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vqadiag.data.predictions import in_memory_counts
 from vqadiag.suites.base import (
     Drilldown,
     Figure,
@@ -44,22 +45,26 @@ class AccuracySuite(Suite):
 
 
 def accuracy_suite(state: DiagnoseState) -> SuiteOutput:
-    """GQA's official metrics (``vqadiag score gqa``) of the plain run (docs/protocols.md §7)."""
-    from vqadiag.protocols.gqa.score import score_gqa
+    """GQA's official metrics (``vqadiag score gqa``) of the plain run (docs/protocols.md §7),
+    scored from its answers in memory; the prediction file is written for ``vqadiag score
+    gqa`` to re-score."""
+    from vqadiag.protocols.gqa.inputs import gqa_inputs_of
+    from vqadiag.protocols.gqa.score import score_inputs
 
     src, run = plain_run(state)
-    preds = write_predictions(state, "accuracy", "all", src.qids, run.answers)
+    write_predictions(state, "accuracy", "all", src.qids, run.answers)
     choices = src.data.gqa_dir / f"{state.options.split}_choices.json"
     o = state.options
-    units: dict = {}
-    result = score_gqa(
-        src.questions_file,
-        preds,
-        choices=choices if choices.is_file() else None,
+    inputs = gqa_inputs_of(src.records, src.questions_file, choices if choices.is_file() else None)
+    answer_of = {q: a.answer for q, a in zip(src.qids, run.answers, strict=True)}
+    score = score_inputs(
+        inputs,
+        answer_of,
         seed=o.seed,
         n_bootstrap=o.n_bootstrap,
-        units=units,
+        prediction_counts=in_memory_counts(),
     )
+    units = score.units
     accuracy_of = dict(zip(units["ids"], units["accuracy"].tolist(), strict=True))
     rows = [
         unit_row(
@@ -72,4 +77,5 @@ def accuracy_suite(state: DiagnoseState) -> SuiteOutput:
         )
         for q, a in zip(src.qids, run.answers, strict=True)
     ]
+    result = score.to_dict()
     return SuiteOutput(result, rows, {"accuracy": estimate_of(result["ci"], "accuracy")})

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa import check_local_group, is_balanced, read_gqa_questions
+from vqadiag.data.gqa import (
+    check_gqa_questions,
+    check_local_group,
+    is_balanced,
+    read_gqa_questions,
+)
 from vqadiag.data.gqa_typed import OODQuestion, ood_questions
 from vqadiag.data.jsonio import collector_paused_over, write_json
 from vqadiag.data.predictions import read_scored_answers
@@ -32,6 +38,7 @@ from vqadiag.protocols.ood.formulas import (
     NONE_GROUP,
     OOD_ALPHA_GRID,
     OODColumns,
+    OODGroups,
     OODSplit,
     accuracy_percent,
     delta_percent,
@@ -149,6 +156,223 @@ def _check_ood_arguments(
         )  # fmt: skip
 
 
+@dataclass
+class OODInputs:
+    """A GQA-OOD split ready to score (docs/protocols.md §3): its questions in file order,
+    their gold answers, and which are scored (balanced, or all with ``all_questions``) in
+    the head and in the tail. ``groups`` (a built split) gives the curve and the split
+    files; ``records`` (whole question records) are kept only for the split files."""
+
+    ids: list[str]
+    gold: list[str]
+    scored: np.ndarray
+    head: np.ndarray
+    tail: np.ndarray
+    members: Mapping[str, Any]
+    split: dict[str, Any]
+    source: Path
+    groups: OODGroups | None = None
+    records: Mapping[str, Any] | None = None
+
+    @property
+    def scored_ids(self) -> list[str]:
+        """The ids of the questions of ``all`` (head ∪ tail, scored), in file order."""
+        return [self.ids[i] for i in np.flatnonzero(self.head | self.tail).tolist()]
+
+
+def _masks(
+    ids: list[str], balanced: np.ndarray, in_head: np.ndarray, in_tail: np.ndarray,
+    all_questions: bool, source: Path,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """(scored, scored head, scored tail); scored = balanced unless ``all_questions``, as
+    the official evaluation."""
+    scored = np.ones(len(ids), dtype=bool) if all_questions else balanced
+    head, tail = in_head & scored, in_tail & scored
+    if not (head | tail).any():
+        raise DataError(
+            source, "no balanced questions (isBalanced true) in the split; use --all-questions "
+            "to score all",
+        )  # fmt: skip
+    return scored, head, tail
+
+
+def released_inputs(
+    head: Path, tail: Path, questions: Path | None, *, all_questions: bool = False
+) -> OODInputs:
+    """A released split (``ood_*_head.json`` and ``…_tail.json``, ``questions`` its
+    optional ``all`` file), each file as it is."""
+    released, tail_names = _released_split(head, tail, questions)
+    ids = list(released)
+    balanced = np.fromiter(map(is_balanced, released.values()), dtype=bool, count=len(ids))
+    in_tail = np.fromiter((q in tail_names for q in ids), dtype=bool, count=len(ids))
+    scored, head_mask, tail_mask = _masks(
+        ids, balanced, ~in_tail, in_tail, all_questions, head
+    )  # the records are head ∪ tail
+    split = {
+        "source": "released",
+        "head": str(head),
+        "tail": str(tail),
+        "balanced_only": not all_questions,
+        "n_questions": len(ids),
+    }
+    gold = [r["answer"] for r in released.values()]
+    return OODInputs(ids, gold, scored, head_mask, tail_mask, released, split, head)
+
+
+def built_inputs(
+    questions: Path | Mapping[str, Any],
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    all_questions: bool = False,
+    whole_records: bool = False,
+    source: Path | None = None,
+) -> OODInputs:
+    """The split built from GQA questions as the official ``build_gqa_ood.py`` builds it:
+    groups from every question, the tail at ``alpha``. ``questions`` is a question file,
+    or records already read (``source`` then names their file in errors);
+    ``whole_records`` keeps the records whole (for the split files)."""
+    if isinstance(questions, Mapping):
+        assert source is not None
+        check_gqa_questions(questions, source, ("answer", "groups"))
+        for qid, record in questions.items():
+            check_local_group(record, source, qid)
+        records: Mapping[str, Any] | None = questions
+        typed = None
+        columns = OODColumns.of(questions)
+    else:
+        source = questions
+        typed = None if whole_records else ood_questions(source)
+        columns = None if typed is None else _ood_columns(typed)
+        records = None
+        if columns is None:  # not plainly official, or the split files need whole records
+            records = read_gqa_questions(source, require=("answer", "groups"))
+            for qid, record in records.items():
+                check_local_group(record, source, qid)
+            columns = OODColumns.of(records)
+    groups = ood_groups(columns, balanced_only=False)
+    kept, in_tail = groups.question_masks(alpha)
+    scored, head, tail = _masks(
+        columns.ids, columns.balanced, kept & ~in_tail, in_tail, all_questions, source
+    )
+    split = {
+        "source": "built",
+        "balanced_only": not all_questions,
+        "n_questions": len(columns.ids),
+        "n_groups": len(groups.groups),
+        "n_groups_kept": groups.n_groups_kept,
+        "entropy_threshold": groups.entropy_threshold,
+    }
+    members = typed if typed is not None else records
+    assert members is not None
+    return OODInputs(
+        columns.ids, columns.answers, scored, head, tail, members, split, source, groups, records
+    )
+
+
+@dataclass
+class OODScore:
+    """GQA-OOD's figures (docs/protocols.md §3): ``values`` acc_all, acc_head, acc_tail
+    (percent) and delta (×100), each with its interval in ``ci`` (None without
+    predictions); ``n`` the scored questions of all, head and tail; ``curve`` acc_tail
+    over :data:`OOD_ALPHA_GRID` when asked; ``units`` the per-question 0/1 of the head
+    and tail questions, the values the rates are the means of."""
+
+    alpha: float
+    values: dict[str, float | None]
+    ci: dict[str, Any]
+    n: dict[str, int]
+    split: dict[str, Any]
+    prediction_counts: dict[str, int] = field(default_factory=dict)
+    curve: list[dict[str, Any]] | None = None
+    curve_ci: list[dict[str, Any]] | None = None
+    units: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict ``vqadiag score ood --json`` prints (without ``plot`` / ``split_files``)."""
+        out: dict[str, Any] = {"alpha": self.alpha, **self.prediction_counts, **self.values}
+        out.update({f"n_{k}": v for k, v in self.n.items()}, split=self.split)
+        ci = dict(self.ci)
+        if self.curve is not None:
+            out["curve"], ci["curve"] = self.curve, self.curve_ci
+        out["ci"] = ci
+        return out
+
+
+def score_split(
+    inputs: OODInputs,
+    answers: Mapping[str, str] | None,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    curve: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    prediction_counts: Mapping[str, int] | None = None,
+) -> OODScore:
+    """Score a split: acc = 100 · mean [answer = gold] over all, head and tail, Δ =
+    (acc_head − acc_tail) / acc_tail × 100, each with its 95% bootstrap interval; a
+    missing answer is wrong. Without ``answers`` only the split's counts (and the
+    curve's tail sizes)."""
+    ids, all_mask = inputs.ids, inputs.head | inputs.tail
+    correct: np.ndarray | None = None
+    if answers is not None:
+        all_at = np.flatnonzero(all_mask).tolist()
+        correct = np.zeros(len(ids))
+        correct[all_at] = np.fromiter(  # a missing prediction is wrong, whatever the gold
+            ((a := answers.get(ids[i])) is not None and a == inputs.gold[i] for i in all_at),
+            dtype=bool,
+            count=len(all_at),
+        )
+    values: dict[str, float | None] = {}
+    ci: dict[str, Any] = {}
+    units: dict[str, dict[str, float]] = {}
+    for key, mask in (("acc_all", all_mask), ("acc_head", inputs.head), ("acc_tail", inputs.tail)):
+        if correct is None:
+            values[key], ci[key] = None, None
+            continue
+        rates = correct[mask]
+        if key != "acc_all":
+            at = np.flatnonzero(mask).tolist()
+            units[key] = dict(zip([ids[i] for i in at], rates.tolist(), strict=True))
+        values[key], ci[key] = official_rate_ci(rates, accuracy_percent(rates), seed, n_bootstrap)
+    if correct is None:
+        values["delta"], ci["delta"] = None, None
+    else:
+        delta = delta_percent(
+            *(float("nan") if values[k] is None else values[k] for k in ("acc_head", "acc_tail"))
+        )
+        values["delta"] = finite_or_none(delta)
+        ci["delta"] = _delta_ci(correct[all_mask], inputs.tail[all_mask], delta, seed, n_bootstrap)
+    masks = (("all", all_mask), ("head", inputs.head), ("tail", inputs.tail))
+    n = {k: int(m.sum()) for k, m in masks}
+    score = OODScore(
+        float(alpha), values, ci, n, inputs.split, dict(prediction_counts or {}), units=units
+    )
+    if curve:
+        score.curve, score.curve_ci = _curve(inputs, correct, seed, n_bootstrap)
+    return score
+
+
+def _curve(
+    inputs: OODInputs, correct: np.ndarray | None, seed: int, n_bootstrap: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """acc_tail and the tail size at every α of :data:`OOD_ALPHA_GRID` (a built split)."""
+    assert inputs.groups is not None
+    points: list[dict[str, Any]] = []
+    ci_points: list[dict[str, Any]] = []
+    for a in OOD_ALPHA_GRID:
+        tail_of_a = inputs.groups.question_masks(a)[1] & inputs.scored
+        point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": int(tail_of_a.sum())}
+        ci_point: dict[str, Any] = {"alpha": a, "acc_tail": None}
+        if correct is not None:
+            values = correct[tail_of_a]
+            point["acc_tail"], ci_point["acc_tail"] = official_rate_ci(
+                values, accuracy_percent(values), seed, n_bootstrap
+            )
+        points.append(point)
+        ci_points.append(ci_point)
+    return points, ci_points
+
+
 @collector_paused_over("questions", "predictions", "head", "tail")
 def score_ood(
     questions: str | Path | None,
@@ -164,7 +388,6 @@ def score_ood(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = 1000,
-    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """GQA-OOD: build the official head / tail split, or take a released one, and score
     it (docs/protocols.md §3, docs/gqa.md).
@@ -178,9 +401,8 @@ def score_ood(
     only), acc_tail over :data:`OOD_ALPHA_GRID`; ``plot`` writes the curve PNG.
     Predictions for questions outside the file(s) are ignored and counted
     (``extra_predictions``). Without predictions only the split is built (counts,
-    ``curve`` of tail sizes, ``write_split``). ``units``, when given with predictions,
-    receives the per-unit values of the same computation: ``{"acc_head": {qid: 0/1},
-    "acc_tail": {qid: 0/1}}`` (scored head / tail questions).
+    ``curve`` of tail sizes, ``write_split``). :func:`built_inputs` /
+    :func:`released_inputs` and :func:`score_split` are the same steps in memory.
     """
     q_path = None if questions is None else Path(questions)
     h_path = None if head is None else Path(head)
@@ -189,118 +411,33 @@ def score_ood(
         raise DataError(None, "--plot needs --predictions (the curve plots acc_tail)")
     want_curve = curve or plot is not None
     _check_ood_arguments(q_path, h_path, t_path, want_curve, write_split)
-
-    groups = records = None  # records: whole question records, for --write-split only
     if h_path is not None and t_path is not None:
-        released, tail_names = _released_split(h_path, t_path, q_path)
-        members: Mapping[str, Any] = released
-        ids = list(released)
-        gold = [r["answer"] for r in released.values()]
-        balanced = np.fromiter(map(is_balanced, released.values()), dtype=bool, count=len(ids))
-        in_tail = np.fromiter((q in tail_names for q in ids), dtype=bool, count=len(ids))
-        in_head = ~in_tail  # the records are head ∪ tail
-        split_info: dict[str, Any] = {
-            "source": "released",
-            "head": str(h_path),
-            "tail": str(t_path),
-            "balanced_only": not all_questions,
-            "n_questions": len(ids),
-        }
-        source = h_path
+        inputs = released_inputs(h_path, t_path, q_path, all_questions=all_questions)
     else:
         assert q_path is not None
-        typed = None if write_split is not None else ood_questions(q_path)
-        columns = None if typed is None else _ood_columns(typed)
-        if columns is None:  # not plainly official, or the split files need whole records
-            records = read_gqa_questions(q_path, require=("answer", "groups"))
-            for qid, record in records.items():
-                check_local_group(record, q_path, qid)
-            columns = OODColumns.of(records)
-        members = records if typed is None else typed
-        ids, gold, balanced = columns.ids, columns.answers, columns.balanced
-        groups = ood_groups(columns, balanced_only=False)
-        kept, in_tail = groups.question_masks(alpha)
-        in_head = kept & ~in_tail
-        split_info = {
-            "source": "built",
-            "balanced_only": not all_questions,
-            "n_questions": len(ids),
-            "n_groups": len(groups.groups),
-            "n_groups_kept": groups.n_groups_kept,
-            "entropy_threshold": groups.entropy_threshold,
-        }
-        source = q_path
-
-    scored = np.ones(len(ids), dtype=bool) if all_questions else balanced  # as officially
-    head_mask, tail_mask = in_head & scored, in_tail & scored
-    all_mask = head_mask | tail_mask
-    all_at = np.flatnonzero(all_mask).tolist()
-    if not all_at:
-        raise DataError(
-            source, "no balanced questions (isBalanced true) in the split; use --all-questions "
-            "to score all",
+        inputs = built_inputs(
+            q_path, alpha=alpha, all_questions=all_questions,
+            whole_records=write_split is not None,
         )  # fmt: skip
-
-    def ids_of(mask: np.ndarray) -> list[str]:
-        return [ids[i] for i in np.flatnonzero(mask).tolist()]
-
-    result: dict[str, Any] = {"alpha": float(alpha)}
-    ci: dict[str, Any] = {}
-    correct: np.ndarray | None = None
+    answers, counts = None, None
     if predictions is not None:
-        answers, counts = read_scored_answers(predictions, members, [ids[i] for i in all_at],
-                                        allow_missing)  # fmt: skip
-        result.update(counts)
-        correct = np.zeros(len(ids))
-        correct[all_at] = np.fromiter(  # a missing prediction is wrong, whatever the gold
-            ((a := answers.get(ids[i])) is not None and a == gold[i] for i in all_at),
-            dtype=bool,
-            count=len(all_at),
+        answers, counts = read_scored_answers(
+            predictions, inputs.members, inputs.scored_ids, allow_missing
         )
-
-    for key, mask in (("acc_all", all_mask), ("acc_head", head_mask), ("acc_tail", tail_mask)):
-        if correct is None:
-            result[key], ci[key] = None, None
-            continue
-        values = correct[mask]
-        if units is not None and key != "acc_all":
-            units[key] = dict(zip(ids_of(mask), values.tolist(), strict=True))
-        result[key], ci[key] = official_rate_ci(values, accuracy_percent(values), seed, n_bootstrap)
-    if correct is None:
-        result["delta"], ci["delta"] = None, None
-    else:
-        delta = delta_percent(
-            *(float("nan") if result[k] is None else result[k] for k in ("acc_head", "acc_tail"))
-        )
-        result["delta"] = finite_or_none(delta)
-        ci["delta"] = _delta_ci(correct[all_mask], tail_mask[all_mask], delta, seed, n_bootstrap)
-    result["n_all"] = int(all_mask.sum())
-    result["n_head"] = int(head_mask.sum())
-    result["n_tail"] = int(tail_mask.sum())
-    result["split"] = split_info
-    if want_curve:
-        points: list[dict[str, Any]] = []
-        ci_points: list[dict[str, Any]] = []
-        assert groups is not None
-        for a in OOD_ALPHA_GRID:
-            tail_of_a = groups.question_masks(a)[1] & scored
-            point: dict[str, Any] = {"alpha": a, "acc_tail": None, "n_tail": int(tail_of_a.sum())}
-            ci_point: dict[str, Any] = {"alpha": a, "acc_tail": None}
-            if correct is not None:
-                values = correct[tail_of_a]
-                point["acc_tail"], ci_point["acc_tail"] = official_rate_ci(
-                    values, accuracy_percent(values), seed, n_bootstrap
-                )
-            points.append(point)
-            ci_points.append(ci_point)
-        result["curve"] = points
-        ci["curve"] = ci_points
+    score = score_split(
+        inputs, answers, alpha=alpha, curve=want_curve, seed=seed, n_bootstrap=n_bootstrap,
+        prediction_counts=counts,
+    )  # fmt: skip
+    result = score.to_dict()
+    ci = result.pop("ci")
     if plot is not None:
         from vqadiag.protocols.ood.curve import plot_ood_curve
 
         result["plot"] = str(plot_ood_curve(result["curve"], plot, reference=result["acc_all"]))
     if write_split is not None:
-        assert groups is not None and records is not None
-        result["split_files"] = write_ood_split(records, groups.split(alpha), write_split)
+        assert inputs.groups is not None and inputs.records is not None
+        result["split_files"] = write_ood_split(
+            inputs.records, inputs.groups.split(alpha), write_split
+        )
     result["ci"] = ci
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vqadiag.data.predictions import in_memory_counts
 from vqadiag.metrics.compare import compare_statistic
 from vqadiag.protocols.ood.formulas import ood_delta_columns, ood_delta_statistic
 from vqadiag.protocols.ood.plots import PLOTS
@@ -74,30 +75,25 @@ class OODSuite(Suite):
 
 
 def ood_suite(state: DiagnoseState) -> SuiteOutput:
-    """GQA-OOD head / tail, Δ and the acc-tail curve (``score ood --curve``, protocols.md §3)."""
-    from vqadiag.protocols.ood.score import score_ood
+    """GQA-OOD head / tail, Δ and the acc-tail curve (``score ood --curve``, protocols.md §3),
+    scored from the plain run's answers in memory; the prediction file is written for
+    ``vqadiag score ood`` to re-score."""
+    from vqadiag.protocols.ood.score import built_inputs, score_split
 
     src, run = plain_run(state)
-    preds = write_predictions(state, "ood", "all", src.qids, run.answers)
+    write_predictions(state, "ood", "all", src.qids, run.answers)
     o = state.options
-    units: dict = {}
-    result = score_ood(
-        src.questions_file, preds, curve=True, seed=o.seed, n_bootstrap=o.n_bootstrap, units=units
-    )
     answer_of = {q: a.answer for q, a in zip(src.qids, run.answers, strict=True)}
-    rows = []
-    for key in ("acc_head", "acc_tail"):
-        for q, value in units[key].items():
-            rec = src.records[q]
-            rows.append(
-                unit_row(
-                    "ood",
-                    q,
-                    rec,
-                    answers={"all": answer_of[q]},
-                    values={key: int(value)},
-                )
-            )
-    ci = result["ci"]
-    summary = {k: estimate_of(ci, k) for k in ("acc_head", "acc_tail", "delta")}
+    inputs = built_inputs(src.records, source=src.questions_file)
+    score = score_split(
+        inputs, answer_of, curve=True, seed=o.seed, n_bootstrap=o.n_bootstrap,
+        prediction_counts=in_memory_counts(),
+    )  # fmt: skip
+    rows = [
+        unit_row("ood", q, src.records[q], answers={"all": answer_of[q]}, values={key: int(value)})
+        for key in ("acc_head", "acc_tail")
+        for q, value in score.units[key].items()
+    ]
+    result = score.to_dict()
+    summary = {k: estimate_of(result["ci"], k) for k in ("acc_head", "acc_tail", "delta")}
     return SuiteOutput(result, rows, summary)
