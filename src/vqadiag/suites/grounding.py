@@ -25,6 +25,8 @@ class GroundingRuns:
     relevant: dict[str, list[int]]
     irrelevant: dict[str, list[int]]
     relevance_file: Path
+    #: every question's relevance as read from ``relevance_file`` (kept or not)
+    sets: dict[str, tuple[list[int], list[int], str | None]]
     relevance_summary: dict[str, Any]
     runs: dict[str, list[Any]]  # "all" | "rel" | "irrel" → answers in qids order
     files: dict[str, Path]
@@ -85,6 +87,6 @@ def grounding_runs(state: DiagnoseState) -> GroundingRuns:
         name: write_predictions(state, "fpvg", name, qids, answers[name])
         for name in ("all", "rel", "irrel")
     }
-    fs = GroundingRuns(qids, rel, irrel, rel_path, summary, answers, files)
+    fs = GroundingRuns(qids, rel, irrel, rel_path, sets, summary, answers, files)
     state.memo["fpvg"] = fs
     return fs

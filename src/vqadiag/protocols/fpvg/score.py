@@ -6,6 +6,7 @@ docs/protocols.md §5. Each function returns exactly the dict the command prints
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,8 @@ from vqadiag.data.relevance_files import read_object_pickles, read_relevance, re
 from vqadiag.errors import DataError, record_label
 from vqadiag.protocols.fpvg.formulas import (
     c2i_report,
-    fpvg_indicators,
     fpvg_rates,
-    mod_fpvg_indicators,
+    fpvg_units,
     suff_comp_report,
 )
 
@@ -67,6 +67,159 @@ def _suff_comp(
     )
 
 
+RelevanceSets = Mapping[str, tuple[Sequence[int], Sequence[int], str | None]]
+
+
+@dataclass
+class FPVGInputs:
+    """The FPVG questions (docs/protocols.md §5): those with relevant and irrelevant boxes,
+    in question-file order, with their gold answers; ``excluded`` counts the others by
+    reason; ``split_masks`` the ID / OOD questions when splits were given."""
+
+    questions: Mapping[str, Any]
+    scored: list[str]
+    gold: list[str]
+    excluded: dict[str, int]
+    split_masks: dict[str, np.ndarray] | None = None
+
+
+def fpvg_inputs_of(
+    questions: Mapping[str, Any],
+    sets: RelevanceSets,
+    relevance_path: Path,
+    split_ids: tuple[str | Path, str | Path] | None = None,
+) -> FPVGInputs:
+    """The inputs from question records and relevance sets already read (``sets``:
+    ``{qid: (relevant, irrelevant, excluded reason or None)}`` of ``relevance_path``)."""
+    for qid in sets:
+        if qid not in questions:
+            raise DataError(
+                relevance_path, "question id is not among the questions", record_label(qid)
+            )
+    excluded = dict.fromkeys((*EXCLUSION_REASONS, NOT_IN_RELEVANCE), 0)
+    scored: list[str] = []
+    for qid in questions:
+        entry = sets.get(qid)
+        if entry is None:
+            excluded[NOT_IN_RELEVANCE] += 1
+        elif entry[2] is not None:
+            excluded[entry[2]] += 1
+        else:
+            scored.append(qid)
+    if not scored:
+        raise DataError(relevance_path, "no question has both relevant and irrelevant boxes")
+    gold = [questions[qid]["answer"] for qid in scored]
+    masks = None if split_ids is None else _split_masks(split_ids, scored, questions)
+    return FPVGInputs(questions, scored, gold, excluded, masks)
+
+
+def load_fpvg(
+    questions: str | Path,
+    relevance: str | Path | tuple[str | Path, str | Path],
+    split_ids: tuple[str | Path, str | Path] | None = None,
+) -> FPVGInputs:
+    """The inputs of ``score fpvg``: the GQA questions and the box relevance (an
+    ``R.json``, or FPVG's pair of relevant / irrelevant object pickles)."""
+    qpath = Path(questions)
+    qs = answer_questions(qpath) or read_gqa_questions(qpath, require=("answer",))
+    if isinstance(relevance, tuple):  # FPVG's relevant / irrelevant object pickles
+        return fpvg_inputs_of(qs, read_object_pickles(*relevance), Path(relevance[0]), split_ids)
+    return fpvg_inputs_of(qs, read_relevance(relevance), Path(relevance), split_ids)
+
+
+Runs = tuple[list[list[str | None]], list[dict[str, Mapping[str, float]]]]
+
+
+def read_runs(inputs: FPVGInputs, paths: Sequence[str | Path], allow_missing: bool = False) -> Runs:
+    """The all / relevant-only / irrelevant-only prediction files: each run's answers on
+    the scored questions (None where missing, with ``allow_missing``) and its ``{qid:
+    probs}``. Prediction ids outside the questions are an error."""
+    answers: list[list[str | None]] = []
+    probs: list[dict[str, Mapping[str, float]]] = []
+    qs = inputs.questions
+    for path in paths:
+        p = Path(path)
+        run_answers, run_probs = read_answers_and_probs(p)
+        if run_answers.keys() != qs.keys():  # else every id is a question, none is missing
+            check_coverage(run_answers, qs, p, allow_missing=True)  # every id a question
+            check_coverage(
+                run_answers, inputs.scored, p, allow_missing=allow_missing, allow_extra=True
+            )
+        answers.append([run_answers.get(qid) for qid in inputs.scored])
+        probs.append(run_probs)
+    return answers, probs
+
+
+@dataclass
+class FPVGScore:
+    """FPVG's figures (docs/protocols.md §5): ``values`` FPVG+, its categories and the
+    accuracies, with intervals in ``ci``; c2i, per-split figures and suff / comp when
+    their inputs are there; ``units`` the per-question indicators the rates are the means
+    of (:func:`~vqadiag.protocols.fpvg.formulas.fpvg_units`), in ``scored`` order."""
+
+    values: dict[str, Any]
+    ci: dict[str, Any]
+    units: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict ``vqadiag score fpvg --json`` prints."""
+        return {**self.values, "ci": self.ci}
+
+
+def score_runs(
+    inputs: FPVGInputs,
+    answers: Sequence[Sequence[str | None]],
+    probs: Sequence[Mapping[str, Mapping[str, float]]],
+    *,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+) -> FPVGScore:
+    """FPVG of the three runs' answers on ``inputs.scored``; correctness is exact match
+    with the GQA ``answer``; ``suff_comp`` when every answer carries probabilities."""
+    gold = inputs.gold
+    rates = fpvg_rates(*answers, gold, n_resamples=n_bootstrap, seed=seed)
+    units = fpvg_units(*answers, gold)
+    categories = {
+        k: units[k] for k in ("fpvg_plus", "fpvg_minus", "mod_fpvg_plus", "mod_fpvg_minus")
+    }
+    correct = np.array([a is not None and a == g for a, g in zip(answers[0], gold, strict=True)])
+    masks = inputs.split_masks
+    c2i_values, c2i_ci = c2i_report(correct, categories, masks, n_resamples=n_bootstrap, seed=seed)
+    values: dict[str, Any] = {key: est.value for key, est in rates.items()}
+    values.update(n=len(inputs.scored), excluded=inputs.excluded, c2i=c2i_values)
+    ci: dict[str, Any] = {key: est.to_dict() for key, est in rates.items()}
+    ci["c2i"] = c2i_ci
+    if masks is not None:
+        values["splits"], ci["splits"] = _split_figures(answers, gold, masks, seed, n_bootstrap)
+    sc = _suff_comp(answers, probs, inputs.scored, n_bootstrap, seed)
+    if sc is not None:
+        values["suff_comp"], ci["suff_comp"] = sc
+    return FPVGScore(values, ci, units)
+
+
+def _split_figures(
+    answers: Sequence[Sequence[str | None]],
+    gold: Sequence[str],
+    masks: Mapping[str, np.ndarray],
+    seed: int,
+    n_bootstrap: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """acc_all, FPVG+ and mod FPVG+ on the ID and OOD questions (paper §4.2)."""
+    summary: dict[str, Any] = {}
+    cis: dict[str, Any] = {}
+    for name, mask in masks.items():
+        sub = [[run[i] for i in np.flatnonzero(mask)] for run in answers]
+        sub_gold = [gold[i] for i in np.flatnonzero(mask)]
+        if not sub_gold:
+            summary[name] = {"n": 0}
+            continue
+        r = fpvg_rates(*sub, sub_gold, n_resamples=n_bootstrap, seed=seed)
+        keys = ("acc_all", "fpvg_plus", "mod_fpvg_plus")
+        summary[name] = {k: r[k].value for k in keys} | {"n": len(sub_gold)}
+        cis[name] = {k: r[k].to_dict() for k in keys}
+    return summary, cis
+
+
 @collector_paused_over(
     "questions", "relevance", "all_predictions", "rel_predictions", "irrel_predictions"
 )
@@ -91,82 +244,12 @@ def score_fpvg(
     a prediction are an error unless ``allow_missing`` (then wrong, and unequal
     to every answer). ``split_ids = (ID, OOD)`` adds c2i per split and the
     relative c2i drops. ``suff_comp`` appears when every prediction carries
-    ``probs``.
+    ``probs``. :func:`fpvg_inputs_of` and :func:`score_runs` are the same steps in memory.
     """
-    qpath = Path(questions)
-    qs = answer_questions(qpath) or read_gqa_questions(qpath, require=("answer",))
-    if isinstance(relevance, tuple):  # FPVG's relevant / irrelevant object pickles
-        rpath = Path(relevance[0])
-        rel_file = read_object_pickles(*relevance)
-    else:
-        rpath = Path(relevance)
-        rel_file = read_relevance(rpath)
-    for qid in rel_file:
-        if qid not in qs:
-            raise DataError(rpath, "question id is not among the questions", record_label(qid))
-    excluded = dict.fromkeys((*EXCLUSION_REASONS, NOT_IN_RELEVANCE), 0)
-    scored: list[str] = []
-    for qid in qs:
-        entry = rel_file.get(qid)
-        if entry is None:
-            excluded[NOT_IN_RELEVANCE] += 1
-        elif entry[2] is not None:
-            excluded[entry[2]] += 1
-        else:
-            scored.append(qid)
-    if not scored:
-        raise DataError(rpath, "no question has both relevant and irrelevant boxes")
-    answers: list[list[str | None]] = []
-    probs: list[dict[str, Mapping[str, float]]] = []
-    for path in (all_predictions, rel_predictions, irrel_predictions):
-        p = Path(path)
-        run_answers, run_probs = read_answers_and_probs(p)
-        if run_answers.keys() != qs.keys():  # else every id is a question, none is missing
-            check_coverage(run_answers, qs, p, allow_missing=True)  # every id a question
-            check_coverage(run_answers, scored, p, allow_missing=allow_missing, allow_extra=True)
-        answers.append([run_answers.get(qid) for qid in scored])
-        probs.append(run_probs)
-    gold = [qs[qid]["answer"] for qid in scored]
-    rates = fpvg_rates(*answers, gold, n_resamples=n_bootstrap, seed=seed)
-    fpvg = fpvg_indicators(*answers)
-    mod = mod_fpvg_indicators(answers[0], answers[1])
-    correct = np.array([a is not None and a == g for a, g in zip(answers[0], gold, strict=True)])
-    categories = {
-        "fpvg_plus": fpvg,
-        "fpvg_minus": ~fpvg,
-        "mod_fpvg_plus": mod,
-        "mod_fpvg_minus": ~mod,
-    }
-    masks = None
-    split_summary: dict[str, Any] = {}
-    split_ci: dict[str, Any] = {}
-    if split_ids is not None:
-        masks = _split_masks(split_ids, scored, qs)
-        for name, mask in masks.items():
-            sub = [[run[i] for i in np.flatnonzero(mask)] for run in answers]
-            sub_gold = [gold[i] for i in np.flatnonzero(mask)]
-            if not sub_gold:
-                split_summary[name] = {"n": 0}
-                continue
-            r = fpvg_rates(*sub, sub_gold, n_resamples=n_bootstrap, seed=seed)
-            keys = ("acc_all", "fpvg_plus", "mod_fpvg_plus")
-            split_summary[name] = {k: r[k].value for k in keys} | {"n": len(sub_gold)}
-            split_ci[name] = {k: r[k].to_dict() for k in keys}
-    c2i_values, c2i_ci = c2i_report(correct, categories, masks, n_resamples=n_bootstrap, seed=seed)
-    result: dict[str, Any] = {key: est.value for key, est in rates.items()}
-    result["n"] = len(scored)
-    result["excluded"] = excluded
-    result["c2i"] = c2i_values
-    ci: dict[str, Any] = {key: est.to_dict() for key, est in rates.items()}
-    ci["c2i"] = c2i_ci
-    if split_ids is not None:
-        result["splits"] = split_summary
-        ci["splits"] = split_ci
-    sc = _suff_comp(answers, probs, scored, n_bootstrap, seed)
-    if sc is not None:
-        result["suff_comp"], ci["suff_comp"] = sc
-    result["ci"] = ci
-    return result
+    inputs = load_fpvg(questions, relevance, split_ids)
+    paths = (all_predictions, rel_predictions, irrel_predictions)
+    answers, probs = read_runs(inputs, paths, allow_missing)
+    return score_runs(inputs, answers, probs, seed=seed, n_bootstrap=n_bootstrap).to_dict()
 
 
 def _split_masks(

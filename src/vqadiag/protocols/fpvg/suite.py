@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from vqadiag.protocols.fpvg.formulas import fpvg_units
 from vqadiag.protocols.fpvg.plots import PLOTS
 from vqadiag.suites.base import (
     Drilldown,
@@ -98,34 +97,30 @@ class FPVGSuite(Suite):
 
 
 def fpvg_suite(state: DiagnoseState) -> SuiteOutput:
-    """FPVG, its four categories, Acc_all/rel/irrel, c2i, suff/comp (``vqadiag score fpvg``)."""
-    from vqadiag.protocols.fpvg.score import score_fpvg
+    """FPVG, its four categories, Acc_all/rel/irrel, c2i, suff/comp (``vqadiag score fpvg``),
+    scored from the three runs' answers in memory (their prediction files are written for
+    ``vqadiag score fpvg`` to re-score)."""
+    from vqadiag.protocols.fpvg.score import fpvg_inputs_of, score_runs
 
     fs = grounding_runs(state)
     src = gqa_source(state)
     o = state.options
-    result = score_fpvg(
-        src.questions_file,
-        fs.relevance_file,
-        fs.files["all"],
-        fs.files["rel"],
-        fs.files["irrel"],
-        seed=o.seed,
-        n_bootstrap=o.n_bootstrap,
-    )
+    inputs = fpvg_inputs_of(src.records, fs.sets, fs.relevance_file)
+    assert inputs.scored == fs.qids  # the grounding runs' questions, in the same order
+    runs = [fs.runs[k] for k in ("all", "rel", "irrel")]
+    answers = [[a.answer for a in run] for run in runs]
+    probs = [
+        {q: p for q, a in zip(fs.qids, run, strict=True) if (p := a.probs()) is not None}
+        for run in runs
+    ]
+    score = score_runs(inputs, answers, probs, seed=o.seed, n_bootstrap=o.n_bootstrap)
+    result = score.to_dict()
     result["replacement"] = o.replacement
     result["relevance"] = fs.relevance_summary
-    answers = {k: [a.answer for a in fs.runs[k]] for k in ("all", "rel", "irrel")}
-    units = fpvg_units(
-        answers["all"],
-        answers["rel"],
-        answers["irrel"],
-        [src.records[q].get("answer") for q in fs.qids],
-    )
     rows = []
     for i, q in enumerate(fs.qids):
-        a_all, a_rel, a_irrel = (fs.runs[k][i] for k in ("all", "rel", "irrel"))
-        values: dict[str, Any] = {k: int(units[k][i]) for k in FPVG_KEYS}
+        a_all, a_rel, a_irrel = (run[i] for run in runs)
+        values: dict[str, Any] = {k: int(score.units[k][i]) for k in FPVG_KEYS}
         if a_all.p_answer is not None and a_rel.p_ref is not None and a_irrel.p_ref is not None:
             values["suff"] = a_all.p_answer - a_rel.p_ref
             values["comp"] = a_all.p_answer - a_irrel.p_ref
