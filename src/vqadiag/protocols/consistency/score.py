@@ -23,12 +23,19 @@ Correctness (documented choice, following the paper's use of VQA accuracy):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vqadiag.data.introspect import DEFAULT_INCLUDE, Introspect, answer_type, read_introspect
+from vqadiag.data.introspect import (
+    DEFAULT_INCLUDE,
+    Introspect,
+    SubQuestion,
+    answer_type,
+    read_introspect,
+)
 from vqadiag.data.jsonio import collector_paused_over, write_json
 from vqadiag.data.predictions import Prediction, align_predictions, answers_of, read_predictions
 from vqadiag.data.sniff import truth_format
@@ -117,6 +124,179 @@ def _vqa_scores(
     return vqa_accuracies(list(answers), gts, lenient=lenient)
 
 
+@dataclass
+class ConsistencyInputs:
+    """A VQA-introspect file ready to score (docs/protocols.md §6): its main and
+    sub-questions, and the VQA v2 annotations of the mains when they are scored by VQA
+    accuracy (``annotations_path`` names them in errors)."""
+
+    intro: Introspect
+    annotations: Mapping[str, Mapping[str, Any]] | None = None
+    annotations_path: str | Path | None = None
+
+    @property
+    def main_ids(self) -> list[str]:
+        """The main question ids, in file order."""
+        return list(self.intro.mains)
+
+    @property
+    def sub_list(self) -> list[SubQuestion]:
+        """The sub-questions, main by main in file order (the pairs)."""
+        return list(self.intro.subs.values())
+
+
+def load_consistency(
+    introspect: str | Path | Introspect,
+    *,
+    annotations: str | Path | None = None,
+    include_types: Iterable[str] = DEFAULT_INCLUDE,
+) -> ConsistencyInputs:
+    """The inputs of ``score consistency``: the introspect file (or one already parsed)
+    and, optionally, the VQA v2 annotations of its main questions."""
+    intro = (
+        introspect
+        if isinstance(introspect, Introspect)
+        else read_introspect(introspect, include_types)
+    )
+    anns = None
+    if annotations is not None:
+        from vqadiag.data.vqa2 import read_vqa_annotations
+
+        anns = read_vqa_annotations(annotations)
+    return ConsistencyInputs(intro, anns, None if annotations is None else Path(annotations))
+
+
+@dataclass
+class ConsistencyScore:
+    """Consistency's figures (docs/protocols.md §6) in the order the command prints them,
+    their intervals in ``ci``, and ``units``: each main's correctness, the (main, sub)
+    pairs and each sub's correctness, the values the figures are computed from."""
+
+    values: dict[str, Any]
+    ci: dict[str, Any]
+    units: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict ``vqadiag score consistency --json`` prints."""
+        return {**self.values, "ci": self.ci}
+
+
+def _main_correctness(
+    inputs: ConsistencyInputs, answers: Sequence[str | None], threshold: float, lenient: bool
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(correct, score, rule) per main: VQA accuracy ≥ ``threshold`` with annotations,
+    else a normalized match with ``reasoning_answer_most_common``."""
+    main_ids = inputs.main_ids
+    if inputs.annotations is not None:
+        assert inputs.annotations_path is not None
+        scores = _vqa_scores(
+            inputs.annotations, main_ids, answers, inputs.annotations_path, lenient
+        )
+        return scores >= threshold - _TOLERANCE, scores, f"vqa_accuracy >= {threshold:g}"
+    correct = normalized_match(answers, [inputs.intro.mains[q].answer for q in main_ids])
+    return correct, correct.astype(np.float64), "normalized_match"
+
+
+def score_answers(
+    inputs: ConsistencyInputs,
+    main_answers: Sequence[str | None],
+    sub_answers: Sequence[str | None],
+    *,
+    threshold: float = 1.0,
+    lenient: bool = False,
+    overall_answers: Sequence[str | None] | None = None,
+    seed: int = 0,
+    n_bootstrap: int = DEFAULT_RESAMPLES,
+) -> ConsistencyScore:
+    """Consistency of the mains' and subs' answers (aligned with ``inputs.main_ids`` and
+    ``inputs.sub_list``; None is wrong), with intervals over main questions (a main and
+    all its pairs resampled together). ``overall_answers`` (on every annotated question,
+    in annotation order) adds the paper's Overall VQA accuracy."""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    main_ids, sub_list = inputs.main_ids, inputs.sub_list
+    main_correct, main_scores, main_rule = _main_correctness(
+        inputs, main_answers, threshold, lenient
+    )
+    position = {qid: i for i, qid in enumerate(main_ids)}
+    pair_main = np.array([position[s.main_id] for s in sub_list], dtype=np.int64)
+    sub_correct = normalized_match(sub_answers, [s.answer for s in sub_list])
+    units = {
+        "main_correct": dict(zip(main_ids, main_correct.tolist(), strict=True)),
+        "pairs": [(s.main_id, s.sub_id) for s in sub_list],
+        "sub_correct": sub_correct,
+    }
+    weights = balanced_pair_weights([_normalized(s.answer) for s in sub_list])
+    columns = consistency_columns(
+        pair_main, main_correct, sub_correct, pair_weights=weights, main_scores=main_scores
+    )
+    values, ci = _figures(columns, len(main_ids), inputs.annotations is not None, seed, n_bootstrap)
+    if overall_answers is not None:
+        assert inputs.annotations is not None and inputs.annotations_path is not None
+        values["overall_accuracy"], ci["overall_accuracy"], values["n_overall"] = _overall(
+            inputs, overall_answers, lenient, seed, n_bootstrap
+        )
+    pairs_per_main = columns[:, 4]
+    values.update(
+        n_main=len(main_ids),
+        n_pairs=len(sub_list),
+        n_main_without_subs=int(np.sum(pairs_per_main == 0)),
+        n_main_correct=int(main_correct.sum()),
+        main_correctness=main_rule,
+        sub_correctness="normalized_match",
+    )
+    return ConsistencyScore(values, ci, units)
+
+
+def _figures(
+    columns: np.ndarray, n_main: int, annotated: bool, seed: int, n_bootstrap: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The quadrants and consistency figures of the per-main columns, with intervals."""
+    point = consistency_statistics(columns.sum(axis=0)[None, :])
+    boot = consistency_statistics(resampled_sums(columns, n_bootstrap, seed))
+
+    def pick(key: str) -> tuple[float, dict[str, Any]]:
+        value = point[key][0]
+        return float(value), Estimate.from_bootstrap(value, boot[key], n_main).to_dict()
+
+    values: dict[str, Any] = {"quadrants": {}}
+    ci: dict[str, Any] = {"quadrants": {}}
+    for name in QUADRANTS:
+        values["quadrants"][name], ci["quadrants"][name] = pick(name)
+    keys = [
+        "consistency",
+        "consistency_balanced",
+        "all_subs_wrong",
+        "reasoning_accuracy",
+        "sub_accuracy",
+    ]
+    if annotated:
+        keys.append("reasoning_vqa_accuracy")
+        point["reasoning_vqa_accuracy"] = point["reasoning_score"]
+        boot["reasoning_vqa_accuracy"] = boot["reasoning_score"]
+    for key in keys:
+        values[key], ci[key] = pick(key)
+    return values, ci
+
+
+def _overall(
+    inputs: ConsistencyInputs,
+    answers: Sequence[str | None],
+    lenient: bool,
+    seed: int,
+    n_bootstrap: int,
+) -> tuple[float, dict[str, Any], int]:
+    """The paper's Overall VQA accuracy on every annotated question, with its interval."""
+    assert inputs.annotations is not None and inputs.annotations_path is not None
+    all_ids = list(inputs.annotations)
+    scores = _vqa_scores(inputs.annotations, all_ids, answers, inputs.annotations_path, lenient)
+    sums = resampled_sums(scores, n_bootstrap, seed)[:, 0]
+    value = 100.0 * float(scores.sum()) / scores.size
+    boot_overall = 100.0 * sums / scores.size
+    est = Estimate.from_bootstrap(value, boot_overall, scores.size).to_dict()
+    return value, est, int(scores.size)
+
+
 @collector_paused_over("introspect", "main", "sub", "annotations", "overall")
 def score_consistency(
     introspect: str | Path,
@@ -131,7 +311,6 @@ def score_consistency(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
-    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Consistency of main (Reasoning) and sub (Perception) answers (protocols.md §6, paper §5, §7).
 
@@ -141,99 +320,29 @@ def score_consistency(
     are all wrong), ``reasoning_accuracy`` (% mains correct, each once),
     ``sub_accuracy`` (% pairs whose sub is correct), counts and intervals.
     ``overall`` (predictions on every question of ``annotations``) adds the
-    paper's Overall VQA accuracy. ``units``, when given, receives the per-unit values of
-    the same computation: ``{"main_correct": {main_id: bool}, "pairs": [(main_id, sub_id)],
-    "sub_correct": bool per pair}``.
+    paper's Overall VQA accuracy. :func:`load_consistency` and :func:`score_answers`
+    are the same steps in memory.
     """
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     if overall is not None and annotations is None:
         raise ValueError("overall accuracy needs the VQA v2 annotations (--annotations)")
     intro = read_introspect(introspect, include_types)
-    main_ids = list(intro.mains)
-    sub_list = list(intro.subs.values())
     main_pred, sub_pred = _aligned_pair(main, sub, intro, allow_missing)
-    main_answers, sub_answers = answers_of(main_pred), answers_of(sub_pred)
-
-    anns = None
-    if annotations is not None:
-        from vqadiag.data.vqa2 import read_vqa_annotations
-
-        anns = read_vqa_annotations(annotations)
-        main_scores = _vqa_scores(anns, main_ids, main_answers, annotations, lenient)
-        main_correct = main_scores >= threshold - _TOLERANCE
-        main_rule = f"vqa_accuracy >= {threshold:g}"
-    else:
-        gold = [intro.mains[q].answer for q in main_ids]
-        main_correct = normalized_match(main_answers, gold)
-        main_scores = main_correct.astype(np.float64)
-        main_rule = "normalized_match"
-
-    position = {qid: i for i, qid in enumerate(main_ids)}
-    pair_main = np.array([position[s.main_id] for s in sub_list], dtype=np.int64)
-    sub_correct = normalized_match(sub_answers, [s.answer for s in sub_list])
-    if units is not None:
-        units.update(
-            main_correct=dict(zip(main_ids, main_correct.tolist(), strict=True)),
-            pairs=[(s.main_id, s.sub_id) for s in sub_list],
-            sub_correct=sub_correct,
-        )
-    weights = balanced_pair_weights([_normalized(s.answer) for s in sub_list])
-    columns = consistency_columns(
-        pair_main, main_correct, sub_correct, pair_weights=weights, main_scores=main_scores
-    )
-    n_main = len(main_ids)
-    point = consistency_statistics(columns.sum(axis=0)[None, :])
-    boot = consistency_statistics(resampled_sums(columns, n_bootstrap, seed))
-
-    def pick(key: str) -> tuple[float, dict[str, Any]]:
-        value = point[key][0]
-        return float(value), Estimate.from_bootstrap(value, boot[key], n_main).to_dict()
-
-    result: dict[str, Any] = {"quadrants": {}}
-    ci: dict[str, Any] = {"quadrants": {}}
-    for name in QUADRANTS:
-        result["quadrants"][name], ci["quadrants"][name] = pick(name)
-    keys = [
-        "consistency",
-        "consistency_balanced",
-        "all_subs_wrong",
-        "reasoning_accuracy",
-        "sub_accuracy",
-    ]
-    if anns is not None:
-        keys.append("reasoning_vqa_accuracy")
-        point["reasoning_vqa_accuracy"] = point["reasoning_score"]
-        boot["reasoning_vqa_accuracy"] = boot["reasoning_score"]
-    for key in keys:
-        result[key], ci[key] = pick(key)
-
+    inputs = load_consistency(intro, annotations=annotations)
+    overall_answers = None
     if overall is not None:
-        all_ids = list(anns)
+        assert inputs.annotations is not None
         aligned = align_predictions(
-            read_predictions(overall), all_ids, overall, allow_missing=allow_missing
-        )
-        scores = _vqa_scores(anns, all_ids, answers_of(aligned), annotations, lenient)
-        sums = resampled_sums(scores, n_bootstrap, seed)[:, 0]
-        value = 100.0 * float(scores.sum()) / scores.size
-        result["overall_accuracy"] = value
-        result["n_overall"] = int(scores.size)
-        boot_overall = 100.0 * sums / scores.size
-        ci["overall_accuracy"] = Estimate.from_bootstrap(value, boot_overall, scores.size).to_dict()
-
-    pairs_per_main = columns[:, 4]
-    result.update(
-        {
-            "n_main": n_main,
-            "n_pairs": len(sub_list),
-            "n_main_without_subs": int(np.sum(pairs_per_main == 0)),
-            "n_main_correct": int(main_correct.sum()),
-            "main_correctness": main_rule,
-            "sub_correctness": "normalized_match",
-            "ci": ci,
-        }
-    )
-    return result
+            read_predictions(overall), list(inputs.annotations), overall,
+            allow_missing=allow_missing,
+        )  # fmt: skip
+        overall_answers = answers_of(aligned)
+    score = score_answers(
+        inputs, answers_of(main_pred), answers_of(sub_pred), threshold=threshold,
+        lenient=lenient, overall_answers=overall_answers, seed=seed, n_bootstrap=n_bootstrap,
+    )  # fmt: skip
+    return score.to_dict()
 
 
 def introspect_questions(

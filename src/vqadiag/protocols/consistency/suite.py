@@ -10,13 +10,17 @@ image's objects (:func:`vqadiag.protocols.consistency.formulas.attention_correla
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vqadiag.data.introspect import Introspect, SubQuestion, parse_introspect
 from vqadiag.data.jsonio import read_json, write_json
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.probes.conditions import Condition
+from vqadiag.probes.store import Answer
 from vqadiag.protocols.consistency.plots import PLOTS
 from vqadiag.suites.base import (
     Drilldown,
@@ -74,11 +78,11 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     normalized match with ``reasoning_answer_most_common``; sub-questions by
     normalized match. Rows: ``id = "main|sub"``; ``values.reasoning_consistency``
     (the sub's correctness) only on rows whose main is correct, so its mean is
-    the consistency M✓S✓ / (M✓S✓ + M✓S✗).
+    the consistency M✓S✓ / (M✓S✓ + M✓S✗). Scored from the runs' answers in memory;
+    the prediction files (and the diagnosed subset of the introspect file) are written
+    for ``vqadiag score consistency`` to re-score.
     """
-    from vqadiag.data.introspect import read_introspect
-    from vqadiag.protocols.consistency.formulas import attention_correlation
-    from vqadiag.protocols.consistency.score import score_consistency
+    from vqadiag.protocols.consistency.score import load_consistency, score_answers
 
     split = state.options.split
     path = state.data_root / "introspect" / f"VQAIntrospect_{split}v1.0.json"
@@ -86,8 +90,54 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
         raise SuiteSkipped(f"no introspect data ({path.name})")
     data = vqa_data(state)
     needs_visual(state, data)
+    intro, record_of = _diagnosed_introspect(state, data, path)
+    main_ids = list(intro.mains)
+    subs = list(intro.subs.values())
+    main_probes = [
+        vqa_probe(q, record_of(q, m.question, m.image_id), m.question)
+        for q, m in intro.mains.items()
+    ]
+    sub_probes = [
+        vqa_probe(
+            s.sub_id, record_of(s.sub_id, s.question, intro.mains[s.main_id].image_id), s.question
+        )
+        for s in subs
+    ]
+    ctx = vqa_context(state, data)
+    main_run = state.run(ctx, Condition("introspect.main", "plain"), main_probes)
+    sub_run = state.run(ctx, Condition("introspect.sub", "plain"), sub_probes)
+    write_predictions(state, "consistency", "main", main_ids, main_run.answers)
+    write_predictions(state, "consistency", "sub", [s.sub_id for s in subs], sub_run.answers)
+    vqa = data.questions(split)
+    annotated = all(q in vqa and "answers" in vqa[q] for q in main_ids)
+    o = state.options
+    inputs = load_consistency(
+        intro, annotations=data.annotations_path(split) if annotated else None
+    )
+    score = score_answers(
+        inputs,
+        [a.answer for a in main_run.answers],
+        [a.answer for a in sub_run.answers],
+        seed=o.seed,
+        n_bootstrap=o.n_bootstrap,
+    )
+    result = score.to_dict()
+    main_answer = dict(zip(main_ids, main_run.answers, strict=True))
+    corr = _attention_correlations(state, subs, main_answer, sub_run.answers, result)
+    rows = _rows(intro, subs, main_answer, sub_run.answers, score.units, corr)
+    summary = {"reasoning_consistency": estimate_of(result["ci"], "consistency")}
+    return SuiteOutput(result, rows, summary)
+
+
+def _diagnosed_introspect(
+    state: DiagnoseState, data: Any, path: Path
+) -> tuple[Introspect, Callable[[str, str, Any], dict[str, Any]]]:
+    """The introspect questions diagnosed (``--max-questions``' subset of the mains whose
+    images exist; the subset is written to ``inputs/introspect.json``) and the probe
+    record of a question id (its VQA v2 record, or one made from the introspect file)."""
+    split = state.options.split
     raw = read_json(path)
-    intro = read_introspect(path)
+    intro = parse_introspect(raw, path)
     main_ids = list(intro.mains)
     vqa = data.questions(split)
     vqa_path = data.questions_path(split)
@@ -109,64 +159,56 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     }
     chosen = set(state.drop_missing_images(list(image_of), image_of, data))
     if len(chosen) < len(main_ids):
-        main_ids = [q for q in main_ids if q in chosen]
         subset = {q: raw[q] for q in raw if str(q).strip() in chosen}
-        path = write_json(state.inputs / "introspect.json", subset)
-        intro = read_introspect(path)
+        intro = parse_introspect(subset, write_json(state.inputs / "introspect.json", subset))
+    return intro, record_of
 
-    mains = [intro.mains[q] for q in main_ids]
-    subs = [s for m in mains for s in m.subs]
-    main_probes = [
-        vqa_probe(m.main_id, record_of(m.main_id, m.question, m.image_id), m.question)
-        for m in mains
-    ]
-    sub_probes = [
-        vqa_probe(
-            s.sub_id, record_of(s.sub_id, s.question, intro.mains[s.main_id].image_id), s.question
-        )
-        for s in subs
-    ]
-    ctx = vqa_context(state, data)
-    main_run = state.run(ctx, Condition("introspect.main", "plain"), main_probes)
-    sub_run = state.run(ctx, Condition("introspect.sub", "plain"), sub_probes)
-    main_file = write_predictions(state, "consistency", "main", main_ids, main_run.answers)
-    sub_file = write_predictions(
-        state, "consistency", "sub", [s.sub_id for s in subs], sub_run.answers
+
+def _attention_correlations(
+    state: DiagnoseState,
+    subs: Sequence[SubQuestion],
+    main_answer: Mapping[str, Answer],
+    sub_answers: Sequence[Answer],
+    result: dict[str, Any],
+) -> np.ndarray | None:
+    """Per pair, the correlation of the main's and the sub's attention (models with
+    attention); adds its mean and interval to ``result``."""
+    if not state.model.capabilities.attention:
+        return None
+    from vqadiag.protocols.consistency.formulas import attention_correlation
+
+    corr = np.array(
+        [
+            _pair_correlation(main_answer[s.main_id].vector, a.vector, attention_correlation)
+            for s, a in zip(subs, sub_answers, strict=True)
+        ]
     )
-    annotated = all(q in vqa and "answers" in vqa[q] for q in main_ids)
     o = state.options
-    units: dict = {}
-    result = score_consistency(
-        path,
-        main_file,
-        sub_file,
-        annotations=data.annotations_path(split) if annotated else None,
-        seed=o.seed,
-        n_bootstrap=o.n_bootstrap,
-        units=units,
-    )
-    main_answer = {q: a for q, a in zip(main_ids, main_run.answers, strict=True)}
+    finite = corr[np.isfinite(corr)]
+    est = mean_ci(finite, scale=1.0, n_resamples=o.n_bootstrap, seed=o.seed).to_dict()
+    result["attention_correlation"] = est["value"]
+    result["ci"]["attention_correlation"] = est
+    return corr
+
+
+def _rows(
+    intro: Introspect,
+    subs: Sequence[SubQuestion],
+    main_answer: Mapping[str, Answer],
+    sub_answers: Sequence[Answer],
+    units: Mapping[str, Any],
+    corr: np.ndarray | None,
+) -> list[dict[str, Any]]:
+    """One per-question row per (main, sub) pair (module docstring of the suite)."""
     main_ok = units["main_correct"]
     sub_ok_of = dict(zip(units["pairs"], units["sub_correct"].tolist(), strict=True))
-    sub_ok = [sub_ok_of[(s.main_id, s.sub_id)] for s in subs]
-    corr = None
-    if state.model.capabilities.attention:
-        corr = np.array(
-            [
-                _pair_correlation(main_answer[s.main_id].vector, a.vector, attention_correlation)
-                for s, a in zip(subs, sub_run.answers, strict=True)
-            ]
-        )
-        finite = corr[np.isfinite(corr)]
-        est = mean_ci(finite, scale=1.0, n_resamples=o.n_bootstrap, seed=o.seed).to_dict()
-        result["attention_correlation"] = est["value"]
-        result["ci"]["attention_correlation"] = est
     rows = []
-    for i, (s, a) in enumerate(zip(subs, sub_run.answers, strict=True)):
+    for i, (s, a) in enumerate(zip(subs, sub_answers, strict=True)):
         m_ok = int(main_ok[s.main_id])
-        values: dict[str, Any] = {"main_correct": m_ok, "sub_correct": int(sub_ok[i])}
+        s_ok = int(sub_ok_of[(s.main_id, s.sub_id)])
+        values: dict[str, Any] = {"main_correct": m_ok, "sub_correct": s_ok}
         if m_ok:
-            values["reasoning_consistency"] = int(sub_ok[i])
+            values["reasoning_consistency"] = s_ok
         if corr is not None and np.isfinite(corr[i]):
             values["attention_correlation"] = float(corr[i])
         main = intro.mains[s.main_id]
@@ -186,8 +228,7 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
                 **raw_texts({"main": main_answer[s.main_id], "sub": a}),
             }
         )
-    summary = {"reasoning_consistency": estimate_of(result["ci"], "consistency")}
-    return SuiteOutput(result, rows, summary)
+    return rows
 
 
 def _pair_correlation(main: Any, sub: Any, fn: Any) -> float:
