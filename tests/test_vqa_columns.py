@@ -1,4 +1,4 @@
-"""The columnar fast path of ``score vqa`` (vqadiag.data.vqa2_columns, scoring.vqa_inputs).
+"""The columnar fast path of ``score vqa`` (vqadiag.data.vqa2_columns, protocols.vqa.inputs).
 
 The fast path is an optimisation only: for every file it either gives exactly the inputs
 the checked readers give, or defers to them (``None``), which then give the same inputs

@@ -1,4 +1,4 @@
-"""LXMERT's detection files, ``*_obj36.tsv`` (docs/fpvg.md, "Detections").
+"""LXMERT's detection files, ``*_obj36.tsv`` (docs/fpvg.md, the ``--detections`` formats).
 
 One line per image, tab-separated, no header: ``img_id, img_h, img_w, objects_id,
 objects_conf, attrs_id, attrs_conf, num_boxes, boxes, features``, where ``boxes`` and

@@ -1,6 +1,6 @@
 """The report's picture of every model: one row per model, one column per report-card
 figure, each cell shaded by where its value sits in that column's range across the
-models (docs/report.md, "Overview").
+models (docs/report.md, "Every model at a glance").
 
 For a column with values ``v_1 … v_k`` (the models that have it), ``lo = min v``,
 ``hi = max v`` and a cell's position is ``s = (v − lo) / (hi − lo)`` (0.5 when all are

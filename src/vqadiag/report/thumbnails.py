@@ -1,4 +1,4 @@
-"""Small JPEG thumbnails of the drill-down rows' images (docs/report.md, "Drill-downs").
+"""Small JPEG thumbnails of the drill-down rows' images (docs/report.md, "Drill-down tables").
 
 For each example row shown (and only those), the row's image is read from the data
 folder the results name (``data.root``; ``config.images`` when the run was given
