@@ -313,3 +313,32 @@ def test_robustness_builds_the_bqd_once_and_reuses_it(run_cli, world, prior, tmp
     noisy = json.loads((out / "predictions" / "robustness" / "noise_7.json").read_text())
     clean = json.loads((out / "predictions" / "robustness" / "clean.json").read_text())
     assert noisy.keys() == clean.keys() and len(clean) == 40
+    # the suite scores in memory; re-scoring its written artefacts gives the same result
+    preds = out / "predictions" / "robustness"
+    rescored = run_cli(
+        "score", "robustness", "--truth", out / "inputs" / "gqa_questions.json",
+        "--clean", preds / "clean.json",
+        "--noisy", *(preds / f"noise_{k}.json" for k in range(1, 8)),
+        "--questions", out / "inputs" / "robustness_questions.json",
+        "--n-bootstrap", "20", "--json",
+    )  # fmt: skip
+    assert rescored.exit_code == 0, rescored.stderr
+    assert rescored.json() == {k: v for k, v in rob.items() if k != "bqd"}
+
+
+def test_consistency_suite_equals_score_consistency_on_its_artefacts(world, prior, tmp_path):
+    from vqadiag.data.vqa2_data import VQA2Data
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    out = tmp_path / "res"
+    result = diagnose(world, str(prior), out, suites="consistency", n_bootstrap=30)
+    suite = result["suites"]["consistency"]
+    subset = out / "inputs" / "introspect.json"
+    introspect = subset if subset.is_file() else world / "introspect" / "VQAIntrospect_valv1.0.json"
+    annotated = suite["main_correctness"].startswith("vqa_accuracy")
+    preds = out / "predictions" / "consistency"
+    rescored = vqadiag.score_consistency(
+        introspect, preds / "main.json", preds / "sub.json", n_bootstrap=30,
+        annotations=VQA2Data(world).annotations_path("val") if annotated else None,
+    )  # fmt: skip
+    assert rescored == suite and suite["n_pairs"] > 0

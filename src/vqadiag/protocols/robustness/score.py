@@ -20,6 +20,7 @@ basic questions of partition k; the prediction keeps the main question's id).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,25 +79,40 @@ def _restrict_ids(path: str | Path, known: Mapping[str, Any], truth: Path) -> li
     return list(dict.fromkeys(ids))
 
 
-class _Truth:
-    """Ground truth of one robustness run: ids, a scorer and (VQA) answer types."""
+class Truth:
+    """Ground truth of one robustness run (the inputs of docs/protocols.md §4): the scored
+    question ids, their records, and how an answer is scored (official VQA accuracy on
+    VQA v2 annotations, exact match on GQA questions)."""
 
-    def __init__(self, path: str | Path, *, all_questions: bool, lenient: bool) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        all_questions: bool,
+        lenient: bool,
+        records: Mapping[str, Any] | None = None,
+    ) -> None:
         self.path = Path(path)
-        self.kind = truth_format(self.path)
         self.lenient = lenient
+        if records is not None:  # GQA questions already read from ``path``
+            from vqadiag.data.gqa import check_gqa_questions
+
+            check_gqa_questions(records, self.path, ("question", "answer"))
+            self.kind = "gqa"
+            self.records: Mapping[str, Any] = records
+            self._gqa_ids(all_questions)
+            return
+        self.kind = truth_format(self.path)
         if self.kind == "vqa_annotations":
             from vqadiag.data.vqa2 import read_vqa_annotations
 
             self.records = read_vqa_annotations(self.path)
             self.ids = list(self.records)
         elif self.kind == "gqa":
-            from vqadiag.data.gqa import is_balanced, read_gqa_questions
+            from vqadiag.data.gqa import read_gqa_questions
 
             self.records = read_gqa_questions(self.path, require=("question", "answer"))
-            self.ids = [q for q, r in self.records.items() if all_questions or is_balanced(r)]
-            if not self.ids:
-                raise DataError(self.path, "no balanced questions (use --all-questions)")
+            self._gqa_ids(all_questions)
         else:
             what = "a VQA v2 questions file" if self.kind == "vqa_questions" else "VQA-introspect"
             raise DataError(
@@ -105,10 +121,19 @@ class _Truth:
                 "or a GQA questions file as --truth",
             )
 
+    def _gqa_ids(self, all_questions: bool) -> None:
+        from vqadiag.data.gqa import is_balanced
+
+        self.ids = [q for q, r in self.records.items() if all_questions or is_balanced(r)]
+        if not self.ids:
+            raise DataError(self.path, "no balanced questions (use --all-questions)")
+
     def restrict(self, ids: list[str]) -> None:
+        """Score only ``ids`` (each a question of the truth file)."""
         self.ids = ids
 
     def answer_types(self) -> list[str] | None:
+        """VQA v2's answer type of each scored question (None for GQA)."""
         if self.kind != "vqa_annotations":
             return None
         return [self.records[q]["answer_type"] for q in self.ids]
@@ -127,10 +152,11 @@ class _Truth:
 
     @property
     def metric(self) -> str:
+        """The name of the per-question score."""
         return "vqa_accuracy" if self.kind == "vqa_annotations" else "exact_match"
 
 
-def _scores(truth: _Truth, path: str | Path, allow_missing: bool) -> np.ndarray:
+def _scores(truth: Truth, path: str | Path, allow_missing: bool) -> np.ndarray:
     """Per-question accuracy of one prediction file, in ``truth.ids`` order.
 
     Ids unknown to the truth file are an error; predictions for questions of
@@ -146,57 +172,36 @@ def _scores(truth: _Truth, path: str | Path, allow_missing: bool) -> np.ndarray:
     return truth.score(answers_of(aligned))
 
 
-@collector_paused_over("truth", "clean", "noisy", "questions")
-def score_robustness(
-    truth: str | Path,
-    clean: str | Path,
-    noisy: Sequence[str | Path],
-    *,
-    t: float = DEFAULT_T,
-    m: float = DEFAULT_M,
-    questions: str | Path | None = None,
-    all_questions: bool = False,
-    lenient: bool = False,
-    allow_missing: bool = False,
-    seed: int = 0,
-    n_bootstrap: int = DEFAULT_RESAMPLES,
-    units: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Score clean and noisy predictions: accuracy, Acc_diff, R_score (protocols.md §4).
+@dataclass
+class RobustnessScore:
+    """Robustness's figures (docs/protocols.md §4) in the order the command prints them,
+    their intervals in ``ci``, and ``units``: the scored ids and their per-question
+    accuracy, column 0 clean and column k noise partition k."""
 
-    Returns the JSON object of ``vqadiag score robustness --json`` (keys in
-    ``docs/robustness-consistency.md``). Accuracies and Acc_diff are in percent;
-    R_score is in [0, 1]. ``units``, when given, receives the per-unit values of the same
-    computation: ``{"ids": question ids, "accuracy": n × (1 + K) array}`` (column 0 clean,
-    column k partition k).
-    """
-    check_limits(t, m)
-    if not noisy:
-        raise ValueError("give at least one noisy prediction file (partition 1)")
-    if len(noisy) > MAX_PARTITIONS:
-        raise ValueError(f"at most {MAX_PARTITIONS} noisy partitions, got {len(noisy)}")
-    gt = _Truth(truth, all_questions=all_questions, lenient=lenient)
-    if questions is not None:
-        gt.restrict(_restrict_ids(questions, gt.records, gt.path))
-    n = len(gt.ids)
-    acc = np.column_stack(
-        [_scores(gt, clean, allow_missing)] + [_scores(gt, p, allow_missing) for p in noisy]
-    )  # n × (1 + K): column 0 clean, column k partition k
-    if units is not None:
-        units.update(ids=list(gt.ids), accuracy=acc)
-    n_parts = len(noisy)
-    types = gt.answer_types()
+    values: dict[str, Any]
+    ci: dict[str, Any]
+    units: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict ``vqadiag score robustness --json`` prints."""
+        return {**self.values, "ci": self.ci}
+
+
+def _column_rates(
+    acc: np.ndarray, types: list[str] | None, t: float, m: float, seed: int, n_bootstrap: int
+) -> tuple[dict[str, Any], dict[str, Any], list[str], Any]:
+    """Accuracy (clean and per partition), Acc_diff and R_score, overall and per answer
+    type, from the per-question accuracies: the point values (one row) and the bootstrap
+    values (one row per resample of questions); the answer types and their counts."""
+    n, n_parts = acc.shape[0], acc.shape[1] - 1
     type_names = list(dict.fromkeys(types)) if types is not None else []
     masks = np.column_stack([[a == name for a in types] for name in type_names]) if types else None
-
     blocks = [acc]
     if masks is not None:
         for j in range(len(type_names)):
             blocks.append(acc * masks[:, j : j + 1])
         blocks.append(masks.astype(np.float64))
     columns = np.column_stack(blocks)
-    full = columns.sum(axis=0)[None, :]
-    boot = resampled_sums(columns, n_bootstrap, seed)
 
     def rates(sums: np.ndarray) -> dict[str, Any]:
         """All statistics from rows of column sums (point estimate: one row)."""
@@ -210,8 +215,28 @@ def score_robustness(
                 per_type[name] = 100.0 * sums[:, start : start + 1 + n_parts] / denom
         return {"accuracy": accuracy, "diff": diff, "r": r_score(diff, t, m), "types": per_type}
 
-    point, resampled = rates(full), rates(boot)
+    point = rates(columns.sum(axis=0)[None, :])
+    resampled = rates(resampled_sums(columns, n_bootstrap, seed))
     type_n = masks.sum(axis=0).astype(int) if masks is not None else []
+    return point, resampled, type_names, type_n
+
+
+def score_accuracies(
+    truth: Truth,
+    acc: np.ndarray,
+    *,
+    t: float = DEFAULT_T,
+    m: float = DEFAULT_M,
+    seed: int = 0,
+    n_bootstrap: int = DEFAULT_RESAMPLES,
+) -> RobustnessScore:
+    """Accuracy, Acc_diff and R_score of the per-question accuracies ``acc`` (n × (1 + K)
+    in ``truth.ids`` order: column 0 clean, column k partition k), in percent (R_score in
+    [0, 1]), with 95% bootstrap intervals over questions."""
+    n, n_parts = acc.shape[0], acc.shape[1] - 1
+    point, resampled, type_names, type_n = _column_rates(
+        acc, truth.answer_types(), t, m, seed, n_bootstrap
+    )
 
     def est(key: str, col: int, name: str | None = None) -> dict[str, Any]:
         if name is None:
@@ -238,11 +263,10 @@ def score_robustness(
             ci_row["perAnswerType"] = {t_: est("types", k, t_) for t_ in type_names}
         partitions.append(row)
         ci_partitions.append(ci_row)
-
     part_acc = [p["accuracy"] for p in partitions]
-    result: dict[str, Any] = {
-        "truth": gt.kind,
-        "metric": gt.metric,
+    values: dict[str, Any] = {
+        "truth": truth.kind,
+        "metric": truth.metric,
         "clean": float(point["accuracy"][0, 0]),
         "partitions": partitions,
         "acc_diff": partitions[0]["acc_diff"],
@@ -260,7 +284,43 @@ def score_robustness(
         "r_score": ci_partitions[0]["r_score"],
     }
     if type_names:
-        result["perAnswerType"] = {t_: float(point["types"][t_][0, 0]) for t_ in type_names}
+        values["perAnswerType"] = {t_: float(point["types"][t_][0, 0]) for t_ in type_names}
         ci["perAnswerType"] = {t_: est("types", 0, t_) for t_ in type_names}
-    result["ci"] = ci
-    return result
+    return RobustnessScore(values, ci, {"ids": list(truth.ids), "accuracy": acc})
+
+
+@collector_paused_over("truth", "clean", "noisy", "questions")
+def score_robustness(
+    truth: str | Path,
+    clean: str | Path,
+    noisy: Sequence[str | Path],
+    *,
+    t: float = DEFAULT_T,
+    m: float = DEFAULT_M,
+    questions: str | Path | None = None,
+    all_questions: bool = False,
+    lenient: bool = False,
+    allow_missing: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = DEFAULT_RESAMPLES,
+) -> dict[str, Any]:
+    """Score clean and noisy predictions: accuracy, Acc_diff, R_score (protocols.md §4).
+
+    Returns the JSON object of ``vqadiag score robustness --json`` (keys in
+    ``docs/robustness-consistency.md``). Accuracies and Acc_diff are in percent;
+    R_score is in [0, 1]. :class:`Truth` and :func:`score_accuracies` are the same steps
+    in memory.
+    """
+    check_limits(t, m)
+    if not noisy:
+        raise ValueError("give at least one noisy prediction file (partition 1)")
+    if len(noisy) > MAX_PARTITIONS:
+        raise ValueError(f"at most {MAX_PARTITIONS} noisy partitions, got {len(noisy)}")
+    gt = Truth(truth, all_questions=all_questions, lenient=lenient)
+    if questions is not None:
+        gt.restrict(_restrict_ids(questions, gt.records, gt.path))
+    acc = np.column_stack(
+        [_scores(gt, clean, allow_missing)] + [_scores(gt, p, allow_missing) for p in noisy]
+    )  # n × (1 + K): column 0 clean, column k partition k
+    score = score_accuracies(gt, acc, t=t, m=m, seed=seed, n_bootstrap=n_bootstrap)
+    return score.to_dict()

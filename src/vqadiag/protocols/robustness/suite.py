@@ -169,9 +169,11 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     """Accuracy under the 7 basic-question noise partitions, Acc_diff, R_score (protocols.md §4).
 
     Noisy condition k: same image and objects, question text = the main question
-    followed by the 3 basic questions of partition k (``noise_partitions``).
+    followed by the 3 basic questions of partition k (``noise_partitions``). Scored from
+    the runs' answers in memory; the prediction files are written for ``vqadiag score
+    robustness`` to re-score.
     """
-    from vqadiag.protocols.robustness.score import score_robustness
+    from vqadiag.protocols.robustness.score import Truth, score_accuracies
 
     src, clean = plain_run(state)
     records, bqd_info = _bqd_records(state, src)
@@ -187,20 +189,17 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
         probes = [probe_of(src.records[q], q, question=part[q]) for q in qids]
         run = state.run(src.ctx, Condition(f"gqa.noise_{k}", "text", {"partition": k}), probes)
         answers[f"noise_{k}"] = run.answers
-    files = {k: write_predictions(state, "robustness", k, qids, v) for k, v in answers.items()}
-    ids_file = write_json(state.inputs / "robustness_questions.json", qids)
+    for k, v in answers.items():  # for ``vqadiag score robustness`` to re-score
+        write_predictions(state, "robustness", k, qids, v)
+    write_json(state.inputs / "robustness_questions.json", qids)
     o = state.options
-    units: dict = {}
-    result = score_robustness(
-        src.questions_file,
-        files["clean"],
-        [files[f"noise_{k}"] for k in range(1, len(partitions) + 1)],
-        questions=ids_file,
-        seed=o.seed,
-        n_bootstrap=o.n_bootstrap,
-        units=units,
-    )
+    truth = Truth(src.questions_file, all_questions=False, lenient=False, records=src.records)
+    truth.restrict(qids)
+    acc = np.column_stack([truth.score([a.answer for a in run]) for run in answers.values()])
+    score = score_accuracies(truth, acc, seed=o.seed, n_bootstrap=o.n_bootstrap)
+    result = score.to_dict()
     result["bqd"] = bqd_info
+    units = score.units
     accuracy_of = dict(zip(units["ids"], units["accuracy"].tolist(), strict=True))
     rows = []
     for i, q in enumerate(qids):
