@@ -84,6 +84,15 @@ def test_cli_json_matches_results_file_and_score_commands(run_cli, world, updn, 
         "--n-bootstrap", "50", "--json",
     )  # fmt: skip
     assert ood.json() == result["suites"]["ood"]  # the suite scores in memory, identically
+    from vqadiag.data.vqa2_data import VQA2Data
+
+    pairs = run_cli(
+        "score", "pairs", "--annotations", VQA2Data(world).annotations_path("val"),
+        "--pairs", out / "inputs" / "vqa2_pairs.json",
+        "--predictions", out / "predictions" / "pairs" / "all.json", "--n-bootstrap", "50",
+        "--json",
+    )  # fmt: skip
+    assert pairs.json() == result["suites"]["pairs"]
     fpvg = run_cli(
         "score", "fpvg", "--questions", out / "inputs" / "gqa_questions.json",
         "--relevance", out / "inputs" / "relevance.json",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,74 @@ def score_vqa(
     return report
 
 
+@dataclass
+class PairsInputs:
+    """Complementary pairs ready to score (docs/protocols.md §2): the VQA v2 annotations,
+    the pairs, and the paired question ids in first-seen order."""
+
+    annotations: Mapping[str, Mapping[str, Any]]
+    pairs: list[tuple[str, str]]
+
+    @property
+    def paired(self) -> list[str]:
+        """Every question of a pair, each once, in first-seen order."""
+        return list(dict.fromkeys(q for pair in self.pairs for q in pair))
+
+
+@dataclass
+class PairsScore:
+    """The pair figures in the order ``score pairs`` prints them, their intervals, and
+    ``units``: the pairs, each pair's both-correct and identical 0/1 and each question's
+    VQA accuracy, the values the figures are the means of."""
+
+    values: dict[str, Any]
+    ci: dict[str, Any]
+    units: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict ``vqadiag score pairs --json`` prints."""
+        return {**self.values, "ci": self.ci}
+
+
+def score_pair_answers(
+    inputs: PairsInputs,
+    answers: Sequence[str | None],
+    *,
+    pair_threshold: float = DEFAULT_PAIR_THRESHOLD,
+    lenient: bool = False,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+) -> PairsScore:
+    """Both-correct, identical and different of the answers to ``inputs.paired`` (in that
+    order; None is wrong and never identical), with bootstrap intervals over pairs."""
+    paired, records = inputs.paired, inputs.annotations
+    acc = vqa_accuracies(answers, [records[q]["answer_list"] for q in paired], lenient=lenient)
+    acc_of = dict(zip(paired, acc.tolist(), strict=True))
+    answer_of = {
+        q: None if a is None else normalize_answer(a) for q, a in zip(paired, answers, strict=True)
+    }
+    side_a = [a for a, _ in inputs.pairs]
+    side_b = [b for _, b in inputs.pairs]
+    both = pair_both_correct(
+        np.array([acc_of[q] for q in side_a]), np.array([acc_of[q] for q in side_b]), pair_threshold
+    )
+    same = pair_identical([answer_of[q] for q in side_a], [answer_of[q] for q in side_b])
+    both_value, both_ci = _rate(both, seed, n_bootstrap)
+    same_value, same_ci = _rate(same, seed, n_bootstrap)
+    diff_value, diff_ci = _rate(1.0 - same, seed, n_bootstrap)
+    values = {
+        "both_correct": both_value,
+        "identical": same_value,
+        "different": diff_value,
+        "n_pairs": len(inputs.pairs),
+        "n_missing": sum(a is None for a in answers),
+        "pair_threshold": pair_threshold,
+    }
+    ci = {"both_correct": both_ci, "identical": same_ci, "different": diff_ci}
+    units = {"pairs": list(inputs.pairs), "both_correct": both, "identical": same}
+    return PairsScore(values, ci, units | {"accuracy": acc_of})
+
+
 @collector_paused_over("annotations", "pairs", "predictions")
 def score_pairs(
     annotations: str | Path,
@@ -140,7 +209,6 @@ def score_pairs(
     allow_missing: bool = False,
     seed: int = 0,
     n_bootstrap: int = 1000,
-    units: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Complementary-pair figures of Goyal et al. (docs/protocols.md §2).
 
@@ -151,44 +219,22 @@ def score_pairs(
     Predictions must cover every paired question (unless ``allow_missing``:
     then wrong and never identical); prediction ids outside the annotations are
     an error; annotated questions outside the pairs need no prediction.
-    ``units``, when given, receives the per-unit values of the same computation:
-    ``{"pairs": [(qa, qb)], "both_correct", "identical": 0/1 per pair, "accuracy": {qid: acc}}``.
+    :class:`PairsInputs` and :func:`score_pair_answers` are the same steps in memory.
     """
     annotation_records = read_vqa_annotations(annotations)
-    pair_list = read_pairs(pairs, annotation_records)
-    paired = list(dict.fromkeys(q for pair in pair_list for q in pair))
+    inputs = PairsInputs(annotation_records, read_pairs(pairs, annotation_records))
     preds = read_predictions(predictions)
     align_predictions(preds, list(annotation_records), predictions, allow_missing=True)
     answers = answers_of(
-        align_predictions(preds, paired, predictions, allow_missing=allow_missing, allow_extra=True)
+        align_predictions(
+            preds, inputs.paired, predictions, allow_missing=allow_missing, allow_extra=True
+        )
     )
-    acc = vqa_accuracies(
-        answers, [annotation_records[q]["answer_list"] for q in paired], lenient=lenient
-    )
-    acc_of = dict(zip(paired, acc.tolist(), strict=True))
-    answer_of = {
-        q: None if a is None else normalize_answer(a) for q, a in zip(paired, answers, strict=True)
-    }
-    side_a = [a for a, _ in pair_list]
-    side_b = [b for _, b in pair_list]
-    both = pair_both_correct(
-        np.array([acc_of[q] for q in side_a]), np.array([acc_of[q] for q in side_b]), pair_threshold
-    )
-    same = pair_identical([answer_of[q] for q in side_a], [answer_of[q] for q in side_b])
-    if units is not None:
-        units.update(pairs=list(pair_list), both_correct=both, identical=same, accuracy=acc_of)
-    both_value, both_ci = _rate(both, seed, n_bootstrap)
-    same_value, same_ci = _rate(same, seed, n_bootstrap)
-    diff_value, diff_ci = _rate(1.0 - same, seed, n_bootstrap)
-    return {
-        "both_correct": both_value,
-        "identical": same_value,
-        "different": diff_value,
-        "n_pairs": len(pair_list),
-        "n_missing": sum(a is None for a in answers),
-        "pair_threshold": pair_threshold,
-        "ci": {"both_correct": both_ci, "identical": same_ci, "different": diff_ci},
-    }
+    score = score_pair_answers(
+        inputs, answers, pair_threshold=pair_threshold, lenient=lenient, seed=seed,
+        n_bootstrap=n_bootstrap,
+    )  # fmt: skip
+    return score.to_dict()
 
 
 def _top_answers(counter: Mapping[str, int], top: int) -> list[dict[str, Any]]:

@@ -44,8 +44,8 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     ``values.pair_both_correct`` = [acc(qa) ≥ τ ∧ acc(qb) ≥ τ], ``pair_identical`` and
     ``pair_both_exact`` (both answers equal the canonical ``multiple_choice_answer``).
     """
-    from vqadiag.data.vqa2 import read_pairs
-    from vqadiag.protocols.vqa.score import score_pairs
+    from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations
+    from vqadiag.protocols.vqa.score import PairsInputs, score_pair_answers
 
     data = vqa_data(state)
     needs_visual(state, data)
@@ -66,22 +66,18 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     pairs = [p for p in pairs if p[0] in kept and p[1] in kept]
     if not pairs:
         raise SuiteSkipped("no complementary pairs")
-    pairs_file = write_json(state.inputs / "vqa2_pairs.json", [list(p) for p in pairs])
-    qids = list(dict.fromkeys(q for p in pairs for q in p))
+    write_json(state.inputs / "vqa2_pairs.json", [list(p) for p in pairs])
+    inputs = PairsInputs(read_vqa_annotations(data.annotations_path(split)), list(pairs))
+    qids = inputs.paired
     probes = [vqa_probe(q, records[q]) for q in qids]
     run = state.run(vqa_context(state, data), Condition("vqa2.all", "plain"), probes)
-    preds = write_predictions(state, "pairs", "all", qids, run.answers)
+    write_predictions(state, "pairs", "all", qids, run.answers)  # for score pairs
     o = state.options
-    units: dict = {}
-    result = score_pairs(
-        data.annotations_path(split),
-        pairs_file,
-        preds,
-        seed=o.seed,
-        n_bootstrap=o.n_bootstrap,
-        units=units,
-    )
     answer_of = {q: a.answer for q, a in zip(qids, run.answers, strict=True)}
+    score = score_pair_answers(
+        inputs, [answer_of[q] for q in qids], seed=o.seed, n_bootstrap=o.n_bootstrap
+    )
+    result, units = score.to_dict(), score.units
     acc_of = units["accuracy"]
     rows = []
     for (a, b), both, same in zip(
