@@ -8,7 +8,7 @@ the record):
   ``suite``, ``id``, ``qid``, ``image_id``, ``question``, ``truth``, one
   ``answer_<condition>`` column per condition (``answer_all``,
   ``answer_noise_3`` …) and one float column per per-question value
-  (``accuracy``, ``fpvg_plus``, ``attention_relevant_score`` …; NaN where a
+  (``accuracy``, ``acc_tail``, ``attention_relevant_score`` …; NaN where a
   row does not carry it). ``summary[key].value == 100 × mean`` of that column
   over a model's rows (docs/results-schema.md), so the report card can be
   re-derived or sliced by any column with pandas.

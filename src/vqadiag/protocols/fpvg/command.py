@@ -21,6 +21,7 @@ from vqadiag.console.common import (
     output_file,
     rate_table,
 )
+from vqadiag.protocols.fpvg.formulas import CATEGORIES, FPVG_MINUS, FPVG_PLUS
 
 
 class Denominator(str, Enum):
@@ -168,8 +169,8 @@ def score_fpvg_command(
 
 
 _LABELS = {
-    "fpvg_plus": "FPVG+",
-    "fpvg_minus": "FPVG-",
+    FPVG_PLUS: "FPVG+",
+    FPVG_MINUS: "FPVG-",
     "fpvg_plus_correct": "FPVG+ correct",
     "fpvg_plus_wrong": "FPVG+ wrong",
     "fpvg_minus_correct": "FPVG- correct",
@@ -207,7 +208,7 @@ def _render_fpvg(result: Mapping[str, Any]) -> None:
         table.add_column(group, justify="right")
     if "drop_id_to_ood" in c2i:
         table.add_column("drop ID→OOD %", justify="right")
-    for cat in ("fpvg_plus", "fpvg_minus", "mod_fpvg_plus", "mod_fpvg_minus"):
+    for cat in CATEGORIES:
         row = [_num(c2i[g][cat]) for g in groups]
         if "drop_id_to_ood" in c2i:
             row.append(_num(c2i["drop_id_to_ood"][cat]))

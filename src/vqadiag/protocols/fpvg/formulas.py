@@ -33,6 +33,8 @@ COMP_BEST = 0.40
 """'Best' comprehensiveness: p_â drops by at least 40% absolute."""
 
 CATEGORIES = ("fpvg_plus", "fpvg_minus", "mod_fpvg_plus", "mod_fpvg_minus")
+#: the summary keys of FPVG+ and FPVG− (every FPVG module names them through these)
+FPVG_PLUS, FPVG_MINUS = CATEGORIES[:2]
 
 Answers = Sequence[str | None]
 
@@ -141,8 +143,8 @@ def fpvg_units(
     mod = mod_fpvg_indicators(ans_all, ans_rel)
     correct = answers_equal(ans_all, gold)
     return {
-        "fpvg_plus": fpvg,
-        "fpvg_minus": ~fpvg,
+        FPVG_PLUS: fpvg,
+        FPVG_MINUS: ~fpvg,
         "fpvg_plus_correct": fpvg & correct,
         "fpvg_plus_wrong": fpvg & ~correct,
         "fpvg_minus_correct": ~fpvg & correct,
@@ -167,7 +169,7 @@ def fpvg_rates(
     """FPVG± and its four sub-categories, mod-FPVG± and Acc_{all,rel,irrel}, in % (§3.1, App. B/C):
     the means of :func:`fpvg_units` with their bootstrap intervals."""
     columns = fpvg_units(ans_all, ans_rel, ans_irrel, gold)
-    batch = _Batch(len(columns["fpvg_plus"]))
+    batch = _Batch(len(columns[FPVG_PLUS]))
     for key, col in columns.items():
         batch.mean(key, col)
     return batch.estimates(n_resamples, seed)
@@ -239,7 +241,7 @@ def c2i_report(
             batch.add(("drop_id_to_ood", cat), drop(cells[("id", cat)], cells[("ood", cat)]))
             layout.setdefault("drop_id_to_ood", []).append(cat)
     for prefix in ("", "mod_"):
-        plus, minus = f"{prefix}fpvg_plus", f"{prefix}fpvg_minus"
+        plus, minus = f"{prefix}{FPVG_PLUS}", f"{prefix}{FPVG_MINUS}"
         if plus not in cats or minus not in cats:
             continue
         for group in groups:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vqadiag.protocols.fpvg.formulas import FPVG_MINUS, FPVG_PLUS
 from vqadiag.report.plots import (
     bars_and_errors,
     dig,
@@ -48,7 +49,7 @@ def fpvg_categories_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
 
 def c2i_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
     """Correct-to-incorrect ratios of FPVG+ and FPVG− questions (docs/protocols.md §5)."""
-    keys = (("fpvg_plus", "FPVG+"), ("fpvg_minus", "FPVG−"))
+    keys = ((FPVG_PLUS, "FPVG+"), (FPVG_MINUS, "FPVG−"))
     return {
         "title": "Correct-to-incorrect ratio (c2i) by FPVG",
         "labels": dict(keys),

@@ -22,6 +22,8 @@ from vqadiag.data.relevance import (
 from vqadiag.data.relevance_files import read_object_pickles, read_relevance, read_split_ids
 from vqadiag.errors import DataError, record_label
 from vqadiag.protocols.fpvg.formulas import (
+    CATEGORIES,
+    FPVG_PLUS,
     c2i_report,
     fpvg_rates,
     fpvg_units,
@@ -179,9 +181,7 @@ def score_runs(
     gold = inputs.gold
     rates = fpvg_rates(*answers, gold, n_resamples=n_bootstrap, seed=seed)
     units = fpvg_units(*answers, gold)
-    categories = {
-        k: units[k] for k in ("fpvg_plus", "fpvg_minus", "mod_fpvg_plus", "mod_fpvg_minus")
-    }
+    categories = {k: units[k] for k in CATEGORIES}
     correct = np.array([a is not None and a == g for a, g in zip(answers[0], gold, strict=True)])
     masks = inputs.split_masks
     c2i_values, c2i_ci = c2i_report(correct, categories, masks, n_resamples=n_bootstrap, seed=seed)
@@ -214,7 +214,7 @@ def _split_figures(
             summary[name] = {"n": 0}
             continue
         r = fpvg_rates(*sub, sub_gold, n_resamples=n_bootstrap, seed=seed)
-        keys = ("acc_all", "fpvg_plus", "mod_fpvg_plus")
+        keys = ("acc_all", FPVG_PLUS, "mod_fpvg_plus")
         summary[name] = {k: r[k].value for k in keys} | {"n": len(sub_gold)}
         cis[name] = {k: r[k].to_dict() for k in keys}
     return summary, cis

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from vqadiag.protocols.fpvg.formulas import FPVG_PLUS
 from vqadiag.protocols.fpvg.plots import PLOTS
 from vqadiag.suites.base import (
     Drilldown,
@@ -31,7 +32,7 @@ from vqadiag.suites.state import DiagnoseState, estimate_of
 
 #: the FPVG figures of the summary (docs/results-schema.md ``summary``)
 FPVG_KEYS = (
-    "fpvg_plus",
+    FPVG_PLUS,
     "fpvg_plus_correct",
     "fpvg_plus_wrong",
     "fpvg_minus_correct",
@@ -61,7 +62,7 @@ class FPVGSuite(Suite):
     display_order = 30
     plots = PLOTS
     figures = (
-        Figure("fpvg_plus", "FPVG+"),
+        Figure(FPVG_PLUS, "FPVG+"),
         Figure("fpvg_plus_correct", "FPVG+ correct"),
         Figure("fpvg_plus_wrong", "FPVG+ wrong", direction="lower"),
         Figure("fpvg_minus_correct", "FPVG− correct", direction="lower"),
@@ -72,24 +73,24 @@ class FPVGSuite(Suite):
     )
     findings = (
         FindingRule(
-            "fpvg_plus", "blind", "above", "grounded",
+            FPVG_PLUS, "blind", "above", "grounded",
             "FPVG+ {value} [{ci}] vs {other_value} for blind {other} ({test}, {p})",
             tone="good", min_value=GROUNDED_FPVG_PLUS,
         ),
         FindingRule(
-            "fpvg_plus", "blind", "above", "weakly grounded",
+            FPVG_PLUS, "blind", "above", "weakly grounded",
             "FPVG+ {value} [{ci}] above {other_value} for blind {other} ({test}, {p}) "
             "but under 20",
             tone="neutral", max_value=GROUNDED_FPVG_PLUS,
         ),
         FindingRule(
-            "fpvg_plus", "blind", "not_above", "not grounded",
+            FPVG_PLUS, "blind", "not_above", "not grounded",
             "FPVG+ {value} [{ci}] not above {other_value} for blind {other} ({test}, {p})",
             tone="bad",
         ),
     )  # fmt: skip
     drilldown = Drilldown(
-        "FPVG− questions (grounding not faithful and plausible)", is_zero("fpvg_plus")
+        "FPVG− questions (grounding not faithful and plausible)", is_zero(FPVG_PLUS)
     )
 
     def run(self, state: DiagnoseState) -> SuiteOutput:

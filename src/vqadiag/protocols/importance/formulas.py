@@ -18,6 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+#: the two groups of FPVG questions importance is reported on (docs/protocols.md §5)
+FPVG_GROUPS = ("fpvg_plus", "fpvg_minus")
+
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` highest scores; ties go to the lower index."""
@@ -67,7 +70,7 @@ def ranking_match_by_fpvg(
         dtype=np.float64,
     ).reshape(-1, 2)
     out: dict[str, dict[str, float]] = {"relevant": {}, "irrelevant": {}, "n": {}}
-    for name, mask in (("fpvg_plus", flags), ("fpvg_minus", ~flags)):
+    for name, mask in zip(FPVG_GROUPS, (flags, ~flags), strict=True):
         for col, kind in enumerate(("relevant", "irrelevant")):
             vals = pairs[mask, col]
             vals = vals[np.isfinite(vals)]

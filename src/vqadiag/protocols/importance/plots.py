@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vqadiag.protocols.importance.formulas import FPVG_GROUPS
 from vqadiag.report.plots import (
     dig,
     finite_estimate,
@@ -16,7 +17,7 @@ from vqadiag.report.results import ResultSet
 from vqadiag.suites.base import Plot
 
 IMPORTANCE_METHODS = (("attention", "attention"), ("loo", "LOO"), ("gradcam", "GradCAM"))
-FPVG_GROUPS = (("fpvg_plus", "FPVG+"), ("fpvg_minus", "FPVG−"))
+GROUP_LABELS = tuple(zip(FPVG_GROUPS, ("FPVG+", "FPVG−"), strict=True))
 
 
 def importance_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
@@ -30,7 +31,7 @@ def importance_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
                 dig(rs.suites, "importance", "methods", method, "relevant_score", group)
             )
             for method, _ in IMPORTANCE_METHODS
-            for group, _ in FPVG_GROUPS
+            for group, _ in GROUP_LABELS
         }
         return None if all(e is None for e in ests.values()) else {"values": ests}
 
@@ -40,7 +41,7 @@ def importance_data(sets: Sequence[ResultSet]) -> dict[str, Any]:
         f"{method}|{group}": f"{name}\n{label}"
         for method, name in IMPORTANCE_METHODS
         if method in ran
-        for group, label in FPVG_GROUPS
+        for group, label in GROUP_LABELS
     }
     for m in data["models"]:
         m["values"] = {k: v for k, v in m["values"].items() if k in labels}

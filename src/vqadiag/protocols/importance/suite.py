@@ -10,7 +10,7 @@ import numpy as np
 
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.probes.conditions import Condition
-from vqadiag.protocols.importance.formulas import ranking_match
+from vqadiag.protocols.importance.formulas import FPVG_GROUPS, ranking_match
 from vqadiag.protocols.importance.plots import PLOTS
 from vqadiag.suites.base import Figure, Suite, SuiteOutput, SuiteSkipped, register_suite
 from vqadiag.suites.grounding import GroundingRuns, grounding_runs
@@ -138,7 +138,7 @@ def importance_suite(state: DiagnoseState) -> SuiteOutput:
         entry: dict[str, Any] = {}
         for col, key in enumerate(("relevant_score", "irrelevant_score")):
             entry[key] = {}
-            for group, mask in (("fpvg_plus", plus), ("fpvg_minus", ~plus), ("all", None)):
+            for group, mask in ((FPVG_GROUPS[0], plus), (FPVG_GROUPS[1], ~plus), ("all", None)):
                 vals = match[:, col] if mask is None else match[mask, col]
                 vals = vals[np.isfinite(vals)]
                 est = mean_ci(vals, n_resamples=o.n_bootstrap, seed=o.seed)
