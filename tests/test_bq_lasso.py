@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vqadiag.protocols.robustness.basic_questions.homotopy import homotopy_lasso
 from vqadiag.protocols.robustness.basic_questions.lasso import (
     LassoSolution,
-    homotopy_lasso,
     lasso_objective,
     rank_solution,
     restricted_lasso,
@@ -139,7 +139,7 @@ def test_join_steps_uniform_penalty_hand_worked():
     # row 0: (1 − 0.2)/(1 + 0.5) = 0.5333 (the other side: (1 + 0.2)/(1 − 0.5) = 2.4)
     # row 1: 1 + a < 0, so only (1 + (−0.5))/(1 − (−1.5)) = 0.2
     # row 2: (1 − 0.9)/(1 + 3) = 0.025 (1 − a < 0: never reaches −pen)
-    from vqadiag.protocols.robustness.basic_questions.lasso import LassoPath
+    from vqadiag.protocols.robustness.basic_questions.homotopy import LassoPath
 
     X = np.eye(3)
     path = LassoPath(X, np.zeros(3), c=np.array([0.2, -0.5, 0.9]))
@@ -155,7 +155,7 @@ def test_join_steps_uniform_penalty_hand_worked():
 
 
 def test_lockstep_paths_equal_one_path_per_question():
-    from vqadiag.protocols.robustness.basic_questions.lasso import lockstep_homotopy
+    from vqadiag.protocols.robustness.basic_questions.homotopy import lockstep_homotopy
 
     d, lam = 12, 1e-6
     P = _embeddings(200, d, 5)
