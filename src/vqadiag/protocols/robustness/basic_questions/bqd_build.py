@@ -70,6 +70,125 @@ def _chunks(n: int, size: int) -> list[slice]:
     return [slice(s, min(s + size, n)) for s in range(0, n, size)]
 
 
+def _check_options(ranker: str, backend: str, top: int, lam: float) -> None:
+    """One line for an option ``build_bqd`` cannot use."""
+    from vqadiag.protocols.robustness.basic_questions.backends import BACKENDS
+    from vqadiag.protocols.robustness.basic_questions.rankers import check_ranker
+
+    check_ranker(ranker)
+    if backend not in BACKENDS:
+        raise DataError(None, f"unknown backend {backend!r} (choose {', '.join(BACKENDS)})")
+    if top < 1:
+        raise DataError(None, "--top must be at least 1")
+    if not lam > 0:
+        raise DataError(None, f"lambda must be positive, got {lam!r}")
+
+
+def _checked_pool(
+    pool: Sequence[str | Path], yes_no: bool, top: int
+) -> tuple[list[str], list[Any], dict[str, Any]]:
+    """The pool's unique questions (yes/no only with ``yes_no``), their ids and counts;
+    one line when it has none or fewer than ``top``."""
+    pool_texts, pool_ids, counts = _pool(pool, yes_no)
+    where = Path(pool[0]) if len(pool) == 1 else None
+    if not pool_texts:
+        what = "yes/no questions" if yes_no else "questions"
+        raise DataError(where, f"the pool has no {what}")
+    if len(pool_texts) < top:
+        raise DataError(
+            where, f"the pool has {len(pool_texts)} unique questions, fewer than --top {top}"
+        )
+    return pool_texts, pool_ids, counts
+
+
+def _lasso_work(
+    pool_texts: list[str], main_texts: list[str], exclude: list[int | None],
+    slices: list[slice], meta: dict[str, Any], *, embedder: str, dim: int, seed: int,
+    embedder_path: str | Path | None, lam: float, top: int, progress: bool,
+) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:  # fmt: skip
+    """The LASSO ranker's chunk function, shared data and chunks: the pool and the main
+    questions embedded (``meta`` gains the embedder, its dimension and λ)."""
+    from vqadiag.protocols.robustness.basic_questions.embedders import make_embedder
+    from vqadiag.protocols.robustness.basic_questions.rankers import lasso_chunk
+
+    emb = make_embedder(embedder, dim=dim, seed=seed, path=embedder_path)
+    emb.fit(pool_texts)
+    P = np.ascontiguousarray(emb.encode(pool_texts, progress=progress))
+    B = emb.encode(main_texts, progress=progress)
+    shared: dict[str, Any] = {"P": P, "lam": lam, "top": top}
+    chunks = [{"B": np.ascontiguousarray(B[s].T), "exclude": exclude[s]} for s in slices]
+    meta.update({"embedder": emb.name, "dim": int(P.shape[1]), "lambda": lam})
+    return lasso_chunk, shared, chunks
+
+
+def _text_work(
+    pool_texts: list[str], main_texts: list[str], exclude: list[int | None],
+    slices: list[slice], meta: dict[str, Any], *, ranker: str, top: int,
+    meteor_jar: str | Path | None,
+) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:  # fmt: skip
+    """A text-similarity ranker's chunk function, shared pool index and chunks (METEOR:
+    the Java jar re-scores the pure-Python top when java is found; ``meta`` says which)."""
+    from vqadiag.protocols.robustness.basic_questions import text_similarity as ts
+    from vqadiag.protocols.robustness.basic_questions.rankers import text_chunk
+
+    shared: dict[str, Any] = {"index": ts.PoolIndex(pool_texts), "ranker": ranker, "top": top}
+    chunks = [{"texts": main_texts[s], "exclude": exclude[s]} for s in slices]
+    if ranker == "meteor":
+        meta["meteor"] = ts.METEOR_VARIANT
+        if meteor_jar is not None:
+            import shutil
+
+            if not Path(meteor_jar).is_file():
+                raise DataError(meteor_jar, "METEOR jar not found")
+            java = shutil.which("java")
+            if java is None:
+                meta["meteor_jar"] = "not used: java not found"
+            else:
+                meta["meteor"] = (
+                    f"java METEOR 1.5 ({Path(meteor_jar).name}), re-scoring the "
+                    f"pure-Python top {max(ts.JAVA_PRESELECT, top)}"
+                )
+                shared["jar"] = str(meteor_jar)
+                shared["java"] = java
+    return text_chunk, shared, chunks
+
+
+def _records(
+    mq: QuestionFile, main_texts: list[str], pool_texts: list[str], pool_ids: list[Any],
+    results: Sequence[dict[str, Any]],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One BQD record per main question: its basic questions, best first, with scores."""
+    records = []
+    for i, res in enumerate(results):
+        record: dict[str, Any] = {
+            "image_id": mq.image_ids[i],
+            "question_id": mq.ids[i],
+            "question": main_texts[i],
+            "basic": [
+                {"question": pool_texts[j], "score": s, "pool_id": pool_ids[j]}
+                for j, s in zip(res["indices"], res["scores"], strict=True)
+            ],
+        }
+        for key in ("exact", "ranked", "rounds"):
+            if key in res:
+                record[key] = res[key]
+        records.append(record)
+    return records
+
+
+def _lasso_meta(results: Sequence[dict[str, Any]], top: int) -> dict[str, Any]:
+    """How the LASSO solves went: KKT-exact or not, filled by cosine, rounds, non-zeros."""
+    rounds = [r["rounds"] for r in results]
+    return {
+        "exact": sum(bool(r["exact"]) for r in results),
+        "not_exact": sum(not r["exact"] for r in results),
+        "filled": sum(r["ranked"] < top for r in results),
+        "rounds_mean": float(np.mean(rounds)) if rounds else 0.0,
+        "rounds_max": int(max(rounds)) if rounds else 0,
+        "nonzero_mean": float(np.mean([r["nonzero"] for r in results])) if results else 0.0,
+    }
+
+
 def build_bqd(
     pool: Sequence[str | Path],
     main: str | Path,
@@ -98,136 +217,51 @@ def build_bqd(
     ``exact`` (KKT verified over the whole pool), ``ranked`` (entries ranked by
     a positive coefficient) and ``rounds``.
     """
-    from vqadiag.protocols.robustness.basic_questions.backends import BACKENDS, run_chunks
-    from vqadiag.protocols.robustness.basic_questions.rankers import (
-        check_ranker,
-        lasso_chunk,
-        text_chunk,
-    )
+    from vqadiag.protocols.robustness.basic_questions.backends import run_chunks
 
-    check_ranker(ranker)
-    if backend not in BACKENDS:
-        raise DataError(None, f"unknown backend {backend!r} (choose {', '.join(BACKENDS)})")
-    if top < 1:
-        raise DataError(None, "--top must be at least 1")
-    if not lam > 0:
-        raise DataError(None, f"lambda must be positive, got {lam!r}")
+    _check_options(ranker, backend, top, lam)
     started = time.perf_counter()
-    pool_texts, pool_ids, counts = _pool(pool, yes_no)
-    where = Path(pool[0]) if len(pool) == 1 else None
-    if not pool_texts:
-        what = "yes/no questions" if yes_no else "questions"
-        raise DataError(where, f"the pool has no {what}")
-    if len(pool_texts) < top:
-        raise DataError(
-            where, f"the pool has {len(pool_texts)} unique questions, fewer than --top {top}"
-        )
+    pool_texts, pool_ids, counts = _checked_pool(pool, yes_no, top)
     mq: QuestionFile = read_question_file(main)
     n_main = len(mq.ids) if max_main is None else min(max_main, len(mq.ids))
     main_texts = mq.texts[:n_main]
     key_index = {normalize_text(t): j for j, t in enumerate(pool_texts)}
     exclude = [key_index.get(normalize_text(t)) for t in main_texts]
     meta: dict[str, Any] = {
-        "ranker": ranker,
-        "top": top,
-        "yes_no": yes_no,
-        "pool_files": [str(p) for p in pool],
-        "main_file": str(main),
-        "main_format": mq.format,
-        **counts,
-        "mains": n_main,
+        "ranker": ranker, "top": top, "yes_no": yes_no, "pool_files": [str(p) for p in pool],
+        "main_file": str(main), "main_format": mq.format, **counts, "mains": n_main,
         "mains_in_pool": sum(e is not None for e in exclude),
-        "dedup": "lower-case, whitespace collapsed",
-        "backend": backend,
-        "seed": seed,
-    }
+        "dedup": "lower-case, whitespace collapsed", "backend": backend, "seed": seed,
+    }  # fmt: skip
     chunk_size = LASSO_CHUNK if ranker == "lasso" else TEXT_CHUNK
     slices = _chunks(n_main, chunk_size)
-    sizes = [s.stop - s.start for s in slices]
     if ranker == "lasso":
-        from vqadiag.protocols.robustness.basic_questions.embedders import make_embedder
-
-        emb = make_embedder(embedder, dim=dim, seed=seed, path=embedder_path)
-        emb.fit(pool_texts)
-        P = np.ascontiguousarray(emb.encode(pool_texts, progress=progress))
-        B = emb.encode(main_texts, progress=progress)
-        shared: dict[str, Any] = {"P": P, "lam": lam, "top": top}
-        chunks = [{"B": np.ascontiguousarray(B[s].T), "exclude": exclude[s]} for s in slices]
-        fn = lasso_chunk
-        meta.update({"embedder": emb.name, "dim": int(P.shape[1]), "lambda": lam})
+        fn, shared, chunks = _lasso_work(
+            pool_texts, main_texts, exclude, slices, meta, embedder=embedder, dim=dim,
+            seed=seed, embedder_path=embedder_path, lam=lam, top=top, progress=progress,
+        )  # fmt: skip
     else:
-        from vqadiag.protocols.robustness.basic_questions import text_similarity as ts
-
-        index = ts.PoolIndex(pool_texts)
-        shared = {"index": index, "ranker": ranker, "top": top}
-        chunks = [{"texts": main_texts[s], "exclude": exclude[s]} for s in slices]
-        fn = text_chunk
-        if ranker == "meteor":
-            meta["meteor"] = ts.METEOR_VARIANT
-            if meteor_jar is not None:
-                import shutil
-
-                if not Path(meteor_jar).is_file():
-                    raise DataError(meteor_jar, "METEOR jar not found")
-                java = shutil.which("java")
-                if java is None:
-                    meta["meteor_jar"] = "not used: java not found"
-                else:
-                    meta["meteor"] = (
-                        f"java METEOR 1.5 ({Path(meteor_jar).name}), re-scoring the "
-                        f"pure-Python top {max(ts.JAVA_PRESELECT, top)}"
-                    )
-                    shared["jar"] = str(meteor_jar)
-                    shared["java"] = java
+        fn, shared, chunks = _text_work(
+            pool_texts, main_texts, exclude, slices, meta, ranker=ranker, top=top,
+            meteor_jar=meteor_jar,
+        )  # fmt: skip
     cache = None
-    if out is not None:
+    if out is not None:  # finished chunks survive a kill, keyed by everything they depend on
         from vqadiag.data.jsonio import stable_hash
         from vqadiag.protocols.robustness.basic_questions.chunk_cache import ChunkCache
 
-        key = stable_hash(
-            [ranker, top, yes_no, seed, lam, embedder, dim, str(meteor_jar), chunk_size,
-             pool_texts, pool_ids, main_texts, exclude]
-        )  # fmt: skip
-        cache = ChunkCache(out, key)
+        cache = ChunkCache(out, stable_hash([
+            ranker, top, yes_no, seed, lam, embedder, dim, str(meteor_jar), chunk_size,
+            pool_texts, pool_ids, main_texts, exclude,
+        ]))  # fmt: skip
     results = run_chunks(
-        fn,
-        shared,
-        chunks,
-        sizes=sizes,
-        backend=backend,
-        address=address,
-        num_cpus=workers,
-        progress=progress,
-        description=f"ranking ({ranker})",
-        cache=cache,
-    )
-    records = []
-    for i, res in enumerate(results):
-        record: dict[str, Any] = {
-            "image_id": mq.image_ids[i],
-            "question_id": mq.ids[i],
-            "question": main_texts[i],
-            "basic": [
-                {"question": pool_texts[j], "score": s, "pool_id": pool_ids[j]}
-                for j, s in zip(res["indices"], res["scores"], strict=True)
-            ],
-        }
-        for key in ("exact", "ranked", "rounds"):
-            if key in res:
-                record[key] = res[key]
-        records.append(record)
+        fn, shared, chunks, sizes=[s.stop - s.start for s in slices], backend=backend,
+        address=address, num_cpus=workers, progress=progress,
+        description=f"ranking ({ranker})", cache=cache,
+    )  # fmt: skip
+    records = _records(mq, main_texts, pool_texts, pool_ids, results)
     if ranker == "lasso":
-        rounds = [r["rounds"] for r in results]
-        meta.update(
-            {
-                "exact": sum(bool(r["exact"]) for r in results),
-                "not_exact": sum(not r["exact"] for r in results),
-                "filled": sum(r["ranked"] < top for r in results),
-                "rounds_mean": float(np.mean(rounds)) if rounds else 0.0,
-                "rounds_max": int(max(rounds)) if rounds else 0,
-                "nonzero_mean": float(np.mean([r["nonzero"] for r in results])) if results else 0.0,
-            }
-        )
+        meta.update(_lasso_meta(results, top))
     meta["seconds"] = time.perf_counter() - started
     if out is not None:
         write_bqd(out, records, meta)
