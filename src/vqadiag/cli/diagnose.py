@@ -40,79 +40,93 @@ class PixelFill(str, Enum):
     noise = "noise"
 
 
+#: the options of ``vqadiag diagnose`` (beyond the shared ones of ``console.common``)
+_DataOption = Annotated[
+    Path,
+    typer.Option(
+        ..., help="Data folder: a synthetic world or gqa/ (+ vqa2/, introspect/) folders."
+    ),
+]
+_ModelOption = Annotated[
+    str,
+    typer.Option(
+        ...,
+        help="A run folder (vqadiag train) or an adapter: files:PREDICTIONS.json "
+        "(plain-prediction suites only), hf:MODEL_DIR (a local transformers chat VLM, "
+        "ViLT or BLIP), openai:URL (an OpenAI-compatible server), or a plug-in's KIND:SPEC.",
+    ),
+]
+_OutOption = Annotated[Path, typer.Option(..., help="Result folder (results.json, store.sqlite).")]
+_SuiteOption = Annotated[
+    str,
+    typer.Option(
+        help="all, or a comma list of accuracy,pairs,ood,fpvg,importance,robustness,"
+        "consistency (and plug-in suites; vqadiag suites lists them)."
+    ),
+]
+_SplitOption = Annotated[str, typer.Option(help="Split to diagnose.")]
+_BatchSizeOption = Annotated[int, typer.Option(min=1, help="Questions per forward pass.")]
+_WorkersOption = Annotated[
+    int, typer.Option(min=0, help="Threads that prepare object inputs ahead (0: none).")
+]
+_ReplacementOption = Annotated[
+    Replacement,
+    typer.Option(help="Removed objects: masked out (drop), zeros, −1, or other images' objects."),
+]
+_BqdOption = Annotated[
+    Path | None,
+    optional_file(
+        "Basic-question dataset for robustness (default: build a General BQD "
+        "from the GQA train questions, cached in OUT)."
+    ),
+]
+_BqRankerOption = Annotated[
+    str,
+    typer.Option(
+        help="Ranker of the BQD built when --bqd is absent: lasso (paper), bleu1..bleu4, "
+        "rouge, cider, meteor (text similarity: much faster)."
+    ),
+]
+_MaxQuestionsOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Diagnose a fixed pseudo-random subset of this many questions."),
+]
+_MaxObjectsOption = Annotated[int, typer.Option(min=1, help="Objects per image at most.")]
+_ImagesOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Folder of the image files (default: images/ of the data folder, or COCO "
+        "{split}2014/ folders); pixel models read them.",
+    ),
+]
+_PixelFillOption = Annotated[
+    PixelFill,
+    typer.Option(help="Replaced pixels (pixel models): the image mean, a blur, or noise."),
+]
+_AllowMissingFlag = Annotated[
+    bool,
+    typer.Option("--allow-missing", help="Leave out (and count) questions whose image is missing."),
+]
+
+
 @app.command("diagnose")
 @cli_errors
 def diagnose_command(
-    data: Annotated[
-        Path,
-        typer.Option(
-            ..., help="Data folder: a synthetic world or gqa/ (+ vqa2/, introspect/) folders."
-        ),
-    ],
-    model: Annotated[
-        str,
-        typer.Option(
-            ...,
-            help="A run folder (vqadiag train) or an adapter: files:PREDICTIONS.json "
-            "(plain-prediction suites only), hf:MODEL_DIR (a local transformers chat VLM, "
-            "ViLT or BLIP), openai:URL (an OpenAI-compatible server), or a plug-in's KIND:SPEC.",
-        ),
-    ],
-    out: Annotated[Path, typer.Option(..., help="Result folder (results.json, store.sqlite).")],
-    suite: Annotated[
-        str,
-        typer.Option(
-            help="all, or a comma list of accuracy,pairs,ood,fpvg,importance,robustness,"
-            "consistency (and plug-in suites; vqadiag suites lists them)."
-        ),
-    ] = "all",
-    split: Annotated[str, typer.Option(help="Split to diagnose.")] = "val",
-    batch_size: Annotated[int, typer.Option(min=1, help="Questions per forward pass.")] = 256,
-    workers: Annotated[
-        int, typer.Option(min=0, help="Threads that prepare object inputs ahead (0: none).")
-    ] = 1,
-    replacement: Annotated[
-        Replacement,
-        typer.Option(
-            help="Removed objects: masked out (drop), zeros, −1, or other images' objects."
-        ),
-    ] = Replacement.drop,
-    bqd: Annotated[
-        Path | None,
-        optional_file(
-            "Basic-question dataset for robustness (default: build a General BQD "
-            "from the GQA train questions, cached in OUT)."
-        ),
-    ] = None,
-    bq_ranker: Annotated[
-        str,
-        typer.Option(
-            help="Ranker of the BQD built when --bqd is absent: lasso (paper), bleu1..bleu4, "
-            "rouge, cider, meteor (text similarity: much faster)."
-        ),
-    ] = "lasso",
-    max_questions: Annotated[
-        int | None,
-        typer.Option(min=1, help="Diagnose a fixed pseudo-random subset of this many questions."),
-    ] = None,
-    max_objects: Annotated[int, typer.Option(min=1, help="Objects per image at most.")] = 100,
-    images: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder of the image files (default: images/ of the data folder, or COCO "
-            "{split}2014/ folders); pixel models read them.",
-        ),
-    ] = None,
-    pixel_fill: Annotated[
-        PixelFill,
-        typer.Option(help="Replaced pixels (pixel models): the image mean, a blur, or noise."),
-    ] = PixelFill.mean,
-    allow_missing: Annotated[
-        bool,
-        typer.Option(
-            "--allow-missing", help="Leave out (and count) questions whose image is missing."
-        ),
-    ] = False,
+    data: _DataOption,
+    model: _ModelOption,
+    out: _OutOption,
+    suite: _SuiteOption = "all",
+    split: _SplitOption = "val",
+    batch_size: _BatchSizeOption = 256,
+    workers: _WorkersOption = 1,
+    replacement: _ReplacementOption = Replacement.drop,
+    bqd: _BqdOption = None,
+    bq_ranker: _BqRankerOption = "lasso",
+    max_questions: _MaxQuestionsOption = None,
+    max_objects: _MaxObjectsOption = 100,
+    images: _ImagesOption = None,
+    pixel_fill: _PixelFillOption = PixelFill.mean,
+    allow_missing: _AllowMissingFlag = False,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     model_args: ModelArgsOption = None,
@@ -122,10 +136,47 @@ def diagnose_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Run a model under every diagnostic condition (cached, resumable) and score it all."""
+    result = _run_diagnose(
+        data, model, out, suite=suite, split=split, batch_size=batch_size, workers=workers,
+        replacement=replacement, bqd=bqd, bq_ranker=bq_ranker, max_questions=max_questions,
+        max_objects=max_objects, images=images, pixel_fill=pixel_fill,
+        allow_missing=allow_missing, seed=seed, n_bootstrap=n_bootstrap,
+        model_args=model_args, device=device, dtype=dtype, plugin=plugin,
+    )  # fmt: skip
+    emit(result, as_json, _render)
+
+
+def _run_diagnose(
+    data: Path,
+    model: str,
+    out: Path,
+    *,
+    suite: str,
+    split: str,
+    batch_size: int,
+    workers: int,
+    replacement: Replacement,
+    bqd: Path | None,
+    bq_ranker: str,
+    max_questions: int | None,
+    max_objects: int,
+    images: Path | None,
+    pixel_fill: PixelFill,
+    allow_missing: bool,
+    seed: int,
+    n_bootstrap: int,
+    model_args: str | None,
+    device: str | None,
+    dtype: str | None,
+    plugin: list[str] | None,
+) -> dict[str, Any]:
+    """Check the adapter settings (``--model-args``, ``--device``, ``--dtype``) and run
+    :func:`vqadiag.diagnosis.diagnose.diagnose` with the command's options, progress
+    shown; returns its results."""
     from vqadiag.diagnosis.diagnose import diagnose
 
     settings = model_settings(model_args, device, dtype)
-    result = diagnose(
+    return diagnose(
         data,
         model,
         out,
@@ -147,7 +198,6 @@ def diagnose_command(
         allow_missing_images=allow_missing,
         model_args=settings,
     )
-    emit(result, as_json, _render)
 
 
 def _render(result: Mapping[str, Any]) -> None:

@@ -20,6 +20,7 @@ import os
 import platform
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -181,32 +182,72 @@ def _diagnose_into(
     started = time.perf_counter()
     store = PredictionStore(out_dir / "store.sqlite")
     state = DiagnoseState(the_model, store, options, out_dir, root)
-    results_by_suite: dict[str, Any] = {}
-    skipped: dict[str, str] = {}
-    rows: list[dict[str, Any]] = []
-    summary: dict[str, Any] = dict.fromkeys(summary_keys())
+    ran = _SuiteRuns()
     registry = registered_suites()
     try:
-        for name in options.suites:
-            suite = registry[name]
-            missing = suite.missing_capability(the_model)
-            if missing is not None:
-                skipped[name] = missing
-                continue
-            try:
-                output = suite.run(state)
-            except SuiteSkipped as why:
-                skipped[name] = str(why)
-                continue
-            results_by_suite[name] = output.result
-            rows.extend(output.rows)
-            summary.update(output.summary)
+        _run_suites(ran, the_model, state, options, registry)
     finally:
         store.close()
+    results = _results(the_model, model, options, root, state, registry, ran)
+    _write_per_question(out_dir / "per_question.jsonl", ran.rows, results)
+    write_json(out_dir / "results.json", results, indent=True)
+    _write_timing(out_dir / "timing.json", the_model, state, started)
+    return results
+
+
+@dataclass
+class _SuiteRuns:
+    """What the suites of one diagnosis produced."""
+
+    #: suite name → its ``results.json`` ``suites`` entry
+    results: dict[str, Any] = field(default_factory=dict)
+    #: suite name → why it was skipped
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: the per_question.jsonl rows, in run order
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    #: every registered figure (None until a suite gives it)
+    summary: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(summary_keys()))
+
+
+def _run_suites(
+    ran: _SuiteRuns,
+    the_model: Any,
+    state: DiagnoseState,
+    options: Options,
+    registry: Mapping[str, Any],
+) -> None:
+    """Run each chosen suite in order into ``ran``; a suite whose capability the model
+    lacks, or that skips itself, is recorded under ``skipped`` with the reason."""
+    for name in options.suites:
+        suite = registry[name]
+        missing = suite.missing_capability(the_model)
+        if missing is not None:
+            ran.skipped[name] = missing
+            continue
+        try:
+            output = suite.run(state)
+        except SuiteSkipped as why:
+            ran.skipped[name] = str(why)
+            continue
+        ran.results[name] = output.result
+        ran.rows.extend(output.rows)
+        ran.summary.update(output.summary)
+
+
+def _results(
+    the_model: Any,
+    model: str,
+    options: Options,
+    root: Path,
+    state: DiagnoseState,
+    registry: Mapping[str, Any],
+    ran: _SuiteRuns,
+) -> dict[str, Any]:
+    """The ``results.json`` object, without the per_question.jsonl row count and digest."""
     model_fp = the_model.fingerprint()
     plain = {n: combined_fingerprint(r.data_fingerprints) for n, r in state.runs.items()}
     data_fp = dataset_fingerprint(root, options.split)
-    results: dict[str, Any] = {
+    return {
         "kind": "vqadiag.results",
         "schema_version": SCHEMA_VERSION,
         "vqadiag_version": _versions()["vqadiag"],
@@ -232,26 +273,33 @@ def _diagnose_into(
             "inputs": combined_fingerprint(plain),
             "conditions": {n: r.fingerprint for n, r in sorted(state.runs.items())},
         },
-        "suites": results_by_suite,
-        "skipped": skipped,
-        "summary": summary,
+        "suites": ran.results,
+        "skipped": ran.skipped,
+        "summary": ran.summary,
         "declarations": declarations(registry),
         "conditions": {n: r.counts() for n, r in sorted(state.runs.items())},
         "per_question": "per_question.jsonl",
     }
+
+
+def _write_per_question(table: Path, rows: list[dict[str, Any]], results: dict[str, Any]) -> None:
+    """Write the rows, sorted by suite and id, to per_question.jsonl and record their count
+    and the file's digest in ``results``."""
     rows.sort(key=lambda r: (r["suite"], r["id"]))
-    table = out_dir / "per_question.jsonl"
     with atomic_write(table) as fh:
         for row in rows:
             fh.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     results["per_question_rows"] = len(rows)
     results["per_question_sha256"] = file_digest(table)
-    write_json(out_dir / "results.json", results, indent=True)
+
+
+def _write_timing(path: Path, the_model: Any, state: DiagnoseState, started: float) -> None:
+    """Write timing.json: the diagnosis' seconds, each condition's, and the requests an
+    adapter sent."""
     timing: dict[str, Any] = {
         "seconds": time.perf_counter() - started,
         "conditions": {n: r.seconds for n, r in sorted(state.runs.items())},
     }
     if hasattr(the_model, "requests_sent"):
         timing["requests_sent"] = int(the_model.requests_sent)
-    write_json(out_dir / "timing.json", timing, indent=True)
-    return results
+    write_json(path, timing, indent=True)

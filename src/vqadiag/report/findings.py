@@ -168,9 +168,47 @@ def findings(
     evidence); ``anchors``: ``(model, figure key)`` → the anchor of its report-card cell.
     """
     baseline = blind_baseline(sets)
-    # 1. every test some rule needs, once
-    tests: dict[tuple[str, str, Any], dict[str, Any]] = {}
-    planned: list[tuple[ResultSet, Any, FindingRule, tuple[str, str, Any]]] = []
+    tests, planned = _plan_tests(sets, baseline, comparisons, anchors)
+    ids = list(tests)
+    for test_id, adj in zip(ids, holm([tests[t]["p"] for t in ids]), strict=True):
+        tests[test_id]["p_adjusted"] = adj
+    by_model = _verdicts(sets, planned, tests, alpha, n_bootstrap)
+    notes = []
+    if baseline is None:
+        notes.append(
+            "No blind model among the results: the verdicts that compare a model with a "
+            "blind baseline (language priors, grounding) need one, e.g. a question-only run "
+            "(vqadiag train --model question-only, then diagnose it on the same data)."
+        )
+    return {
+        "alpha": alpha,
+        "correction": "holm",
+        "tests": len(tests),
+        "family": _family(tests),
+        "baseline": None if baseline is None else baseline.label,
+        "models": [
+            {"model": rs.label, "blind": is_blind(rs), "items": by_model[rs.label]} for rs in sets
+        ],
+        "notes": notes,
+    }
+
+
+#: a test's id: ``(model, figure key, "blind" or the threshold)``
+_TestId = tuple[str, str, Any]
+#: a rule to judge: ``(model's results, suite, rule, id of its test)``
+_Planned = tuple[ResultSet, Any, FindingRule, _TestId]
+
+
+def _plan_tests(
+    sets: Sequence[ResultSet],
+    baseline: ResultSet | None,
+    comparisons: Sequence[Mapping[str, Any]],
+    anchors: Mapping[tuple[str, str], str],
+) -> tuple[dict[_TestId, dict[str, Any]], list[_Planned]]:
+    """Step 1: every test some rule needs, once (by id, in rule order), and the rules that
+    have a test to judge them by."""
+    tests: dict[_TestId, dict[str, Any]] = {}
+    planned: list[_Planned] = []
     for rs in sets:
         for suite, rule in finding_rules():
             est = rs.summary.get(rule.key)
@@ -192,27 +230,39 @@ def findings(
                 continue
             tests[test_id] = test
             planned.append((rs, suite, rule, test_id))
-    ids = list(tests)
-    for test_id, adj in zip(ids, holm([tests[t]["p"] for t in ids]), strict=True):
-        tests[test_id]["p_adjusted"] = adj
-    # 2. the rules that fire
+    return tests, planned
+
+
+def _fires(rule: FindingRule, rs: ResultSet, test: Mapping[str, Any], alpha: float) -> bool:
+    """Whether ``rule`` fires on the figure of ``rs`` given its (Holm-adjusted) test."""
+    significant = test["p_adjusted"] < alpha
+    fires = {
+        "above": significant and test["difference"] > 0,
+        "below": significant and test["difference"] < 0,
+        # an absence claim needs the *unadjusted* test to fail: the correction (or a
+        # larger report) never turns "not shown above" into a verdict
+        "not_above": not (test["p"] < alpha and test["difference"] > 0),
+    }[rule.fires]
+    value = rs.summary[rule.key]["value"]
+    if rule.min_value is not None and not value >= rule.min_value:
+        fires = False
+    if rule.max_value is not None and not value < rule.max_value:
+        fires = False
+    return fires
+
+
+def _verdicts(
+    sets: Sequence[ResultSet],
+    planned: Sequence[_Planned],
+    tests: Mapping[_TestId, Mapping[str, Any]],
+    alpha: float,
+    n_bootstrap: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """Step 2: the items of the rules that fire, by model label."""
     by_model: dict[str, list[dict[str, Any]]] = {rs.label: [] for rs in sets}
     for rs, suite, rule, test_id in planned:
         t = tests[test_id]
-        significant = t["p_adjusted"] < alpha
-        fires = {
-            "above": significant and t["difference"] > 0,
-            "below": significant and t["difference"] < 0,
-            # an absence claim needs the *unadjusted* test to fail: the correction (or a
-            # larger report) never turns "not shown above" into a verdict
-            "not_above": not (t["p"] < alpha and t["difference"] > 0),
-        }[rule.fires]
-        value = rs.summary[rule.key]["value"]
-        if rule.min_value is not None and not value >= rule.min_value:
-            fires = False
-        if rule.max_value is not None and not value < rule.max_value:
-            fires = False
-        if not fires:
+        if not _fires(rule, rs, t, alpha):
             continue
         by_model[rs.label].append(
             {
@@ -228,14 +278,12 @@ def findings(
                 "evidence": t["evidence"],
             }
         )
-    notes = []
-    if baseline is None:
-        notes.append(
-            "No blind model among the results: the verdicts that compare a model with a "
-            "blind baseline (language priors, grounding) need one, e.g. a question-only run "
-            "(vqadiag train --model question-only, then diagnose it on the same data)."
-        )
-    family = [
+    return by_model
+
+
+def _family(tests: Mapping[_TestId, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The findings' ``family``: every test with its difference, p and adjusted p."""
+    return [
         {
             "model": model,
             "key": key,
@@ -245,19 +293,8 @@ def findings(
             "p_value": tests[(model, key, against)]["p"],
             "p_adjusted": tests[(model, key, against)]["p_adjusted"],
         }
-        for model, key, against in ids
+        for model, key, against in tests
     ]
-    return {
-        "alpha": alpha,
-        "correction": "holm",
-        "tests": len(tests),
-        "family": family,
-        "baseline": None if baseline is None else baseline.label,
-        "models": [
-            {"model": rs.label, "blind": is_blind(rs), "items": by_model[rs.label]} for rs in sets
-        ],
-        "notes": notes,
-    }
 
 
 class _Figures(dict):

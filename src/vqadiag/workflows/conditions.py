@@ -32,7 +32,7 @@ import csv
 import io
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,34 +126,9 @@ def export_conditions(
     ``{out, format, items, images, conditions, skipped}``."""
     from vqadiag.diagnosis.diagnose import diagnose
 
-    if fmt not in FORMATS:
-        raise DataError("--format", f"must be one of {', '.join(FORMATS)}")
-    try:
-        generation = Generation(prompt=prompt or Generation.prompt, max_new_tokens=max_new_tokens)
-    except ValueError as err:
-        raise DataError("--prompt", str(err)) from None
-    ours = (MANIFEST, "images", "questions.jsonl", TSV, "lmms-eval", "bqd.json")
-    target = output_folder(out, ours)
-    given_bqd = None if bqd is None else Path(bqd).resolve()
-    for name in ours:  # an earlier export's files go first, its manifest before the rest
-        old = target / name
-        if old.resolve() == given_bqd:  # --bqd is the BQD an earlier export wrote here
-            continue
-        if old.is_dir():
-            shutil.rmtree(old)
-        elif old.exists():
-            old.unlink()
-    image_dir = target / "images"
-    image_dir.mkdir(exist_ok=True)
-    names: dict[str, str] = {}
-
-    def write_image(item: Item, image: np.ndarray) -> None:
-        if item.image_digest not in names:
-            name = f"images/{item.image_digest[:20]}.png"
-            write_bytes_atomic(target / name, rgb_png(image))
-            names[item.image_digest] = name
-
-    recorder = RecordingModel(write_image)
+    generation = _generation(fmt, prompt, max_new_tokens)
+    target, given_bqd = _clear_folder(out, bqd)
+    recorder, names = _recorder(target)
     options = {
         "suites": suites if isinstance(suites, str) else ",".join(suites),
         "split": split,
@@ -180,6 +155,66 @@ def export_conditions(
     items = list(recorder.items.values())
     if not items:
         raise DataError(Path(data), "no condition to export (every suite was skipped)")
+    rows = _write_items(target, fmt, items, names, generation)
+    manifest = _write_manifest(target, data, fmt, generation, options, run, rows)
+    return {
+        "out": str(target),
+        "format": fmt,
+        "items": len(items),
+        "images": len(names),
+        "conditions": manifest["conditions"],
+        "skipped": run["skipped"],
+    }
+
+
+def _generation(fmt: str, prompt: str | None, max_new_tokens: int) -> Generation:
+    """Check ``fmt`` and build the prompt and generation settings the items are asked with."""
+    if fmt not in FORMATS:
+        raise DataError("--format", f"must be one of {', '.join(FORMATS)}")
+    try:
+        return Generation(prompt=prompt or Generation.prompt, max_new_tokens=max_new_tokens)
+    except ValueError as err:
+        raise DataError("--prompt", str(err)) from None
+
+
+def _clear_folder(out: str | Path, bqd: str | Path | None) -> tuple[Path, Path | None]:
+    """The export folder ``out`` without an earlier export's files (its manifest first;
+    a ``--bqd`` that an earlier export wrote there stays), with an empty ``images/``;
+    returns it and the resolved ``bqd``."""
+    ours = (MANIFEST, "images", "questions.jsonl", TSV, "lmms-eval", "bqd.json")
+    target = output_folder(out, ours)
+    given_bqd = None if bqd is None else Path(bqd).resolve()
+    for name in ours:  # an earlier export's files go first, its manifest before the rest
+        old = target / name
+        if old.resolve() == given_bqd:  # --bqd is the BQD an earlier export wrote here
+            continue
+        if old.is_dir():
+            shutil.rmtree(old)
+        elif old.exists():
+            old.unlink()
+    image_dir = target / "images"
+    image_dir.mkdir(exist_ok=True)
+    return target, given_bqd
+
+
+def _recorder(target: Path) -> tuple[RecordingModel, dict[str, str]]:
+    """A :class:`RecordingModel` that writes each distinct image once under
+    ``target/images``, and the map it fills (image digest → ``images/<name>.png``)."""
+    names: dict[str, str] = {}
+
+    def write_image(item: Item, image: np.ndarray) -> None:
+        if item.image_digest not in names:
+            name = f"images/{item.image_digest[:20]}.png"
+            write_bytes_atomic(target / name, rgb_png(image))
+            names[item.image_digest] = name
+
+    return RecordingModel(write_image), names
+
+
+def _write_items(
+    target: Path, fmt: str, items: list[Item], names: dict[str, str], generation: Generation
+) -> list[dict[str, Any]]:
+    """Write the items in the harness format ``fmt``; returns their rows."""
     rows = [
         {"question_id": it.id, "index": it.index, "image": names[it.image_digest],
          "text": generation.ask(it.question), "question": it.question, "answer": ""}
@@ -191,6 +226,19 @@ def export_conditions(
         _write_tsv(target / TSV, rows, target)
     else:
         _write_lmms_task(target / "lmms-eval", rows, generation)
+    return rows
+
+
+def _write_manifest(
+    target: Path,
+    data: str | Path,
+    fmt: str,
+    generation: Generation,
+    options: dict[str, Any],
+    run: Mapping[str, Any],
+    rows: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Write ``manifest.json`` (the export's last file); returns it."""
     manifest = {
         "kind": MANIFEST_KIND,
         "version": 1,
@@ -205,14 +253,7 @@ def export_conditions(
         "items": [{k: r[k] for k in ("index", "question_id", "question", "image")} for r in rows],
     }
     write_json(target / MANIFEST, manifest, indent=True)
-    return {
-        "out": str(target),
-        "format": fmt,
-        "items": len(items),
-        "images": len(names),
-        "conditions": manifest["conditions"],
-        "skipped": run["skipped"],
-    }
+    return manifest
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]], keep: tuple[str, ...]) -> None:

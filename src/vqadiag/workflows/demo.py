@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,61 @@ def demo(
     ``{out, size, seed, images, bq_ranker, stages: [{stage, status, seconds}],
     models: {name: {run, results, val_accuracy}}, report: {html, json}, seconds}``.
     """
+    plan = _plan(size, seed, images, epochs, max_questions, n_bootstrap, bq_ranker, progress)
+    root = _demo_folder(out)
+    start = time.perf_counter()
+    stages = _Stages(root, progress)
+    stages.total = 2 + 2 * len(MODELS)
+    world = root / "world"
+    world_fp = _world_stage(stages, plan, world)
+    models = {name: _train_stage(stages, plan, root, world, world_fp, name) for name in MODELS}
+    result_dirs: list[Path] = []
+    for name in MODELS:
+        res = _diagnose_stage(stages, plan, root, world, world_fp, name, result_dirs)
+        models[name]["results"] = str(res)
+        result_dirs.append(res)
+    report_dir = root / "report"
+    _report_stage(stages, plan, result_dirs, report_dir)
+    html = report_dir / "report.html"
+    stages.console.print(f"[bold]report:[/bold] {html.resolve()}")
+    return {
+        "out": str(root),
+        "size": size,
+        "seed": seed,
+        "images": plan.images,
+        "bq_ranker": plan.ranker,
+        "stages": stages.log,
+        "models": models,
+        "report": {"html": str(html), "json": str(report_dir / "report.json")},
+        "seconds": time.perf_counter() - start,
+    }
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The demo's settings once the size's preset and the overrides are merged."""
+
+    preset: Mapping[str, Any]
+    seed: int
+    images: int
+    epochs: int | None
+    max_questions: int | None
+    n_bootstrap: int
+    ranker: str
+    progress: bool
+
+
+def _plan(
+    size: str,
+    seed: int,
+    images: int | None,
+    epochs: int | None,
+    max_questions: int | None,
+    n_bootstrap: int | None,
+    bq_ranker: str | None,
+    progress: bool,
+) -> _Plan:
+    """Check ``size`` and ``images`` and merge the overrides into the size's preset."""
     if size not in SIZES:
         raise DataError("--size", f"unknown size {size!r} (sizes: {', '.join(SIZES)})")
     preset = SIZES[size]
@@ -168,23 +224,28 @@ def demo(
     n_boot = int(n_bootstrap if n_bootstrap is not None else preset["n_bootstrap"])
     max_q = max_questions if max_questions is not None else preset["max_questions"]
     ranker = bq_ranker or preset["bq_ranker"]
+    return _Plan(preset, seed, n_images, epochs, max_q, n_boot, ranker, progress)
+
+
+def _demo_folder(out: str | Path) -> Path:
+    """Create the demo folder ``out`` (an existing file there is an error)."""
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise DataError(root, "is a file, expected the demo folder")
     root.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    stages = _Stages(root, progress)
-    stages.total = 2 + 2 * len(MODELS)
+    return root
 
-    world = root / "world"
+
+def _world_stage(stages: _Stages, plan: _Plan, world: Path) -> str | None:
+    """Stage 1: generate the synthetic world (unless done); returns its fingerprint."""
     from vqadiag.synth.world import WORLD_VERSION
 
     world_config = {
-        "images": n_images, "seed": seed, "bias": 0.8, "feature_dim": 64,
+        "images": plan.images, "seed": plan.seed, "bias": 0.8, "feature_dim": 64,
         "version": WORLD_VERSION,
     }  # fmt: skip
     world_fp = _file_hash(world / "world.json")
-    title = f"synthetic world: {n_images} images, seed {seed} → {world}"
+    title = f"synthetic world: {plan.images} images, seed {plan.seed} → {world}"
     if stages.done("world", world_config, world_fp):
         stages.skip("world", title)
     else:
@@ -192,98 +253,113 @@ def demo(
 
         stages.header(title)
         t0 = time.perf_counter()
-        generate_world(world, images=n_images, seed=seed, progress=progress)
+        generate_world(world, images=plan.images, seed=plan.seed, progress=plan.progress)
         world_fp = _file_hash(world / "world.json")
         stages.finish("world", world_config, world_fp, time.perf_counter() - t0)
+    return world_fp
 
-    models: dict[str, dict[str, Any]] = {}
-    for name in MODELS:
-        run = root / "runs" / name
-        model_epochs = preset["epochs"][name]
-        if epochs is not None and model_epochs is not None:
-            model_epochs = int(epochs)
-        config = {
-            "model": name,
-            "epochs": model_epochs,
-            "seed": seed,
-            "world": world_fp,
-            "defaults": _defaults_digest(name),
-        }
-        title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
-        fp = _run_fingerprint(run)
-        stage = f"train-{name}"
-        if stages.done(stage, config, fp):
-            stages.skip(stage, title)
-            val = _recorded(stages, stage)
-        else:
-            from vqadiag.workflows.models import train
 
-            stages.header(title)
-            t0 = time.perf_counter()
-            result = train(
-                world,
-                name,
-                run,
-                epochs=model_epochs,
-                seed=seed,
-                progress=progress,
-                n_bootstrap=n_boot,
-            )
-            val = (result.get("val") or {}).get("accuracy")
-            stages.finish(stage, config, _run_fingerprint(run), time.perf_counter() - t0)
-            _record(stages, stage, val)
-        models[name] = {"run": str(run), "val_accuracy": val}
+def _train_stage(
+    stages: _Stages, plan: _Plan, root: Path, world: Path, world_fp: str | None, name: str
+) -> dict[str, Any]:
+    """Stage 2: train model ``name`` into ``OUT/runs/<name>`` (unless done); returns
+    ``{run, val_accuracy}``."""
+    run = root / "runs" / name
+    model_epochs = plan.preset["epochs"][name]
+    if plan.epochs is not None and model_epochs is not None:
+        model_epochs = int(plan.epochs)
+    config = {
+        "model": name,
+        "epochs": model_epochs,
+        "seed": plan.seed,
+        "world": world_fp,
+        "defaults": _defaults_digest(name),
+    }
+    title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
+    fp = _run_fingerprint(run)
+    stage = f"train-{name}"
+    if stages.done(stage, config, fp):
+        stages.skip(stage, title)
+        val = _recorded(stages, stage)
+    else:
+        from vqadiag.workflows.models import train
 
-    result_dirs: list[Path] = []
-    for name in MODELS:
-        run = root / "runs" / name
-        res = root / "results" / name
-        # the first diagnosis builds the basic-question dataset; the others reuse it
-        shared = result_dirs[0] / "bqd.json" if result_dirs else None
-        bqd = shared if shared is not None and shared.is_file() else None
-        config = {
-            "model": name,
-            "run": _run_fingerprint(run),
-            "seed": seed,
-            "suites": "all",
-            "max_questions": max_q,
-            "n_bootstrap": n_boot,
-            "world": world_fp,
-            "bq_ranker": ranker,
-            "bqd": None if bqd is None else _file_hash(bqd),
-        }
-        stage = f"diagnose-{name}"
-        title = f"diagnose {name}: every suite → {res}"
-        if stages.done(stage, config, _results_hash(res / "results.json")):
-            stages.skip(stage, title)
-        else:
-            from vqadiag.diagnosis.diagnose import diagnose
+        stages.header(title)
+        t0 = time.perf_counter()
+        result = train(
+            world,
+            name,
+            run,
+            epochs=model_epochs,
+            seed=plan.seed,
+            progress=plan.progress,
+            n_bootstrap=plan.n_bootstrap,
+        )
+        val = (result.get("val") or {}).get("accuracy")
+        stages.finish(stage, config, _run_fingerprint(run), time.perf_counter() - t0)
+        _record(stages, stage, val)
+    return {"run": str(run), "val_accuracy": val}
 
-            stages.header(title)
-            t0 = time.perf_counter()
-            diagnose(
-                world,
-                str(run),
-                res,
-                suites="all",
-                seed=seed,
-                n_bootstrap=n_boot,
-                max_questions=max_q,
-                bqd=bqd,
-                bq_ranker=ranker,
-                progress=progress,
-            )
-            stages.finish(
-                stage, config, _results_hash(res / "results.json"), time.perf_counter() - t0
-            )
-        models[name]["results"] = str(res)
-        result_dirs.append(res)
 
-    report_dir = root / "report"
+def _diagnose_stage(
+    stages: _Stages,
+    plan: _Plan,
+    root: Path,
+    world: Path,
+    world_fp: str | None,
+    name: str,
+    result_dirs: list[Path],
+) -> Path:
+    """Stage 3: diagnose model ``name`` with every suite into ``OUT/results/<name>``
+    (unless done), reusing the basic-question dataset of the first result folder in
+    ``result_dirs``; returns the result folder."""
+    run = root / "runs" / name
+    res = root / "results" / name
+    # the first diagnosis builds the basic-question dataset; the others reuse it
+    shared = result_dirs[0] / "bqd.json" if result_dirs else None
+    bqd = shared if shared is not None and shared.is_file() else None
+    config = {
+        "model": name,
+        "run": _run_fingerprint(run),
+        "seed": plan.seed,
+        "suites": "all",
+        "max_questions": plan.max_questions,
+        "n_bootstrap": plan.n_bootstrap,
+        "world": world_fp,
+        "bq_ranker": plan.ranker,
+        "bqd": None if bqd is None else _file_hash(bqd),
+    }
+    stage = f"diagnose-{name}"
+    title = f"diagnose {name}: every suite → {res}"
+    if stages.done(stage, config, _results_hash(res / "results.json")):
+        stages.skip(stage, title)
+    else:
+        from vqadiag.diagnosis.diagnose import diagnose
+
+        stages.header(title)
+        t0 = time.perf_counter()
+        diagnose(
+            world,
+            str(run),
+            res,
+            suites="all",
+            seed=plan.seed,
+            n_bootstrap=plan.n_bootstrap,
+            max_questions=plan.max_questions,
+            bqd=bqd,
+            bq_ranker=plan.ranker,
+            progress=plan.progress,
+        )
+        stages.finish(stage, config, _results_hash(res / "results.json"), time.perf_counter() - t0)
+    return res
+
+
+def _report_stage(stages: _Stages, plan: _Plan, result_dirs: list[Path], report_dir: Path) -> None:
+    """Stage 4: write the report comparing the models of ``result_dirs`` (unless done)."""
     config = {
         "results": {str(r): _results_hash(r / "results.json") for r in result_dirs},
-        "seed": seed,
-        "n_bootstrap": n_boot,
+        "seed": plan.seed,
+        "n_bootstrap": plan.n_bootstrap,
     }
     title = f"report comparing {len(result_dirs)} models → {report_dir}"
     if (
@@ -296,23 +372,10 @@ def demo(
 
         stages.header(title)
         t0 = time.perf_counter()
-        report(result_dirs, report_dir, seed=seed, n_bootstrap=n_boot)
+        report(result_dirs, report_dir, seed=plan.seed, n_bootstrap=plan.n_bootstrap)
         stages.finish(
             "report", config, _file_hash(report_dir / "report.json"), time.perf_counter() - t0
         )
-    html = report_dir / "report.html"
-    stages.console.print(f"[bold]report:[/bold] {html.resolve()}")
-    return {
-        "out": str(root),
-        "size": size,
-        "seed": seed,
-        "images": n_images,
-        "bq_ranker": ranker,
-        "stages": stages.log,
-        "models": models,
-        "report": {"html": str(html), "json": str(report_dir / "report.json")},
-        "seconds": time.perf_counter() - start,
-    }
 
 
 def _defaults_digest(name: str) -> str | None:

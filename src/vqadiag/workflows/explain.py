@@ -152,25 +152,8 @@ def train(
     data = VQA2Data(data_dir)
     cands, path = _candidates(data, split, candidates)
     items = explain_items(data, split, cands, path)
-    val_items = None
-    if (
-        val_split is not None
-        and val_split != split
-        and (val_candidates is not None or has_split(data, val_split))
-    ):
-        vpath = (
-            Path(val_candidates)
-            if val_candidates is not None
-            else candidates_path(data.vqa_dir, val_split)
-        )
-        if val_candidates is not None or vpath.is_file():
-            vcands, vpath = _candidates(data, val_split, vpath)
-            val_items = explain_items(data, val_split, vcands, vpath)
-    opts = dict(options or {})
-    if lambda_ is not None:
-        opts["lambda"] = float(lambda_)
-    if margin is not None:
-        opts["margin"] = float(margin)
+    val_items = _val_items(data, split, val_split, val_candidates)
+    opts = _explainer_options(options, lambda_, margin)
     start = time.perf_counter()
     with option_errors():
         model = CounterExampleModel.train_explainer(
@@ -187,7 +170,7 @@ def train(
     seconds = time.perf_counter() - start
     run = Path(out)
     model.save(run)
-    result: dict[str, Any] = {
+    return {
         "model": model.name,
         "run": str(run),
         "data": str(data_dir),
@@ -202,18 +185,62 @@ def train(
         "fingerprint": model.fingerprint(),
         "run_fingerprint": run_fingerprint(run),
         "history": model.training_log["history"],
-        "val": None,
+        "val": _val_recall(model, data, val_items, val_split, seed, n_bootstrap),
     }
-    if val_items:
-        scores, _ = model.score_candidates(data, val_items)
-        ranks = target_ranks(scores, np.array([i.target for i in val_items]))
-        est = recall_at_k(ranks, 5, n_resamples=n_bootstrap, seed=seed)
-        result["val"] = {
-            "split": val_split,
-            "questions": len(val_items),
-            "recall@5": est.to_dict(),
-        }
-    return result
+
+
+def _val_items(
+    data: VQA2Data, split: str, val_split: str | None, val_candidates: str | Path | None
+) -> list[Any] | None:
+    """The validation items of ``val_split`` (None: no validation split different from
+    ``split``, or no candidates file for it)."""
+    if (
+        val_split is not None
+        and val_split != split
+        and (val_candidates is not None or has_split(data, val_split))
+    ):
+        vpath = (
+            Path(val_candidates)
+            if val_candidates is not None
+            else candidates_path(data.vqa_dir, val_split)
+        )
+        if val_candidates is not None or vpath.is_file():
+            vcands, vpath = _candidates(data, val_split, vpath)
+            return explain_items(data, val_split, vcands, vpath)
+    return None
+
+
+def _explainer_options(
+    options: Mapping[str, Any] | None, lambda_: float | None, margin: float | None
+) -> dict[str, Any]:
+    """The training options: ``options`` with ``lambda`` and ``margin`` when given."""
+    opts = dict(options or {})
+    if lambda_ is not None:
+        opts["lambda"] = float(lambda_)
+    if margin is not None:
+        opts["margin"] = float(margin)
+    return opts
+
+
+def _val_recall(
+    model: Any,
+    data: VQA2Data,
+    val_items: list[Any] | None,
+    val_split: str | None,
+    seed: int,
+    n_bootstrap: int,
+) -> dict[str, Any] | None:
+    """The trained model's Recall@5 on the validation items (None without any)."""
+    if not val_items:
+        return None
+    scores, _ = model.score_candidates(data, val_items)
+    ranks = target_ranks(scores, np.array([i.target for i in val_items]))
+    est = recall_at_k(ranks, 5, n_resamples=n_bootstrap, seed=seed)
+    return {
+        "split": val_split,
+        "questions": len(val_items),
+        "recall@5": est.to_dict(),
+    }
 
 
 # -------------------------------------------------------------------------- eval
@@ -325,18 +352,7 @@ def evaluate(
     n, k = len(items), model.k_candidates
     targets = np.array([i.target for i in items], np.int64)
     scores, own_probs = model.score_candidates(data, items, progress=progress)
-
-    # answering head on the original images
-    from vqadiag.models.predict import iter_batches
-
-    qids = [i.question_id for i in items]
-    gold = {i.question_id: i.answer for i in items}
-    correct = [
-        1.0 if answer == gold[qid] else 0.0
-        for batch, output in iter_batches(model, data, split, qids, batch_size=256)
-        for qid, answer in zip(batch.question_ids, output.answers, strict=True)
-    ]
-
+    correct = _answers_correct(model, data, split, items)
     if vqa_model is None:
         probs = own_probs
         known = set(model.answer_vocab)
@@ -347,19 +363,9 @@ def evaluate(
             vqa_model, data, items, split=split, progress=progress
         )
         source = str(vqa_model)
-    random_keys = random_scores(n, k, seed + 1)
-    ranks = {
-        "model": target_ranks(scores, targets),
-        "random": target_ranks(random_scores(n, k, seed), targets),
-        "distance": target_ranks(distance_scores(n, k), targets),
-        "distance_features": target_ranks(_feature_distance_scores(data, items), targets),
-        "vqa_model": target_ranks(vqa_model_scores(probs), targets, tiebreak=random_keys),
-    }
+    ranks = _method_ranks(data, items, k, scores, probs, targets, seed)
     methods = {name: _method_block(r, seed, n_bootstrap) for name, r in ranks.items()}
-    best = max(BASELINES, key=lambda b: methods[b]["recall@5"]["value"])
-    hits_model = recall_hits(ranks["model"], 5)
-    hits_best = recall_hits(ranks[best], 5)
-    paired = paired_bootstrap(hits_model, hits_best, n_resamples=n_bootstrap, seed=seed)
+    comparison = _best_baseline_comparison(methods, ranks, seed, n_bootstrap)
     return {
         "run": str(run),
         "fingerprint": model.fingerprint(),
@@ -376,18 +382,65 @@ def evaluate(
         },
         "methods": methods,
         "random_expected": {f"recall@{r}": random_expected_recall(r, k) for r in RECALL_KS},
-        "comparison": {
-            "model": "model",
-            "baseline": best,
-            "k": 5,
-            "difference": paired.difference.to_dict(),
-            "p_value": paired.p_value,
-            "test": paired.test,
-            "mcnemar_p_value": mcnemar_exact(hits_model > 0, hits_best > 0),
-        },
+        "comparison": comparison,
         "paper_recall@5": dict(PAPER_RECALL_AT_5),
         "seed": seed,
         "n_bootstrap": n_bootstrap,
+    }
+
+
+def _answers_correct(model: Any, data: VQA2Data, split: str, items: Sequence[Any]) -> list[float]:
+    """1.0 / 0.0 per item: the answering head, on the original image, gives its answer."""
+    from vqadiag.models.predict import iter_batches
+
+    qids = [i.question_id for i in items]
+    gold = {i.question_id: i.answer for i in items}
+    return [
+        1.0 if answer == gold[qid] else 0.0
+        for batch, output in iter_batches(model, data, split, qids, batch_size=256)
+        for qid, answer in zip(batch.question_ids, output.answers, strict=True)
+    ]
+
+
+def _method_ranks(
+    data: VQA2Data,
+    items: Sequence[Any],
+    k: int,
+    scores: np.ndarray,
+    probs: np.ndarray,
+    targets: np.ndarray,
+    seed: int,
+) -> dict[str, np.ndarray]:
+    """The rank of each item's complement image (among its ``k`` candidates) by the
+    model and by each baseline."""
+    n = len(items)
+    random_keys = random_scores(n, k, seed + 1)
+    return {
+        "model": target_ranks(scores, targets),
+        "random": target_ranks(random_scores(n, k, seed), targets),
+        "distance": target_ranks(distance_scores(n, k), targets),
+        "distance_features": target_ranks(_feature_distance_scores(data, items), targets),
+        "vqa_model": target_ranks(vqa_model_scores(probs), targets, tiebreak=random_keys),
+    }
+
+
+def _best_baseline_comparison(
+    methods: Mapping[str, Any], ranks: Mapping[str, np.ndarray], seed: int, n_bootstrap: int
+) -> dict[str, Any]:
+    """The paired comparison (paired bootstrap + McNemar's exact test) of the model with
+    the baseline of highest Recall@5, at Recall@5."""
+    best = max(BASELINES, key=lambda b: methods[b]["recall@5"]["value"])
+    hits_model = recall_hits(ranks["model"], 5)
+    hits_best = recall_hits(ranks[best], 5)
+    paired = paired_bootstrap(hits_model, hits_best, n_resamples=n_bootstrap, seed=seed)
+    return {
+        "model": "model",
+        "baseline": best,
+        "k": 5,
+        "difference": paired.difference.to_dict(),
+        "p_value": paired.p_value,
+        "test": paired.test,
+        "mcnemar_p_value": mcnemar_exact(hits_model > 0, hits_best > 0),
     }
 
 

@@ -179,68 +179,32 @@ def finetune(
     all_subs_wrong, reasoning_accuracy, sub_accuracy, n_main, n_pairs,
     main_correctness, attention_correlation, vqa_accuracy, predictions``.
     """
-    from vqadiag.data.vqa2_data import VQA2Data
     from vqadiag.models.checkpoint import run_fingerprint
-    from vqadiag.models.finetune import METHODS, finetune_model
-    from vqadiag.models.registry import load_model
-    from vqadiag.plugins import load_plugins
+    from vqadiag.models.finetune import METHODS
 
     if method not in METHODS:
         raise DataError("--method", f"unknown method {method!r} (known: {', '.join(METHODS)})")
-    load_plugins(())  # a plug-in may register the run's model class
-    net_model = load_model(model)
-    if not hasattr(getattr(net_model, "net", None), "attend"):
-        raise DataError(
-            Path(model) / "config.json",
-            f"model {net_model.name!r} has no object attention to fine-tune (train --model updn)",
-        )
-    data = VQA2Data(data_dir)
-    data.questions(split)
-    train_path = introspect_path(data_dir, "train", introspect)
-    intro = read_introspect(train_path)
-    val_path = introspect_path(data_dir, "val", introspect)
-    do_eval = evaluate and val_path.is_file()
-    if do_eval:
-        data.questions(val_split)
+    net_model = _load_attention_model(model)
+    data, intro, val_path, do_eval = _finetune_data(
+        data_dir, split, val_split, introspect, evaluate
+    )
     run = Path(out)
     run.mkdir(parents=True, exist_ok=True)
-    opts = dict(options or {})
-    if epochs is not None:
-        opts["epochs"] = int(epochs)
-    if lr is not None:
-        opts["lr"] = float(lr)
+    opts = _finetune_options(options, epochs, lr)
     start = time.perf_counter()
-    before = after = ci_before = ci_after = None
-    if do_eval:
-        before, ci_before = evaluate_introspect(
-            net_model,
-            data,
-            val_path,
-            val_split,
-            run / "introspect_val_before.json",
-            seed=seed,
-            n_bootstrap=n_bootstrap,
-        )
+    before, ci_before = _maybe_evaluate(
+        do_eval, net_model, data, val_path, val_split, run / "introspect_val_before.json",
+        seed=seed, n_bootstrap=n_bootstrap,
+    )  # fmt: skip
     fingerprint_before = net_model.fingerprint()
-    with option_errors(ValueError):
-        log = finetune_model(
-            net_model, data, intro, method, split=split, seed=seed, progress=progress, options=opts
-        )
-    net_model.training_log = {
-        **net_model.training_log,
-        "finetune": {**log, "from_run": str(model), "from_fingerprint": fingerprint_before},
-    }
-    net_model.save(run)
-    if do_eval:
-        after, ci_after = evaluate_introspect(
-            net_model,
-            data,
-            val_path,
-            val_split,
-            run / "introspect_val_after.json",
-            seed=seed,
-            n_bootstrap=n_bootstrap,
-        )
+    log = _finetune_and_save(
+        net_model, data, intro, method, run, model, fingerprint_before,
+        split=split, seed=seed, progress=progress, options=opts,
+    )  # fmt: skip
+    after, ci_after = _maybe_evaluate(
+        do_eval, net_model, data, val_path, val_split, run / "introspect_val_after.json",
+        seed=seed, n_bootstrap=n_bootstrap,
+    )  # fmt: skip
     return {
         "method": method,
         "model": str(model),
@@ -260,3 +224,109 @@ def finetune(
         "after": after,
         "ci": {"before": ci_before, "after": ci_after},
     }
+
+
+def _load_attention_model(model: str | Path) -> Any:
+    """Load the run ``model`` (plug-ins first); it must attend over objects (UpDn)."""
+    from vqadiag.models.registry import load_model
+    from vqadiag.plugins import load_plugins
+
+    load_plugins(())  # a plug-in may register the run's model class
+    net_model = load_model(model)
+    if not hasattr(getattr(net_model, "net", None), "attend"):
+        raise DataError(
+            Path(model) / "config.json",
+            f"model {net_model.name!r} has no object attention to fine-tune (train --model updn)",
+        )
+    return net_model
+
+
+def _finetune_data(
+    data_dir: str | Path,
+    split: str,
+    val_split: str,
+    introspect: str | Path | None,
+    evaluate: bool,
+) -> tuple[Any, Introspect, Path, bool]:
+    """``(data, training introspect pairs, introspect val path, evaluate)``: read the
+    questions of ``split`` and the training pairs, and the ``val_split`` questions when
+    there is an introspect val file to evaluate on."""
+    from vqadiag.data.vqa2_data import VQA2Data
+
+    data = VQA2Data(data_dir)
+    data.questions(split)
+    train_path = introspect_path(data_dir, "train", introspect)
+    intro = read_introspect(train_path)
+    val_path = introspect_path(data_dir, "val", introspect)
+    do_eval = evaluate and val_path.is_file()
+    if do_eval:
+        data.questions(val_split)
+    return data, intro, val_path, do_eval
+
+
+def _finetune_options(
+    options: Mapping[str, Any] | None, epochs: int | None, lr: float | None
+) -> dict[str, Any]:
+    """The fine-tuning options: ``options`` with ``epochs`` and ``lr`` when given."""
+    opts = dict(options or {})
+    if epochs is not None:
+        opts["epochs"] = int(epochs)
+    if lr is not None:
+        opts["lr"] = float(lr)
+    return opts
+
+
+def _maybe_evaluate(
+    do_eval: bool,
+    net_model: Any,
+    data: Any,
+    val_path: Path,
+    val_split: str,
+    predictions_out: Path,
+    *,
+    seed: int,
+    n_bootstrap: int,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """:func:`evaluate_introspect` of the model when ``do_eval``, else ``(None, None)``."""
+    if not do_eval:
+        return None, None
+    return evaluate_introspect(
+        net_model,
+        data,
+        val_path,
+        val_split,
+        predictions_out,
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+    )
+
+
+def _finetune_and_save(
+    net_model: Any,
+    data: Any,
+    intro: Introspect,
+    method: str,
+    run: Path,
+    model: str | Path,
+    fingerprint_before: str,
+    *,
+    split: str,
+    seed: int,
+    progress: bool,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Fine-tune ``net_model`` in place, record it in its training log (with the run and
+    fingerprint it started from) and save it to ``run``; returns the fine-tuning log."""
+    from vqadiag.models.finetune import finetune_model
+
+    with option_errors(ValueError):
+        log = finetune_model(
+            net_model, data, intro, method, split=split, seed=seed, progress=progress,
+            options=options,
+        )  # fmt: skip
+    net_model.training_log = {
+        **net_model.training_log,
+        "finetune": {**log, "from_run": str(model), "from_fingerprint": fingerprint_before},
+    }
+    net_model.save(run)
+    return log
