@@ -30,10 +30,9 @@ import random
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -61,6 +60,9 @@ from vqadiag.synth.taxonomy import (
     SIZES,
     STATES,
 )
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 #: version of what a world is made of (2: textures and badges scale with each side of
 #: the box, docs/synth.md "Images"); written to world.json
@@ -94,31 +96,6 @@ def split_ranges(n: int) -> dict[str, range]:
         "val": range(n_train, n_train + n_val),
         "testdev": range(n_train + n_val, n),
     }
-
-
-class _Progress:
-    """A rich progress bar on stderr when ``show`` is true, otherwise nothing."""
-
-    def __init__(self, show: bool) -> None:
-        self.show = show
-        self.bar = None
-
-    @contextmanager
-    def running(self) -> Iterator[_Progress]:
-        if not self.show:
-            yield self
-            return
-        with progress_bar() as bar:
-            self.bar = bar
-            yield self
-        self.bar = None
-
-    def task(self, description: str, total: int) -> Any:
-        return None if self.bar is None else self.bar.add_task(description, total=total)
-
-    def advance(self, task: Any, n: int) -> None:
-        if self.bar is not None and task is not None:
-            self.bar.advance(task, n)
 
 
 class _Names:
@@ -188,12 +165,12 @@ def _facts(names: _Names, i: int, triples: list[tuple[int, int, int]]) -> vqa2.F
 
 def _gqa_split(
     split: str, images: range, scenes: Scenes, names: _Names, maker: gq.QuestionMaker,
-    facts: dict[int, vqa2.Facts], balance_rng: random.Random, progress: _Progress,
+    facts: dict[int, vqa2.Facts], balance_rng: random.Random, bar: Progress,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:  # fmt: skip
     graphs: dict[str, Any] = {}
     questions: dict[str, Any] = {}
     counter = 0
-    task = progress.task(f"GQA {split}", len(images))
+    task = bar.add_task(f"GQA {split}", total=len(images))
     for lo in range(images.start, images.stop, BLOCK):
         hi = min(images.stop, lo + BLOCK)
         relations = scene_relations(scenes, lo, hi)
@@ -218,7 +195,7 @@ def _gqa_split(
             gq.finalize(records, qids)
             questions.update(zip(qids, records, strict=True))
             facts[i] = _facts(names, i, triples)
-        progress.advance(task, hi - lo)
+        bar.advance(task, hi - lo)
     gq.mark_balanced(questions, balance_rng)
     return questions, graphs, _choices(questions)
 
@@ -248,7 +225,7 @@ def _choices(questions: dict[str, Any]) -> dict[str, Any]:
 
 def _vqa_split(
     subtype: str, images: list[int], facts: dict[int, vqa2.Facts], scenes: Scenes,
-    rng: random.Random, progress: _Progress,
+    rng: random.Random, bar: Progress,
 ) -> dict[str, Any]:  # fmt: skip
     """Questions, annotations, pairs and introspect records of one VQA v2 split."""
     per_image: dict[int, list[tuple[str, str, str]]] = {}
@@ -283,9 +260,9 @@ def _vqa_split(
     pairs: list[tuple[tuple[int, int], tuple[int, int]]] = []
     candidates: dict[tuple[int, int], tuple[list[int], int]] = {}
     attempts = impossible = 0
-    task = progress.task(f"VQA v2 {subtype} pairs", len(seeds))
+    task = bar.add_task(f"VQA v2 {subtype} pairs", total=len(seeds))
     for i, k in seeds:
-        progress.advance(task, 1)
+        bar.advance(task, 1)
         if (i, k) in paired:
             continue
         attempts += 1
@@ -373,14 +350,14 @@ def _vqa_header(subtype: str) -> dict[str, Any]:
 
 
 def _write_detections(
-    out: Path, scenes: Scenes, feature_dim: int, rng: np.random.Generator, progress: _Progress
+    out: Path, scenes: Scenes, feature_dim: int, rng: np.random.Generator, bar: Progress
 ) -> dict[str, Any]:
     folder = out / "gqa" / "objects"
     space = det.FeatureSpace.draw(feature_dim, rng)
     writer = det.FeatureWriter(folder, scenes.n_images, feature_dim)
     info: dict[str, Any] = {}
     boxes = 0
-    task = progress.task("detections", scenes.n_images)
+    task = bar.add_task("detections", total=scenes.n_images)
     try:
         for lo in range(0, scenes.n_images, 2 * BLOCK):
             hi = min(scenes.n_images, lo + 2 * BLOCK)
@@ -397,7 +374,7 @@ def _write_detections(
                     "file": k,
                     "idx": idx,
                 }
-            progress.advance(task, hi - lo)
+            bar.advance(task, hi - lo)
     finally:
         writer.close()
     write_json(folder / "gqa_objects_info.json", info)
@@ -594,15 +571,14 @@ def _generate_into(
     facts: dict[int, vqa2.Facts] = {}
     files: list[str] = []
     n_questions = 0
-    bar = _Progress(progress)
     writer = None
     if render:
         image_names = [gqa_image_id(i) for i in range(images)]
         writer = ImageWriter(scenes, out / "gqa" / "images", image_names, render_workers)
         writer.start()  # workers draw the images while the questions are made
-    with writer or nullcontext(), bar.running():
+    with writer or nullcontext(), progress_bar(progress) as bar:
         if writer is not None:
-            task = bar.task("images", images)
+            task = bar.add_task("images", total=images)
             writer.follow(lambda n: bar.advance(task, n))
         for split, rng_images in ranges.items():
             questions, graphs, choices = _gqa_split(
