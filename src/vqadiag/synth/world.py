@@ -45,9 +45,10 @@ from vqadiag.synth import detector as det
 from vqadiag.synth import gqa_questions as gq
 from vqadiag.synth import neighbours as nn
 from vqadiag.synth import vqa2
+from vqadiag.synth.image_writer import ImageWriter
 from vqadiag.synth.introspect import introspect_record
 from vqadiag.synth.priors import Priors, build_priors
-from vqadiag.synth.render import ZLIB_LEVEL, ImageWriter
+from vqadiag.synth.render import ZLIB_LEVEL
 from vqadiag.synth.scenes import Scenes, sample_scenes, scene_relations
 from vqadiag.synth.taxonomy import (
     CLASSES,
@@ -470,8 +471,8 @@ def generate_world(
     ``render=False`` skips the images (``gqa/images``) for callers that need only the
     files and features. ``render_workers`` is the number of worker processes that draw
     the images while the questions are made (0: all in this process at the end; None:
-    0 under :data:`vqadiag.synth.render.POOL_MIN_IMAGES` images, else the idle CPUs
-    less one, see :func:`vqadiag.synth.render.idle_cpus`); the bytes written do not
+    0 under :data:`vqadiag.synth.image_writer.POOL_MIN_IMAGES` images, else the idle CPUs
+    less one, see :func:`vqadiag.synth.image_writer.idle_cpus`); the bytes written do not
     depend on it.
 
     Returns ``{"out", "seed", "images", "bias", "feature_dim", "splits", "files",
