@@ -45,6 +45,7 @@ from vqadiag.synth import detector as det
 from vqadiag.synth import gqa_questions as gq
 from vqadiag.synth import neighbours as nn
 from vqadiag.synth import vqa2
+from vqadiag.synth.gqa_record import ImageContext, finalize
 from vqadiag.synth.image_writer import ImageWriter
 from vqadiag.synth.introspect import introspect_record
 from vqadiag.synth.priors import Priors, build_priors
@@ -181,7 +182,7 @@ def _gqa_split(
             graph = _scene_graph(names, i, triples)
             graphs[image_id] = graph
             a, b = names.offsets[i], names.offsets[i + 1]
-            ctx = gq.ImageContext(
+            ctx = ImageContext(
                 image_id,
                 names.place[i],
                 list(graph["objects"]),
@@ -193,7 +194,7 @@ def _gqa_split(
             records = maker.image_questions(ctx)
             qids = [f"{SPLIT_DIGIT[split]}{counter + k:07d}" for k in range(len(records))]
             counter += len(records)
-            gq.finalize(records, qids)
+            finalize(records, qids)
             questions.update(zip(qids, records, strict=True))
             facts[i] = _facts(names, i, triples)
         bar.advance(task, hi - lo)
