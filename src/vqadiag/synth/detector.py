@@ -29,11 +29,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vqadiag.data.jsonio import write_json
+from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.scenes import Scenes
 from vqadiag.synth.taxonomy import CATEGORIES, CLASSES, FAMILY_VALUES
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 MAX_BOXES = 100
 P_DETECT, P_DETECT_SMALL, SMALL_AREA = 0.93, 0.7, 32 * 32
@@ -41,6 +47,8 @@ P_POOR, SIGMA, SIGMA_POOR = 0.07, 0.06, 0.3
 P_DUPLICATE, SIGMA_DUPLICATE = 0.08, 0.12
 FALSE_POSITIVES = 2.5
 ATTR_WEIGHT, NOISE = 1.0, 0.4
+#: images detected at once
+DETECTION_BLOCK = 2000
 
 _CAT_OF_CLASS = np.array([CATEGORIES.index(c.category) for c in CLASSES])
 
@@ -310,3 +318,42 @@ class FeatureWriter:
         """Close all files."""
         for fh in self.files.values():
             fh.close()  # type: ignore[attr-defined]
+
+
+def write_detections(
+    out: Path, scenes: Scenes, feature_dim: int, rng: np.random.Generator, bar: Progress
+) -> tuple[list[str], dict[str, Any]]:
+    """Detect the objects of every image of ``scenes`` and write ``gqa/objects`` under
+    ``out``: ``gqa_objects_<k>.h5`` (:class:`FeatureWriter`) and
+    ``gqa_objects_info.json`` (per GQA image id: width, height, ``objectsNum``, file,
+    index). Returns the files written (relative to ``out``) and ``{"boxes", "files"}``
+    (boxes detected, feature files written)."""
+    folder = out / "gqa" / "objects"
+    space = FeatureSpace.draw(feature_dim, rng)
+    writer = FeatureWriter(folder, scenes.n_images, feature_dim)
+    info: dict[str, Any] = {}
+    boxes = 0
+    task = bar.add_task("detections", total=scenes.n_images)
+    try:
+        for lo in range(0, scenes.n_images, DETECTION_BLOCK):
+            hi = min(scenes.n_images, lo + DETECTION_BLOCK)
+            d = simulate_detections(scenes, lo, hi, space, rng)
+            where = writer.write(lo, d)
+            nums = d.num.tolist()
+            boxes += sum(nums)
+            for j, (k, idx) in enumerate(where):
+                i = lo + j
+                info[gqa_image_id(i)] = {
+                    "width": int(scenes.width[i]),
+                    "height": int(scenes.height[i]),
+                    "objectsNum": nums[j],
+                    "file": k,
+                    "idx": idx,
+                }
+            bar.advance(task, hi - lo)
+    finally:
+        writer.close()
+    write_json(folder / "gqa_objects_info.json", info)
+    files = ["gqa/objects/gqa_objects_info.json"]
+    files += [f"gqa/objects/gqa_objects_{k}.h5" for k in range(len(writer.files))]
+    return files, {"boxes": boxes, "files": len(writer.files)}
