@@ -293,9 +293,9 @@ def test_a_model_name_with_dollars_is_drawn_literally(run_cli, world, prior, tmp
 
 
 def test_an_interrupted_synth_leaves_no_world_behind(tmp_path, monkeypatch):
-    import vqadiag.synth.world as world_module
+    import vqadiag.synth.gqa_split as gqa_split_module  # writes the first files of a world
 
-    real = world_module.write_json
+    real = gqa_split_module.write_json
     calls = {"n": 0}
 
     def write_then_die(*args, **kwargs):
@@ -304,10 +304,10 @@ def test_an_interrupted_synth_leaves_no_world_behind(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(world_module, "write_json", write_then_die)
+    monkeypatch.setattr(gqa_split_module, "write_json", write_then_die)
     with pytest.raises(KeyboardInterrupt):
         generate_world(tmp_path / "w", images=20, seed=0, render=False)
-    monkeypatch.setattr(world_module, "write_json", real)
+    monkeypatch.setattr(gqa_split_module, "write_json", real)
     assert list(tmp_path.iterdir()) == []  # neither the world nor its partial folder
     # a complete world replaces an earlier one, identical to a fresh build
     generate_world(tmp_path / "w", images=20, seed=1, render=False)

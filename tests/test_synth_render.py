@@ -1,4 +1,5 @@
-"""Rendered images of the synthetic world (vqadiag.synth.render; docs/synth.md, "Images")."""
+"""Rendered images of the synthetic world (vqadiag.synth.render and the palette, textures and
+object drawing it uses; docs/synth.md, "Images")."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ import pytest
 from PIL import Image
 
 from vqadiag.synth import generate_world
+from vqadiag.synth import object_drawing as D
+from vqadiag.synth import palette as P
 from vqadiag.synth import render as R
+from vqadiag.synth import textures as T
 from vqadiag.synth.priors import build_priors
 from vqadiag.synth.scenes import Scenes, sample_scenes, scene_relations
 from vqadiag.synth.taxonomy import (
+    CATEGORIES,
     CLASS_INDEX,
     CLASSES,
     COLORS,
@@ -120,7 +125,7 @@ def test_empty_image_is_just_background():
     for place in PLACES:
         s = make_scenes([], place=place, width=64, height=50)
         pixels = rgb(s)
-        upper, lower, tone, _ = R.PLACE_BACKGROUND[place]
+        upper, lower, tone, _ = P.PLACE_BACKGROUND[place]
         assert set(map(tuple, pixels.reshape(-1, 3).tolist())) <= {upper, lower, tone}
         assert tuple(pixels[0, 0]) == upper and tuple(pixels[-1, -1]) in {lower, tone}
         idx, owner = R.render_indices(s, 0)
@@ -129,9 +134,9 @@ def test_empty_image_is_just_background():
 
 
 def test_background_colours_differ_from_every_object_colour():
-    objects = {*R.COLOR_RGB.values(), R.NO_COLOR_RGB}
-    objects |= {R.shade_of(c) for c in objects}
-    for upper, lower, tone, _ in R.PLACE_BACKGROUND.values():
+    objects = {*P.COLOR_RGB.values(), P.NO_COLOR_RGB}
+    objects |= {P.shade_of(c) for c in objects}
+    for upper, lower, tone, _ in P.PLACE_BACKGROUND.values():
         assert not {upper, lower, tone} & objects
 
 
@@ -139,13 +144,13 @@ def test_fill_colour_at_a_point_and_dominant_in_the_box():
     # a red apple, no material, no state: left of the centre mark, inside the ellipse
     s = make_scenes([("apple", "red", None, None, (10, 10, 40, 40))])
     pixels = rgb(s)
-    assert tuple(pixels[30, 16]) == R.COLOR_RGB["red"]  # row y=30, column x=16
+    assert tuple(pixels[30, 16]) == P.COLOR_RGB["red"]  # row y=30, column x=16
     for color in COLORS:
         for material in (None, "wood", "stone", "cotton", "brick"):
             s = make_scenes([("table", color, material, "old", (5, 5, 60, 44))])
             mine = R.render_indices(s, 0)[1] == 0
             counts = Counter(map(tuple, rgb(s)[mine].tolist())).most_common(2)
-            assert counts[0][0] == R.COLOR_RGB[color], (color, material)
+            assert counts[0][0] == P.COLOR_RGB[color], (color, material)
             assert counts[0][1] > 1.5 * counts[1][1], (color, material)
 
 
@@ -157,11 +162,11 @@ def test_dominant_colour_of_every_visible_object_in_sampled_scenes(sampled):
         for k in range(hi - lo):
             w, h = sampled.box[lo + k, 2:].tolist()
             mine = owner == k
-            shape = R.silhouette(R.CATEGORIES.index(CLASSES[sampled.cls[lo + k]].category), w, h)
-            if min(w, h) < R.MIN_DETAIL or mine.sum() < max(150, 0.7 * shape.sum()):
+            shape = D.silhouette(CATEGORIES.index(CLASSES[sampled.cls[lo + k]].category), w, h)
+            if min(w, h) < D.MIN_DETAIL or mine.sum() < max(150, 0.7 * shape.sum()):
                 continue
             color = sampled.color[lo + k]
-            want = R.PALETTE.fill[color if color >= 0 else len(COLORS)]
+            want = P.PALETTE.fill[color if color >= 0 else len(COLORS)]
             values, counts = np.unique(idx[mine], return_counts=True)
             assert values[counts.argmax()] == want, (i, k)
             checked += 1
@@ -216,8 +221,8 @@ def test_materials_and_states_have_distinct_pixel_patterns():
 def test_drawn_textures_are_the_documented_patterns():
     for m in range(len(MATERIALS)):
         for w, h in ((9, 8), (30, 47), (130, 61), (250, 200)):
-            drawn = np.asarray(R._plain(m, w, h)) == 0
-            assert np.array_equal(drawn, R.texture(m, w, h)), (MATERIALS[m], w, h)
+            drawn = np.asarray(T.plain_mask(m, w, h)) == 0
+            assert np.array_equal(drawn, T.texture(m, w, h)), (MATERIALS[m], w, h)
             assert 0.08 < drawn.mean() < 0.4, (MATERIALS[m], w, h)
 
 
@@ -228,13 +233,13 @@ def test_smaller_objects_are_drawn_on_top_and_clear_is_see_through():
         s = make_scenes(objects)
         owner = R.render_indices(s, 0)[1]
         x, y, w, h = cup[4]
-        shape = R.silhouette(R.CATEGORIES.index("kitchenware"), w, h)
+        shape = D.silhouette(CATEGORIES.index("kitchenware"), w, h)
         assert (owner[y : y + h, x : x + w][shape] == objects.index(cup)).all()
     glass = ("bottle", "clear", "glass", None, (30, 12, 14, 24))
     s = make_scenes([table, glass])
     idx, owner = R.render_indices(s, 0)
     inside = idx[13:35, 31:43]
-    assert (inside == R.PALETTE.fill[COLORS.index("clear")]).any()
+    assert (inside == P.PALETTE.fill[COLORS.index("clear")]).any()
     assert (owner[13:35, 31:43] == 0).any()  # the table shows through
 
 
@@ -269,19 +274,19 @@ def test_a_texture_looks_alike_on_square_crops_of_any_aspect():
     # crop is the square box's texture with as many periods (up to the rounding of line
     # widths), closer to it than to any other material's; with one period for both axes
     # (the shorter side's) a 4:1 box had 4 × too many periods along its long side
-    square = [_crop(R.texture(m, 48, 48)) for m in range(len(MATERIALS))]
+    square = [_crop(T.texture(m, 48, 48)) for m in range(len(MATERIALS))]
     for w, h in ((192, 48), (48, 192), (96, 48), (80, 40)):
         for m in range(len(MATERIALS)):
-            long = _crop(R.texture(m, w, h))
+            long = _crop(T.texture(m, w, h))
             gaps = [np.abs(long - other).mean() for other in square]
             assert int(np.argmin(gaps)) == m, (MATERIALS[m], w, h, gaps)
             assert gaps[m] < 0.2, (MATERIALS[m], w, h, gaps[m])
 
 
 def test_periods_follow_each_side_and_the_badge_scales_with_the_box():
-    assert [R.period(s) for s in (8, 19, 20, 48, 60, 192, 1000)] == [4, 4, 5, 12, 12, 48, 64]
-    x0, y0, x1, y1 = R._badge_box(R.CATEGORIES.index("furniture"), 200, 50)
+    assert [T.period(s) for s in (8, 19, 20, 48, 60, 192, 1000)] == [4, 4, 5, 12, 12, 48, 64]
+    x0, y0, x1, y1 = D.badge_box(CATEGORIES.index("furniture"), 200, 50)
     assert (x1 - x0 + 1, y1 - y0 + 1) == (44, 11)  # 22 % of each side
     assert min(x0, y0) >= 0 and x1 < 200 and y1 < 50
-    x0, y0, x1, y1 = R._badge_box(R.CATEGORIES.index("furniture"), 12, 12)
+    x0, y0, x1, y1 = D.badge_box(CATEGORIES.index("furniture"), 12, 12)
     assert (x1 - x0 + 1, y1 - y0 + 1) == (4, 4)  # at least 4 px

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vqadiag.synth import gqa_questions as gq
+from vqadiag.synth.gqa_record import Phrase
 from vqadiag.synth.neighbours import knn, knn_naive
 from vqadiag.synth.priors import build_priors, sample_rows, skewed_distribution
 from vqadiag.synth.program import ProgramError, execute
@@ -163,10 +164,10 @@ def test_program_executor_rejects_ambiguity_and_unknown_operations():
 
 
 def test_phrase_annotations_index_tokens():
-    q = gq.Phrase().add("what color is the").obj("banana", "17")
+    q = Phrase().add("what color is the").obj("banana", "17")
     assert q.text("?") == "What color is the banana?"
     assert q.annotations == {"4": "17"}
-    q = gq.Phrase().add("is this").obj("living room", "5")
+    q = Phrase().add("is this").obj("living room", "5")
     assert q.annotations == {"2:4": "5"}
 
 

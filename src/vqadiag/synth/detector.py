@@ -29,11 +29,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vqadiag.data.jsonio import write_json
+from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.scenes import Scenes
 from vqadiag.synth.taxonomy import CATEGORIES, CLASSES, FAMILY_VALUES
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 MAX_BOXES = 100
 P_DETECT, P_DETECT_SMALL, SMALL_AREA = 0.93, 0.7, 32 * 32
@@ -41,6 +47,8 @@ P_POOR, SIGMA, SIGMA_POOR = 0.07, 0.06, 0.3
 P_DUPLICATE, SIGMA_DUPLICATE = 0.08, 0.12
 FALSE_POSITIVES = 2.5
 ATTR_WEIGHT, NOISE = 1.0, 0.4
+#: images detected at once
+DETECTION_BLOCK = 2000
 
 _CAT_OF_CLASS = np.array([CATEGORIES.index(c.category) for c in CLASSES])
 
@@ -92,10 +100,55 @@ def _jitter(x1, y1, x2, y2, sigma, rng):
     return x1 + noise[0] * w, y1 + noise[1] * h, x2 + noise[2] * w, y2 + noise[3] * h
 
 
+@dataclass
+class _Boxes:
+    """Boxes of a block of images, one row each: the image (index in the block), the
+    source object (global index, −1 for a false positive), whether it is poorly
+    localized, its corners ``x1 y1 x2 y2``, its confidence and, for a false positive,
+    the class its features mimic (0 otherwise)."""
+
+    img: np.ndarray
+    src: np.ndarray
+    poor: np.ndarray
+    coords: np.ndarray
+    conf: np.ndarray
+    fp_cls: np.ndarray
+
+    def __getitem__(self, rows: np.ndarray) -> _Boxes:
+        return _Boxes(
+            self.img[rows], self.src[rows], self.poor[rows], self.coords[rows],
+            self.conf[rows], self.fp_cls[rows],
+        )  # fmt: skip
+
+
 def simulate_detections(
     scenes: Scenes, start: int, stop: int, space: FeatureSpace, rng: np.random.Generator
 ) -> Detections:
     """Detect the objects of images ``start:stop`` (see the module docstring)."""
+    n = stop - start
+    true = _true_boxes(scenes, start, stop, rng)
+    false = _false_positive_boxes(scenes, start, stop, rng)
+    boxes = _ranked(_clipped(_joined(true, false), scenes, start, stop))
+    rank = np.arange(boxes.img.shape[0]) - np.searchsorted(boxes.img, np.arange(n))[boxes.img]
+    keep = rank < MAX_BOXES
+    boxes, rank = boxes[keep], rank[keep]
+    feats = _features(boxes, scenes, space, rng)
+    dim = space.cls.shape[1]
+    bboxes = np.zeros((n, MAX_BOXES, 4), np.float32)
+    features = np.zeros((n, MAX_BOXES, dim), np.float32)
+    source = np.full((n, MAX_BOXES), -1, np.int64)
+    bboxes[boxes.img, rank] = boxes.coords
+    features[boxes.img, rank] = feats
+    source[boxes.img, rank] = boxes.src
+    num = np.bincount(boxes.img, minlength=n)
+    return Detections(bboxes, features, num, source)
+
+
+def _true_boxes(scenes: Scenes, start: int, stop: int, rng: np.random.Generator) -> _Boxes:
+    """The detections of true objects: each object found with probability ``P_DETECT``
+    (``P_DETECT_SMALL`` under ``SMALL_AREA``), its box jittered (σ ``SIGMA``, or
+    ``SIGMA_POOR`` for the ``P_POOR`` poorly localized), then a ``P_DUPLICATE`` share of
+    the found ones again as duplicates (σ ``SIGMA_DUPLICATE``, lower confidence)."""
     n = stop - start
     lo, hi = int(scenes.offsets[start]), int(scenes.offsets[stop])
     obj = np.arange(lo, hi)
@@ -113,7 +166,32 @@ def simulate_detections(
     dx1, dy1, dx2, dy2 = _jitter(x1, y1, x2, y2, SIGMA_DUPLICATE, rng)
     conf_true = 0.5 + 0.5 * rng.random(obj.shape[0])
     conf_dup = 0.3 + 0.5 * rng.random(obj.shape[0])
+    keep_t, keep_d = np.flatnonzero(detected), np.flatnonzero(dup)
+    coords = np.stack(
+        [
+            np.concatenate([jx1[keep_t], dx1[keep_d]]),
+            np.concatenate([jy1[keep_t], dy1[keep_d]]),
+            np.concatenate([jx2[keep_t], dx2[keep_d]]),
+            np.concatenate([jy2[keep_t], dy2[keep_d]]),
+        ],
+        axis=1,
+    )
+    return _Boxes(
+        img=np.concatenate([img[keep_t], img[keep_d]]),
+        src=np.concatenate([obj[keep_t], obj[keep_d]]),
+        poor=np.concatenate([poor[keep_t], np.zeros(keep_d.shape[0], bool)]),
+        coords=coords,
+        conf=np.concatenate([conf_true[keep_t], conf_dup[keep_d]]),
+        fp_cls=np.zeros(keep_t.shape[0] + keep_d.shape[0], int),
+    )
 
+
+def _false_positive_boxes(
+    scenes: Scenes, start: int, stop: int, rng: np.random.Generator
+) -> _Boxes:
+    """Poisson(``FALSE_POSITIVES``) boxes per image at random places (3-40 % of the
+    image's width and height), low confidence, each mimicking a random class."""
+    n = stop - start
     W = scenes.width[start:stop].astype(np.float64)
     H = scenes.height[start:stop].astype(np.float64)
     n_fp = rng.poisson(FALSE_POSITIVES, n)
@@ -124,62 +202,66 @@ def simulate_detections(
     fy1 = rng.random(fp_img.shape[0]) * (H[fp_img] - fh)
     fp_cls = rng.integers(0, len(CLASSES), fp_img.shape[0])
     conf_fp = 0.05 + 0.55 * rng.random(fp_img.shape[0])
-
-    keep_t, keep_d = np.flatnonzero(detected), np.flatnonzero(dup)
-    all_img = np.concatenate([img[keep_t], img[keep_d], fp_img])
-    all_src = np.concatenate([obj[keep_t], obj[keep_d], np.full(fp_img.shape[0], -1)])
-    all_poor = np.concatenate([poor[keep_t], np.zeros(keep_d.shape[0] + fp_img.shape[0], bool)])
-    coords = np.stack(
-        [
-            np.concatenate([jx1[keep_t], dx1[keep_d], fx1]),
-            np.concatenate([jy1[keep_t], dy1[keep_d], fy1]),
-            np.concatenate([jx2[keep_t], dx2[keep_d], fx1 + fw]),
-            np.concatenate([jy2[keep_t], dy2[keep_d], fy1 + fh]),
-        ],
-        axis=1,
+    return _Boxes(
+        img=fp_img,
+        src=np.full(fp_img.shape[0], -1),
+        poor=np.zeros(fp_img.shape[0], bool),
+        coords=np.stack([fx1, fy1, fx1 + fw, fy1 + fh], axis=1),
+        conf=conf_fp,
+        fp_cls=fp_cls,
     )
-    conf = np.concatenate([conf_true[keep_t], conf_dup[keep_d], conf_fp])
-    Wb, Hb = W[all_img], H[all_img]
+
+
+def _joined(first: _Boxes, second: _Boxes) -> _Boxes:
+    """The rows of ``first`` then those of ``second``."""
+    return _Boxes(
+        *(
+            np.concatenate([a, b])
+            for a, b in (
+                (first.img, second.img),
+                (first.src, second.src),
+                (first.poor, second.poor),
+                (first.coords, second.coords),
+                (first.conf, second.conf),
+                (first.fp_cls, second.fp_cls),
+            )
+        )
+    )
+
+
+def _clipped(boxes: _Boxes, scenes: Scenes, start: int, stop: int) -> _Boxes:
+    """``boxes`` with corners clipped into their image (at least 1 px wide and high)."""
+    W = scenes.width[start:stop].astype(np.float64)
+    H = scenes.height[start:stop].astype(np.float64)
+    coords = boxes.coords
+    Wb, Hb = W[boxes.img], H[boxes.img]
     coords[:, 0] = np.clip(coords[:, 0], 0, Wb - 2)
     coords[:, 1] = np.clip(coords[:, 1], 0, Hb - 2)
     coords[:, 2] = np.clip(coords[:, 2], coords[:, 0] + 1, Wb - 1)
     coords[:, 3] = np.clip(coords[:, 3], coords[:, 1] + 1, Hb - 1)
+    return boxes
 
-    order = np.lexsort((-conf, all_img))
-    all_img, all_src, all_poor, coords = (
-        all_img[order],
-        all_src[order],
-        all_poor[order],
-        coords[order],
-    )
-    fp_cls_all = np.concatenate([np.zeros(keep_t.shape[0] + keep_d.shape[0], int), fp_cls])[order]
-    starts = np.searchsorted(all_img, np.arange(n))
-    rank = np.arange(all_img.shape[0]) - starts[all_img]
-    keep = rank < MAX_BOXES
-    all_img, all_src, all_poor, coords, rank = (
-        all_img[keep], all_src[keep], all_poor[keep], coords[keep], rank[keep]
-    )  # fmt: skip
-    fp_cls_all = fp_cls_all[keep]
 
-    true = all_src >= 0
-    src = np.where(true, all_src, 0)
+def _ranked(boxes: _Boxes) -> _Boxes:
+    """``boxes`` sorted by image, then by decreasing confidence."""
+    return boxes[np.lexsort((-boxes.conf, boxes.img))]
+
+
+def _features(
+    boxes: _Boxes, scenes: Scenes, space: FeatureSpace, rng: np.random.Generator
+) -> np.ndarray:
+    """Noisy features of ``boxes``: their object's encoding (mixed half with the background
+    for poorly localized boxes), or background + half a class for false positives."""
+    true = boxes.src >= 0
+    src = np.where(true, boxes.src, 0)
     clean = space.encode(
         scenes.cls[src], scenes.color[src], scenes.material[src], scenes.state[src]
     )
-    fp_feat = space.background + 0.5 * space.cls[fp_cls_all]
+    fp_feat = space.background + 0.5 * space.cls[boxes.fp_cls]
     clean = np.where(true[:, None], clean, fp_feat)
-    clean = np.where(all_poor[:, None], 0.5 * clean + 0.5 * space.background, clean)
+    clean = np.where(boxes.poor[:, None], 0.5 * clean + 0.5 * space.background, clean)
     dim = space.cls.shape[1]
-    feats = clean + NOISE * rng.standard_normal((all_img.shape[0], dim))
-
-    bboxes = np.zeros((n, MAX_BOXES, 4), np.float32)
-    features = np.zeros((n, MAX_BOXES, dim), np.float32)
-    source = np.full((n, MAX_BOXES), -1, np.int64)
-    bboxes[all_img, rank] = coords
-    features[all_img, rank] = feats
-    source[all_img, rank] = all_src
-    num = np.bincount(all_img, minlength=n)
-    return Detections(bboxes, features, num, source)
+    return clean + NOISE * rng.standard_normal((boxes.img.shape[0], dim))
 
 
 class FeatureWriter:
@@ -236,3 +318,42 @@ class FeatureWriter:
         """Close all files."""
         for fh in self.files.values():
             fh.close()  # type: ignore[attr-defined]
+
+
+def write_detections(
+    out: Path, scenes: Scenes, feature_dim: int, rng: np.random.Generator, bar: Progress
+) -> tuple[list[str], dict[str, Any]]:
+    """Detect the objects of every image of ``scenes`` and write ``gqa/objects`` under
+    ``out``: ``gqa_objects_<k>.h5`` (:class:`FeatureWriter`) and
+    ``gqa_objects_info.json`` (per GQA image id: width, height, ``objectsNum``, file,
+    index). Returns the files written (relative to ``out``) and ``{"boxes", "files"}``
+    (boxes detected, feature files written)."""
+    folder = out / "gqa" / "objects"
+    space = FeatureSpace.draw(feature_dim, rng)
+    writer = FeatureWriter(folder, scenes.n_images, feature_dim)
+    info: dict[str, Any] = {}
+    boxes = 0
+    task = bar.add_task("detections", total=scenes.n_images)
+    try:
+        for lo in range(0, scenes.n_images, DETECTION_BLOCK):
+            hi = min(scenes.n_images, lo + DETECTION_BLOCK)
+            d = simulate_detections(scenes, lo, hi, space, rng)
+            where = writer.write(lo, d)
+            nums = d.num.tolist()
+            boxes += sum(nums)
+            for j, (k, idx) in enumerate(where):
+                i = lo + j
+                info[gqa_image_id(i)] = {
+                    "width": int(scenes.width[i]),
+                    "height": int(scenes.height[i]),
+                    "objectsNum": nums[j],
+                    "file": k,
+                    "idx": idx,
+                }
+            bar.advance(task, hi - lo)
+    finally:
+        writer.close()
+    write_json(folder / "gqa_objects_info.json", info)
+    files = ["gqa/objects/gqa_objects_info.json"]
+    files += [f"gqa/objects/gqa_objects_{k}.h5" for k in range(len(writer.files))]
+    return files, {"boxes": boxes, "files": len(writer.files)}

@@ -11,8 +11,10 @@ Sub-answers are the true perceptual facts of the image.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
+from vqadiag.data.jsonio import write_json
 from vqadiag.synth.vqa2 import SUB_QUESTIONS, Facts, answer_of, render
 
 _REPHRASE = {
@@ -58,3 +60,18 @@ def introspect_record(
         "image_id": image_id,
         "introspect": entries,
     }
+
+
+def write_introspect_split(
+    out: Path, split: str, records: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """Write ``introspect/VQAIntrospect_{split}v1.0.json`` (``records`` by VQA v2 question
+    id) under ``out``. Returns the file (relative to ``out``) and the split's entry of
+    ``world.json`` ``splits.introspect``: ``{"questions", "sub_questions"}``."""
+    name = f"VQAIntrospect_{split}v1.0.json"
+    write_json(out / "introspect" / name, records)
+    stats = {
+        "questions": len(records),
+        "sub_questions": sum(len(e["sub_qa"]) for r in records.values() for e in r["introspect"]),
+    }
+    return f"introspect/{name}", stats
