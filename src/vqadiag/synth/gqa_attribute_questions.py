@@ -4,18 +4,20 @@ verifyAttr, chooseAttr, existAttr, categoryAttr; :mod:`vqadiag.synth.gqa_questio
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vqadiag.synth.gqa_record import ImageContext, Phrase, article, question_record, step
+from vqadiag.synth.gqa_record import (
+    ImageContext,
+    Maker,
+    Phrase,
+    article,
+    question_record,
+    step,
+)
 from vqadiag.synth.taxonomy import CLASSES
 
-if TYPE_CHECKING:
-    from vqadiag.synth.gqa_questions import QuestionMaker
 
-
-def attribute_bundle(
-    maker: QuestionMaker, ctx: ImageContext, i: int, family: str
-) -> list[dict[str, Any]]:
+def attribute_bundle(maker: Maker, ctx: ImageContext, i: int, family: str) -> list[dict[str, Any]]:
     """query / verify / choose questions on one attribute of one object (mutually entailed)."""
     rng = maker.rng
     name, oid, value = ctx.names[i], ctx.oids[i], ctx.attrs[family][i]
@@ -94,9 +96,7 @@ def attribute_bundle(
     return out
 
 
-def exist_attr(
-    maker: QuestionMaker, ctx: ImageContext, i: int, family: str
-) -> dict[str, Any] | None:
+def exist_attr(maker: Maker, ctx: ImageContext, i: int, family: str) -> dict[str, Any] | None:
     """Is there a <value> <name>? (the name is unique in the image)."""
     name, oid = ctx.names[i], ctx.oids[i]
     truth = maker.rng.random() < 0.5
@@ -118,7 +118,7 @@ def exist_attr(
     )  # fmt: skip
 
 
-def category_attr(maker: QuestionMaker, ctx: ImageContext, i: int) -> dict[str, Any] | None:
+def category_attr(maker: Maker, ctx: ImageContext, i: int) -> dict[str, Any] | None:
     """What kind of <category> is <colour>? (one name among that category's colour)."""
     color = ctx.attrs["color"][i]
     cat = CLASSES[ctx.cls[i]].category

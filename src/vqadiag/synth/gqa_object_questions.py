@@ -4,16 +4,20 @@ objects compare (families exist, logicAnd / logicOr, sameAttr / diffAttr, compar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vqadiag.synth.gqa_record import ImageContext, Phrase, article, question_record, step
+from vqadiag.synth.gqa_record import (
+    ImageContext,
+    Maker,
+    Phrase,
+    article,
+    question_record,
+    step,
+)
 from vqadiag.synth.taxonomy import CLASS_INDEX, CLASSES
 
-if TYPE_CHECKING:
-    from vqadiag.synth.gqa_questions import QuestionMaker
 
-
-def exist(maker: QuestionMaker, ctx: ImageContext) -> dict[str, Any]:
+def exist(maker: Maker, ctx: ImageContext) -> dict[str, Any]:
     """Is there a <name> in the image? (present or absent class of the place)."""
     rng = maker.rng
     if rng.random() < 0.5:
@@ -42,7 +46,7 @@ def exist(maker: QuestionMaker, ctx: ImageContext) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def logical(maker: QuestionMaker, ctx: ImageContext) -> dict[str, Any] | None:
+def logical(maker: Maker, ctx: ImageContext) -> dict[str, Any] | None:
     """Are there both As and Bs / either As or Bs in the image?"""
     rng = maker.rng
     present = sorted(ctx.count)
@@ -83,7 +87,7 @@ def logical(maker: QuestionMaker, ctx: ImageContext) -> dict[str, Any] | None:
     )  # fmt: skip
 
 
-def compare(maker: QuestionMaker, ctx: ImageContext) -> dict[str, Any] | None:
+def compare(maker: Maker, ctx: ImageContext) -> dict[str, Any] | None:
     """Same / different attribute of two objects, or which of two is larger / smaller."""
     rng = maker.rng
     if len(ctx.unique) < 2:

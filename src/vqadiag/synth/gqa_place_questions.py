@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vqadiag.synth.gqa_record import ImageContext, Phrase, article, question_record, step
+from vqadiag.synth.gqa_record import (
+    ImageContext,
+    Maker,
+    Phrase,
+    article,
+    question_record,
+    step,
+)
 from vqadiag.synth.taxonomy import PLACES
 
-if TYPE_CHECKING:
-    from vqadiag.synth.gqa_questions import QuestionMaker
 
-
-def place_question(maker: QuestionMaker, ctx: ImageContext) -> dict[str, Any]:
+def place_question(maker: Maker, ctx: ImageContext) -> dict[str, Any]:
     """Which place is this? / Is this a kitchen? / Is this a kitchen or a street?"""
     rng = maker.rng
     kind = rng.randrange(3)

@@ -6,9 +6,10 @@ between one image's records (:func:`finalize`); docs/synth.md.
 
 from __future__ import annotations
 
+import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from vqadiag.synth.taxonomy import CLASSES
 
@@ -143,3 +144,17 @@ def finalize(records: list[dict[str, Any]], qids: list[str]) -> None:
             records[other]["equivalent"].append(qids[k])
     for rec in records:
         rec["equivalent"].sort()
+
+
+class Maker(Protocol):
+    """What the question families use of the question maker
+    (:class:`vqadiag.synth.gqa_questions.QuestionMaker`): its random stream, the
+    attribute priors, the places' class priors and the false-value draw."""
+
+    rng: random.Random
+    attr_priors: dict[str, list[dict[str, float]]]
+    place_classes: dict[str, list[tuple[str, float]]]
+
+    def false_value(self, ctx: ImageContext, i: int, family: str) -> str | None:
+        """A value object ``i`` does not have, drawn from its class prior."""
+        ...

@@ -7,13 +7,17 @@ verifyRel, existRel; :mod:`vqadiag.synth.gqa_questions`)."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from vqadiag.synth.gqa_record import ImageContext, Phrase, article, question_record, step
+from vqadiag.synth.gqa_record import (
+    ImageContext,
+    Maker,
+    Phrase,
+    article,
+    question_record,
+    step,
+)
 from vqadiag.synth.taxonomy import CLASSES, RELATION_ANSWER, RELATIONS
-
-if TYPE_CHECKING:
-    from vqadiag.synth.gqa_questions import QuestionMaker
 
 
 class RelationTriple(NamedTuple):
@@ -40,7 +44,7 @@ class RelationTriple(NamedTuple):
         )  # fmt: skip
 
 
-def relation(maker: QuestionMaker, ctx: ImageContext) -> dict[str, Any] | None:
+def relation(maker: Maker, ctx: ImageContext) -> dict[str, Any] | None:
     """One relation question on a random relation triple with an unambiguous referent
     (the object ``b`` is the only one of its name); None when the drawn family does not
     fit the image."""
