@@ -45,3 +45,32 @@ def test_ranking_match_by_fpvg_averages_per_category():
     assert out["n"] == {"fpvg_plus": 2, "fpvg_minus": 1}
     with pytest.raises(ValueError, match="differ in length"):
         ranking_match_by_fpvg(scores, relevant, irrelevant, np.array([True]))
+
+
+def test_the_importance_suite_adds_its_table_to_the_diagnose_summary(capsys):
+    from vqadiag.cli.diagnose import _render
+    from vqadiag.suites.base import registered_suites
+
+    def est(v: float) -> dict:
+        return {"value": v, "ci_low": v - 1, "ci_high": v + 1, "n": 4}
+
+    entry = {
+        kind: {"fpvg_plus": est(base), "fpvg_minus": est(base + 10), "all": est(base + 5)}
+        for kind, base in (("relevant_score", 50.0), ("irrelevant_score", 20.0))
+    }
+    result = {"methods": {"loo": entry}}
+    (table,) = registered_suites()["importance"].summary_tables(result)
+    assert table.columns[0] == "method" and len(table.rows) == 1
+    assert table.rows[0][0] == "loo" and [c.split()[0] for c in table.rows[0][1:]] == [
+        "50.00", "60.00", "20.00", "30.00",
+    ]  # fmt: skip
+    diagnosed = {
+        "model": {"name": "m", "fingerprint": "f"},
+        "summary": {},
+        "suites": {"importance": result},
+        "conditions": {},
+        "skipped": {},
+    }
+    _render(diagnosed)
+    out = capsys.readouterr().out
+    assert "feature importance: ranking match (%)" in out and "loo" in out

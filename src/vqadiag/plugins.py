@@ -42,6 +42,7 @@ _PUBLIC = {
     "FindingRule": "vqadiag.suites.base",
     "Drilldown": "vqadiag.suites.base",
     "Plot": "vqadiag.suites.base",
+    "SummaryTable": "vqadiag.suites.base",
     "below_one": "vqadiag.suites.base",
     "is_zero": "vqadiag.suites.base",
     "register_suite": "vqadiag.suites.base",

@@ -204,8 +204,8 @@ def _render(result: Mapping[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from vqadiag.console.common import fmt_estimate, fmt_rate
-    from vqadiag.suites.base import figures
+    from vqadiag.console.common import fmt_estimate
+    from vqadiag.suites.base import figures, registered_suites
 
     console = Console()
     model = result["model"]
@@ -229,25 +229,16 @@ def _render(result: Mapping[str, Any]) -> None:
             label = f"{fig.label} {k}" if fig.many else fig.label
             table.add_row(label, value, interval, str(one.get("n", "")))
     console.print(table)
-    imp = result["suites"].get("importance")
-    if imp:
-        t2 = Table(title="feature importance: ranking match (%)", title_justify="left")
-        for col in (
-            "method",
-            "relevant FPVG+",
-            "relevant FPVG−",
-            "irrelevant FPVG+",
-            "irrelevant FPVG−",
-        ):
-            t2.add_column(col, justify="right" if col != "method" else "left")
-        for method, entry in imp["methods"].items():
-            cells = [
-                fmt_rate(entry[kind][group])[0]
-                for kind in ("relevant_score", "irrelevant_score")
-                for group in ("fpvg_plus", "fpvg_minus")
-            ]
-            t2.add_row(method, *cells)
-        console.print(t2)
+    registry = registered_suites()
+    for name, suite_result in result["suites"].items():
+        suite = registry.get(name)
+        for extra in suite.summary_tables(suite_result) if suite is not None else ():
+            t2 = Table(title=extra.title, title_justify="left")
+            for i, col in enumerate(extra.columns):
+                t2.add_column(col, justify="left" if i == 0 else "right")
+            for row in extra.rows:
+                t2.add_row(*row)
+            console.print(t2)
     cond = Table(title="conditions", title_justify="left")
     for col in ("condition", "questions", "computed", "cached"):
         cond.add_column(col, justify="right" if col != "condition" else "left")

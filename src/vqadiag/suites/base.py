@@ -160,6 +160,16 @@ class Plot:
     draw: Callable[[Mapping[str, Any]], str]
 
 
+@dataclass(frozen=True)
+class SummaryTable:
+    """A table of a suite's own that ``vqadiag diagnose`` prints below the summary:
+    a title, the column headers and rows of text."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+
 @dataclass
 class SuiteOutput:
     """What a suite hands back: scoring dict, per-unit rows, summary estimates."""
@@ -199,6 +209,10 @@ class Suite:
     def run(self, state: DiagnoseState) -> SuiteOutput:
         """Run the model under the suite's conditions and score them."""
         raise NotImplementedError
+
+    def summary_tables(self, result: Mapping[str, Any]) -> list[SummaryTable]:
+        """Tables of the suite's result the ``diagnose`` summary prints (default none)."""
+        return []
 
     def not_run_reason(self, key: str, skipped: str | None, result: Any) -> str | None:
         """Why figure ``key`` is missing from a result: by default the suite's skip reason

@@ -12,7 +12,14 @@ from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.probes.conditions import Condition
 from vqadiag.protocols.importance.formulas import FPVG_GROUPS, ranking_match
 from vqadiag.protocols.importance.plots import PLOTS
-from vqadiag.suites.base import Figure, Suite, SuiteOutput, SuiteSkipped, register_suite
+from vqadiag.suites.base import (
+    Figure,
+    Suite,
+    SuiteOutput,
+    SuiteSkipped,
+    SummaryTable,
+    register_suite,
+)
 from vqadiag.suites.grounding import GroundingRuns, grounding_runs
 from vqadiag.suites.sources import GQASource, gqa_source, probe_of, unit_row
 from vqadiag.suites.state import DiagnoseState
@@ -40,6 +47,22 @@ class ImportanceSuite(Suite):
         Figure(f"{m}_relevant_score", f"relevant on top: {_METHOD_LABELS[m]}")
         for m in IMPORTANCE_METHODS
     )
+
+    def summary_tables(self, result: Mapping[str, Any]) -> list[SummaryTable]:
+        """The ranking match of every method on FPVG+ and FPVG− questions (%)."""
+        from vqadiag.console.common import fmt_rate
+
+        rows = [
+            (method, *(
+                fmt_rate(entry[kind][group])[0]
+                for kind in ("relevant_score", "irrelevant_score")
+                for group in FPVG_GROUPS
+            ))
+            for method, entry in result["methods"].items()
+        ]  # fmt: skip
+        columns = ("method", "relevant FPVG+", "relevant FPVG−", "irrelevant FPVG+",
+                   "irrelevant FPVG−")  # fmt: skip
+        return [SummaryTable("feature importance: ranking match (%)", columns, rows)]
 
     def run(self, state: DiagnoseState) -> SuiteOutput:
         return importance_suite(state)
