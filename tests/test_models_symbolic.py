@@ -12,7 +12,7 @@ from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch
 pytest.importorskip("torch")
 
 from vqadiag.data.gqa_data import GQAData
-from vqadiag.models.symbolic import (
+from vqadiag.models.reference.symbolic import (
     SymbolicModel,
     grounded_question_ids,
     iou_matrix,

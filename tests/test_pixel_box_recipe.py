@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from vqadiag.data.gqa_data import GQAData
-from vqadiag.models import pixel
-from vqadiag.models.pixel import GridObjective, PixelModel
-from vqadiag.models.pixel_boxes import (
+from vqadiag.models.reference import pixel
+from vqadiag.models.reference.pixel import GridObjective, PixelModel
+from vqadiag.models.reference.pixel_boxes import (
     BoxCropInput,
     CropFeatureCache,
     TrainingCrops,

@@ -11,9 +11,9 @@ import pytest
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.inputs import PixelInput
-from vqadiag.models import pixel
-from vqadiag.models.pixel import GridObjective, PixelModel
-from vqadiag.models.pixel_boxes import (
+from vqadiag.models.reference import pixel
+from vqadiag.models.reference.pixel import GridObjective, PixelModel
+from vqadiag.models.reference.pixel_boxes import (
     BoxCropInput,
     box_crops,
     boxes_of_object,

@@ -1,7 +1,7 @@
 """Glue of ``vqadiag finetune``: sub-question fine-tuning / SQuINT with before/after figures.
 
 docs/protocols.md §6. :func:`finetune` loads an UpDn run trained on VQA v2, fine-tunes it on the
-VQA-introspect training pairs of a data folder (:mod:`vqadiag.models.finetune`),
+VQA-introspect training pairs of a data folder (:mod:`vqadiag.models.remedies.finetune`),
 saves the new run, and measures the model before and after on the introspect val
 file: the consistency quadrants and figures of :func:`vqadiag.protocols.consistency.score.
 score_consistency` (main correct = VQA accuracy 1.0 against the VQA v2 val
@@ -181,8 +181,8 @@ def finetune(
     """
     from vqadiag.data.vqa2_data import VQA2Data
     from vqadiag.models.checkpoint import run_fingerprint
-    from vqadiag.models.finetune import METHODS, finetune_model
     from vqadiag.models.registry import load_model
+    from vqadiag.models.remedies.finetune import METHODS, finetune_model
     from vqadiag.plugins import load_plugins
 
     if method not in METHODS:

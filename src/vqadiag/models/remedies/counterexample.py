@@ -45,7 +45,7 @@ import numpy as np
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities
-from vqadiag.models.question_only import make_question_encoder
+from vqadiag.models.reference.question_only import make_question_encoder
 from vqadiag.models.training import (
     SPATIAL_DIM,
     TRAINING_DEFAULTS,
@@ -99,7 +99,7 @@ def build_counterexample_net(
     import torch
     from torch import nn
 
-    from vqadiag.models.updn import masked_softmax
+    from vqadiag.models.reference.updn import masked_softmax
 
     emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
     k, edim, pooling = int(options["k_candidates"]), int(options["explain_dim"]), options["pooling"]

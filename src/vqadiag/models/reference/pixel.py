@@ -45,7 +45,7 @@ the question's ``annotations`` tie to objects is then supervised as well, by
 ``T_t`` of the token's objects, averaged over the tied tokens.
 
 ``encoder`` ``boxes`` replaces the grid by the detected boxes, each cut from the stored
-image and encoded by a crop CNN (:mod:`vqadiag.models.pixel_boxes`); the heads then
+image and encoded by a crop CNN (:mod:`vqadiag.models.reference.pixel_boxes`); the heads then
 attend over boxes, and ``pretrain_epochs`` first trains the crop CNN on the boxes' names
 and attributes (:func:`pretrain_box_encoder`). ``crop_pooling`` ``layout`` flattens the
 crop CNN's last map instead of averaging it (where a class's mark or a state's badge sits
@@ -66,7 +66,7 @@ import numpy as np
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, PixelInput, QuestionBatch
-from vqadiag.models.pixel_boxes import (
+from vqadiag.models.reference.pixel_boxes import (
     CROP_POOLINGS,
     ENCODERS,
     BoxCropInput,
@@ -79,7 +79,7 @@ from vqadiag.models.pixel_boxes import (
     layout_crop_encoder,
     matched_objects,
 )
-from vqadiag.models.question_only import make_question_encoder
+from vqadiag.models.reference.question_only import make_question_encoder
 from vqadiag.models.training import (
     LR_SCHEDULES,
     TRAINING_DEFAULTS,
@@ -559,7 +559,7 @@ class PixelModel(TorchModel):
     def training_input(self, data: GQAData, image_ids: Sequence[str]) -> PixelInput:
         """The batch's images at the model's input size (the data path caches them); the
         box encoder gets the crops of their detected boxes, cut once per image
-        (:class:`~vqadiag.models.pixel_boxes.TrainingCrops`)."""
+        (:class:`~vqadiag.models.reference.pixel_boxes.TrainingCrops`)."""
         if self.boxes:
             return self._training_crops().batch(data, image_ids)
         return data.pixel_input(image_ids, size=self.input_size, max_objects=1)
@@ -613,7 +613,7 @@ class PixelModel(TorchModel):
         ``rows`` of ``visual``: one crop per real box, image by image (images are cut here,
         in this thread: :meth:`_cut_crops`). With ``encode`` (inference: the weights are
         fixed), the crops' features (K, 4c) in their place, from the crop cache
-        (:class:`~vqadiag.models.pixel_boxes.CropFeatureCache`)."""
+        (:class:`~vqadiag.models.reference.pixel_boxes.CropFeatureCache`)."""
         import torch
 
         if isinstance(visual, PixelInput):
@@ -633,9 +633,9 @@ class PixelModel(TorchModel):
         return crops_t, positions, torch.from_numpy(mask)
 
     def _cut_crops(self, visual: PixelInput, threads: int) -> BoxCropInput:
-        """The box encoder's :class:`~vqadiag.models.pixel_boxes.BoxCropInput` of
+        """The box encoder's :class:`~vqadiag.models.reference.pixel_boxes.BoxCropInput` of
         ``visual``: each image's real boxes cut with
-        :func:`~vqadiag.models.pixel_boxes.box_crops` on ``threads`` threads (Pillow frees
+        :func:`~vqadiag.models.reference.pixel_boxes.box_crops` on ``threads`` threads (Pillow frees
         the GIL while it resizes); rows that share one image array and its boxes share one
         crops array. Without boxes, every image has none (one padding box, masked)."""
         n = len(visual.images)
@@ -813,8 +813,9 @@ def _grid_vocab(data: GQAData, split: str, n_attrs: int) -> tuple[list[str], lis
 class GridObjective:
     """``CE(answer) + w · (CE(unit names) + s · BCE(unit attributes)) + w_att · L_att``
     (module docstring); the units are grid cells, or with the box encoder the detected
-    boxes, matched to the scene graph's objects by IoU (:mod:`vqadiag.models.pixel_boxes`).
-    With a frozen encoder the unit term is left out: the units no longer learn from it."""
+    boxes, matched to the scene graph's objects by IoU
+    (:mod:`vqadiag.models.reference.pixel_boxes`). With a frozen encoder the unit term is
+    left out: the units no longer learn from it."""
 
     def __init__(self, model: PixelModel, data: GQAData, split: str) -> None:
         import torch
@@ -874,8 +875,9 @@ class GridObjective:
     def targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         """Per unit: the name index and the attribute indicator row of its object. A cell's
         object is the one on top at its centre (in the stored image's coordinates); a
-        box's is the object it matches (:func:`~vqadiag.models.pixel_boxes.matched_objects`);
-        index 0 ("background") when none."""
+        box's is the object it matches
+        (:func:`~vqadiag.models.reference.pixel_boxes.matched_objects`); index 0
+        ("background") when none."""
         hit = self._targets.get(image_id)
         if hit is not None:
             return hit

@@ -36,11 +36,11 @@ key and load as ``"none"``). Likewise a config without ``pooling`` loads as
 ``∂ logit_a / ∂ f`` for GradCAM-style importance (docs/protocols.md §5).
 
 Remedy options (docs/remedies.md): ``debias`` = ``rubi`` / ``rubi+qb`` / ``bp`` /
-``lmh`` (:mod:`vqadiag.models.debias`) and ``hint`` > 0 (:mod:`vqadiag.models.hint`)
-change the training loss; ``rubi+qb`` also keeps RUBi's question-only mask at test
-time. The network exposes its parts (:meth:`encode`, :meth:`attend`, :meth:`answer`)
-so those losses and SQuINT fine-tuning (:mod:`vqadiag.models.finetune`) can recombine
-them.
+``lmh`` (:mod:`vqadiag.models.remedies.debias`) and ``hint`` > 0
+(:mod:`vqadiag.models.remedies.hint`) change the training loss; ``rubi+qb`` also keeps
+RUBi's question-only mask at test time. The network exposes its parts (:meth:`encode`,
+:meth:`attend`, :meth:`answer`) so those losses and SQuINT fine-tuning
+(:mod:`vqadiag.models.remedies.finetune`) can recombine them.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vqadiag.models.base import Capabilities, ObjectInput, QuestionBatch
-from vqadiag.models.question_only import make_question_encoder
+from vqadiag.models.reference.question_only import make_question_encoder
 from vqadiag.models.training import SPATIAL_DIM, TRAINING_DEFAULTS, TorchModel
 
 FEATURE_NORMS = ("none", "layer", "l2")
@@ -252,7 +252,7 @@ class UpDnModel(TorchModel):
     def resolve_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``options``, validated (unknown names and bad remedy
         values raise ``ValueError``)."""
-        from vqadiag.models.debias import DEBIAS_METHODS, GROUPINGS
+        from vqadiag.models.remedies.debias import DEBIAS_METHODS, GROUPINGS
 
         opts = super().resolve_options(options)
         if opts["debias"] not in DEBIAS_METHODS:
@@ -286,8 +286,8 @@ class UpDnModel(TorchModel):
 
     def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
         """Cross-entropy, or the remedy losses the options ask for (docs/remedies.md)."""
-        from vqadiag.models.debias import debias_objective
-        from vqadiag.models.hint import hint_objective
+        from vqadiag.models.remedies.debias import debias_objective
+        from vqadiag.models.remedies.hint import hint_objective
 
         objective = debias_objective(self, data, split, question_ids)
         if self.options["hint"] > 0:
