@@ -18,11 +18,12 @@ from vqadiag.models.reference.pixel_boxes import (
     TrainingCrops,
     box_crops,
     crops_tensor,
-    layout_crop_encoder,
 )
 from vqadiag.models.registry import load_model
 
 torch = pytest.importorskip("torch")
+
+from vqadiag.models.networks.pixel import layout_crop_encoder  # noqa: E402
 
 FROZEN = {
     "encoder": "boxes",

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,16 +69,12 @@ from vqadiag.models.reference.pixel_boxes import (
     CROP_POOLINGS,
     ENCODERS,
     BoxCropInput,
-    CropFeatureCache,
     TrainingCrops,
     box_crops,
     boxes_of_object,
-    crop_encoder,
     crops_tensor,
-    layout_crop_encoder,
     matched_objects,
 )
-from vqadiag.models.reference.question_only import make_question_encoder
 from vqadiag.models.training import (
     LR_SCHEDULES,
     TRAINING_DEFAULTS,
@@ -142,282 +137,44 @@ ATTRIBUTE_LOSSES = ("mean", "sum")
 LEGACY_ATTENTION_SUPERVISION = 0.0
 
 
-def grid_encoder(c: int) -> Any:
-    """The CNN of the module docstring: (U, 3, S, S) → (U, 4c, S/8, S/8)."""
-    from torch import nn
+def pixel_net_config(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
+    """The :class:`~vqadiag.models.networks.pixel.PixelNetConfig` of the model's options."""
+    from vqadiag.models.networks.pixel import PixelNetConfig
 
-    return nn.Sequential(
-        nn.Conv2d(3, c, 5, stride=2, padding=2),
-        nn.BatchNorm2d(c),
-        nn.ReLU(),
-        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
-        nn.BatchNorm2d(2 * c),
-        nn.ReLU(),
-        nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1),
-        nn.BatchNorm2d(4 * c),
-        nn.ReLU(),
-        nn.Conv2d(4 * c, 4 * c, 3, stride=1, padding=1),
-        nn.ReLU(),
+    return PixelNetConfig(
+        n_words=n_words,
+        n_answers=n_answers,
+        embedding_dim=options["embedding_dim"],
+        hidden_dim=options["hidden_dim"],
+        attention_dim=int(options["attention_dim"]),
+        dropout=options["dropout"],
+        channels=int(options["channels"]),
+        image_size=int(options["image_size"]),
+        encoder=options.get("encoder", "grid"),
+        crop_pooling=options.get("crop_pooling", "mean"),
+        crop_size=int(options.get("crop_size", OPTIONS_BEFORE_BOXES["crop_size"])),
+        aux_sizes=tuple(int(x) for x in options["aux_sizes"]),
     )
-
-
-def cell_centres(grid: int) -> Any:
-    """(1, G·G, 2): each cell's normalised centre (x, y), row by row."""
-    import torch
-
-    ys, xs = torch.meshgrid(
-        (torch.arange(grid) + 0.5) / grid, (torch.arange(grid) + 0.5) / grid, indexing="ij"
-    )
-    return torch.stack([xs, ys], -1).reshape(1, grid * grid, 2)
-
-
-def unit_dim(options: Mapping[str, Any]) -> int:
-    """Width of one unit the heads attend over: a grid cell's ``4c`` features and its
-    centre (``4c + 2``), or a box's ``4c`` crop features and its 5 spatial features."""
-    c = int(options["channels"])
-    return 4 * c + (5 if options.get("encoder", "grid") == "boxes" else 2)
-
-
-def attach_encoder(net: Any, options: Mapping[str, Any]) -> None:
-    """Give ``net`` its image encoder: ``cnn`` = :func:`grid_encoder` and the ``coords``
-    buffer (``encoder`` ``grid``), or ``cnn`` = the crop encoder (``boxes``)."""
-    c = int(options["channels"])
-    net.units = options.get("encoder", "grid")
-    if net.units == "boxes":
-        if options.get("crop_pooling", "mean") == "layout":
-            net.cnn = layout_crop_encoder(c, int(options["crop_size"]))
-        else:
-            net.cnn = crop_encoder(c)
-        net.crop_dim = 4 * c
-        net.crop_cache = CropFeatureCache()
-        return
-    net.cnn = grid_encoder(c)
-    net.register_buffer("coords", cell_centres(int(options["image_size"]) // 8))
-
-
-@lru_cache(maxsize=1)
-def cell_network_base() -> Any:
-    """The ``nn.Module`` base of both pixel networks: ``cells`` (the units the heads attend
-    over, with a mask of the real ones) and ``forward`` = ``head(tokens, lengths,
-    *cells(view), image_of)``; a subclass calls :func:`attach_encoder` and defines
-    ``head``."""
-    import torch
-    from torch import nn
-
-    class CellNetwork(nn.Module):
-        frozen_encoder = False
-
-        def train(self, mode: bool = True) -> CellNetwork:
-            """``nn.Module.train``; a frozen encoder stays in evaluation mode (and keeps
-            its cached crop features); otherwise the box encoder's cached crop features
-            are dropped, as training may change the weights."""
-            super().train(mode)
-            if self.frozen_encoder:
-                self.cnn.eval()
-            elif mode and hasattr(self, "crop_cache"):
-                self.crop_cache.clear()
-            return self
-
-        def encode(self, crops: torch.Tensor) -> torch.Tensor:
-            """The crop CNN's (K, 4c) features of (K, 3, s, s) crops. One crop in training
-            mode is read with batch norm's running statistics: a batch of one has no
-            statistics for the layout encoder's last (per-feature) batch norm."""
-            if not (self.training and self.cnn.training and crops.shape[0] == 1):
-                return self.cnn(crops)
-            self.cnn.eval()
-            try:
-                return self.cnn(crops)
-            finally:
-                self.cnn.train()
-
-        def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
-            """``nn.Module.load_state_dict``, dropping the cached crop features."""
-            if hasattr(self, "crop_cache"):
-                self.crop_cache.clear()
-            return super().load_state_dict(*args, **kwargs)
-
-        def cells(self, view: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-            """Grid: (U, 3, S, S) images → (U, G·G, 4c + 2) cell features with their
-            centres, no mask. Boxes: ``(crops (K, 3, s, s), positions (U, N, 5), mask
-            (U, N))`` with one crop per real box, in row order (or the crops' features
-            (K, 4c) in their place: a frozen or cached encoder's) → (U, N, 4c + 5) box
-            features (zeros for padding) and the mask."""
-            if self.units == "boxes":
-                crops, positions, mask = view
-                f = positions.new_zeros((*mask.shape, self.crop_dim))
-                if crops.shape[0]:
-                    f[mask] = crops if crops.dim() == 2 else self.encode(crops)
-                return torch.cat([f, positions], dim=2), mask
-            f = self.cnn(view).flatten(2).transpose(1, 2)
-            return torch.cat([f, self.coords.expand(f.shape[0], -1, -1)], dim=2), None
-
-        def forward(
-            self,
-            tokens: torch.Tensor,
-            lengths: torch.Tensor,
-            view: Any,
-            image_of: torch.Tensor,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            cells, mask = self.cells(view)
-            return self.head(tokens, lengths, cells, image_of, mask)
-
-    return CellNetwork
-
-
-def masked_scores(scores: Any, mask: Any, image_of: Any) -> Any:
-    """``scores`` (B, …, N) with the padding units of each question's image set to −∞
-    (unchanged when ``mask`` is None). An image without any real unit keeps its first
-    (padding) unit, so its softmax stays defined."""
-    if mask is None:
-        return scores
-    keep = mask.clone()
-    keep[:, 0] |= ~mask.any(dim=1)
-    keep = keep[image_of]
-    if scores.dim() == 3:
-        keep = keep[:, None, :]
-    return scores.masked_fill(~keep, float("-inf"))
-
-
-def add_output_heads(net: Any, dim: int, n_answers: int, options: Mapping[str, Any]) -> None:
-    """Give ``net`` the cell-label heads (``aux_name``, ``aux_attr``: ``aux_sizes`` outputs
-    from the ``dim``-wide cells) and the answer classifier (``Dropout → Linear(H, 2H) →
-    ReLU → Dropout → Linear(2H, A)``), in that order (saved weights keep their names)."""
-    from torch import nn
-
-    hidden, dropout = options["hidden_dim"], options["dropout"]
-    n_names, n_attrs = (int(x) for x in options["aux_sizes"])
-    net.aux_name = nn.Linear(dim, max(1, n_names))
-    net.aux_attr = nn.Linear(dim, max(1, n_attrs))
-    net.classifier = nn.Sequential(
-        nn.Dropout(dropout), nn.Linear(hidden, 2 * hidden), nn.ReLU(),
-        nn.Dropout(dropout), nn.Linear(2 * hidden, n_answers),
-    )  # fmt: skip
 
 
 def build_pixel_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
-    """The network of the module docstring (``head`` ``grid``), or the token-grounded one
-    (``head`` ``tokens``, :func:`build_token_net`)."""
-    import torch
-    from torch import nn
+    """The network of the module docstring (``head`` ``grid``,
+    :class:`~vqadiag.models.networks.pixel.PixelNet`), or the token-grounded one (``head``
+    ``tokens``, :func:`build_token_net`)."""
+    from vqadiag.models.networks.pixel import PixelNet
 
     if options.get("head", "grid") == "tokens":
         return build_token_net(n_words, n_answers, options)
-
-    emb, hidden = options["embedding_dim"], options["hidden_dim"]
-    dim = unit_dim(options)
-    att = int(options["attention_dim"])
-
-    class PixelNet(cell_network_base()):
-        def __init__(self) -> None:
-            super().__init__()
-            attach_encoder(self, options)
-            self.question = make_question_encoder(n_words, emb, hidden)
-            self.att_v = nn.Linear(dim, att)
-            self.att_q = nn.Linear(hidden, att)
-            self.att_w = nn.Linear(att, 1)
-            self.joint_q = nn.Linear(hidden, hidden)
-            self.joint_v = nn.Linear(dim, hidden)
-            add_output_heads(self, dim, n_answers, options)
-
-        def head(
-            self,
-            tokens: torch.Tensor,
-            lengths: torch.Tensor,
-            cells: torch.Tensor,
-            image_of: torch.Tensor,
-            mask: torch.Tensor | None = None,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            """Answer logits and attention from the unique images' units (U, N, dim) (grid
-            cells, or boxes with their ``mask`` (U, N))."""
-            q = self.question(tokens, lengths)
-            keys = self.att_v(cells)[image_of]  # (B, N, att)
-            scores = self.att_w(torch.tanh(keys + self.att_q(q)[:, None, :]))
-            alpha = torch.softmax(masked_scores(scores.squeeze(-1), mask, image_of), dim=1)
-            pooled = torch.bmm(alpha[:, None, :], cells[image_of]).squeeze(1)
-            joint = torch.relu(self.joint_q(q)) * torch.relu(self.joint_v(pooled))
-            return self.classifier(joint), alpha
-
-    return PixelNet()
+    return PixelNet(pixel_net_config(n_words, n_answers, options))
 
 
 def build_token_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
-    """The token-grounded network (docs/models.md, "The pixel model"): the same cells as
-    the grid network; every question token t queries them.
+    """The token-grounded network (docs/models.md, "The pixel model";
+    :class:`~vqadiag.models.networks.pixel.TokenPixelNet`): the same cells as the grid
+    network; every question token queries them."""
+    from vqadiag.models.networks.pixel import TokenPixelNet
 
-    * ``h_t``: bidirectional GRU state; ``u_t = W_u [h_t; e_t]`` (``e_t`` the embedding);
-      ``s_tc = u_t · W_k v_c / √d``; ``α_tc = softmax_c(s_tc)``; ``r_t = Σ_c α_tc W_r v_c``;
-      the evidence ``(logmeanexp_c s_tc, max_c s_tc)`` says whether what t names is there.
-    * A second GRU reads ``[h_t; r_t; evidence_t]``; its last state → the classifier.
-    * Reported cell attention ``α_c = Σ_t g_t α_tc``, ``g = softmax_t(w_g · h_t)`` over the
-      question's tokens; the per-token ``α_tc`` are kept in ``token_attention`` for
-      their supervision (:class:`GridObjective`).
-    """
-    import math
-
-    import torch
-    from torch import nn
-
-    emb, hidden = options["embedding_dim"], options["hidden_dim"]
-    dim = unit_dim(options)
-    att = int(options["attention_dim"])
-
-    def run_gru(gru: nn.GRU, x: torch.Tensor, lengths: torch.Tensor) -> tuple[Any, Any]:
-        packed = nn.utils.rnn.pack_padded_sequence(
-            x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
-        )
-        states, last = gru(packed)
-        states, _ = nn.utils.rnn.pad_packed_sequence(
-            states, batch_first=True, total_length=x.shape[1]
-        )
-        return states, last
-
-    class TokenPixelNet(cell_network_base()):
-        def __init__(self) -> None:
-            super().__init__()
-            attach_encoder(self, options)
-            self.embedding = nn.Embedding(n_words, emb, padding_idx=0)
-            self.encoder = nn.GRU(emb, hidden // 2, batch_first=True, bidirectional=True)
-            self.query = nn.Linear(2 * (hidden // 2) + emb, att)
-            self.key = nn.Linear(dim, att)
-            self.read = nn.Linear(dim, att)
-            self.reader = nn.GRU(2 * (hidden // 2) + att + 2, hidden, batch_first=True)
-            self.gate = nn.Linear(2 * (hidden // 2), 1)
-            add_output_heads(self, dim, n_answers, options)
-            self.token_attention: torch.Tensor | None = None
-
-        def head(
-            self,
-            tokens: torch.Tensor,
-            lengths: torch.Tensor,
-            cells: torch.Tensor,
-            image_of: torch.Tensor,
-            mask: torch.Tensor | None = None,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            """Answer logits and attention (B, N) over the units (grid cells, or boxes
-            with their ``mask`` (U, N)); per-token attention (B, T, N) in
-            ``token_attention``."""
-            words = self.embedding(tokens)
-            states, _ = run_gru(self.encoder, words, lengths)
-            queries = self.query(torch.cat([states, words], dim=2))
-            keys = self.key(cells)[image_of]
-            raw = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[2])
-            scores = masked_scores(raw, mask, image_of)
-            alpha = torch.softmax(scores, dim=2)
-            read = torch.bmm(alpha, self.read(cells)[image_of])
-            if mask is None:
-                log_n = math.log(scores.shape[2])
-            else:
-                real = torch.isfinite(scores[:, :1, :]).sum(2, keepdim=True)
-                log_n = torch.log(real.to(scores.dtype)).squeeze(2)
-            evidence = torch.stack([torch.logsumexp(scores, 2) - log_n, scores.amax(2)], dim=2)
-            _, last = run_gru(self.reader, torch.cat([states, read, evidence], dim=2), lengths)
-            valid = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
-            gate = self.gate(states).squeeze(2).masked_fill(~valid, float("-inf"))
-            cell_alpha = torch.bmm(torch.softmax(gate, 1)[:, None, :], alpha).squeeze(1)
-            self.token_attention = alpha
-            return self.classifier(last[0]), cell_alpha
-
-    return TokenPixelNet()
+    return TokenPixelNet(pixel_net_config(n_words, n_answers, options))
 
 
 class PixelModel(TorchModel):
@@ -578,7 +335,8 @@ class PixelModel(TorchModel):
         """The network's view of the batch's unique images and each question's image row.
 
         Grid: a (U, 3, S, S) tensor in [−1, 1]. Boxes: ``(crops, positions, mask)`` for
-        :meth:`CellNetwork.cells`, the crops of each image's real boxes in [−1, 1]."""
+        :meth:`~vqadiag.models.networks.pixel.CellNetwork.cells`, the crops of each
+        image's real boxes in [−1, 1]."""
         import torch
 
         cropped = self.boxes and isinstance(visual, BoxCropInput)

@@ -2,8 +2,9 @@
 
 Instead of one CNN over the whole image resized to a square, each detected box is cut
 from the stored image and resized to ``crop_size`` × ``crop_size`` (Pillow's bilinear
-resize, which averages over the box when shrinking), and a small CNN turns each crop
-into one feature vector, with the box's position appended
+resize, which averages over the box when shrinking), and a small CNN
+(:func:`vqadiag.models.networks.pixel.crop_encoder`) turns each crop into one feature
+vector, with the box's position appended
 (:func:`~vqadiag.models.training.spatial_features`: ``x1/W, y1/H, x2/W, y2/H, area``).
 The heads then attend over boxes instead of grid cells, so a box's importance is its
 attention weight.
@@ -56,59 +57,6 @@ def box_crops(image: np.ndarray, boxes: np.ndarray, crop: int) -> np.ndarray:
         resized = picture.resize((crop, crop), Image.BILINEAR, box=(x1, y1, x2, y2))
         out[k] = np.asarray(resized, dtype=np.uint8)
     return out
-
-
-def _crop_trunk(c: int) -> list[Any]:
-    """The first three blocks of both crop CNNs: 3×3 convolutions of ``c``, 2c stride 2
-    and 4c stride 2 channels, each with batch norm and ReLU."""
-    from torch import nn
-
-    layers: list[Any] = []
-    for k, (n_in, n_out) in enumerate(((3, c), (c, 2 * c), (2 * c, 4 * c))):
-        layers += [
-            nn.Conv2d(n_in, n_out, 3, stride=1 if k == 0 else 2, padding=1),
-            nn.BatchNorm2d(n_out),
-            nn.ReLU(),
-        ]
-    return layers
-
-
-def crop_encoder(c: int) -> Any:
-    """The crop CNN: (K, 3, S, S) → (K, 4c): four 3×3 convolutions (``c``, 2c stride 2,
-    4c stride 2, 4c; batch norm and ReLU) and the mean over positions."""
-    from torch import nn
-
-    return nn.Sequential(
-        *_crop_trunk(c),
-        nn.Conv2d(4 * c, 4 * c, 3, padding=1),
-        nn.BatchNorm2d(4 * c),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-    )
-
-
-def layout_crop_encoder(c: int, crop: int) -> Any:
-    """The crop CNN that keeps the layout (``crop_pooling`` ``layout``): (K, 3, S, S) →
-    (K, 4c). The same first three blocks as :func:`crop_encoder`, a fourth 3×3
-    convolution of ⌊4c/3⌋ channels (batch norm, ReLU), then the whole ⌈S/4⌉ × ⌈S/4⌉ map
-    flattened into a linear layer of 4c outputs (batch norm, ReLU) instead of the mean
-    over positions, so where a part sits in the crop (a class's mark inside its
-    silhouette, a state's badge) still counts."""
-    from torch import nn
-
-    side = (crop + 3) // 4
-    last = (4 * c) // 3
-    return nn.Sequential(
-        *_crop_trunk(c),
-        nn.Conv2d(4 * c, last, 3, padding=1),
-        nn.BatchNorm2d(last),
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(last * side * side, 4 * c),
-        nn.BatchNorm1d(4 * c),
-        nn.ReLU(),
-    )
 
 
 def crops_tensor(crops: np.ndarray) -> Any:

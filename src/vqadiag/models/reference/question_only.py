@@ -15,48 +15,19 @@ from vqadiag.models.base import Capabilities
 from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
 
 
-def make_question_encoder(n_words: int, emb: int, hidden: int) -> Any:
-    """``QuestionEncoder``: word embeddings + one-layer GRU; ``forward(tokens, lengths)`` →
-    the GRU state after each question's last token (B, hidden)."""
-    import torch
-    from torch import nn
-
-    class QuestionEncoder(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = nn.Embedding(n_words, emb, padding_idx=0)
-            self.gru = nn.GRU(emb, hidden, batch_first=True)
-
-        def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-            states, _ = self.gru(self.embedding(tokens))  # (B, T, H); causal, so padding
-            last = (lengths - 1).clamp(min=0)  # after the last token is never read
-            return states[torch.arange(tokens.shape[0]), last]
-
-    return QuestionEncoder()
-
-
 def build_question_only_net(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
-    """GRU question encoder → ``Linear(H, 2H) → ReLU → Dropout → Linear(2H, A)``."""
-    import torch
-    from torch import nn
+    """GRU question encoder → ``Linear(H, 2H) → ReLU → Dropout → Linear(2H, A)``
+    (:class:`~vqadiag.models.networks.question.QuestionOnlyNet`)."""
+    from vqadiag.models.networks.question import QuestionOnlyNet, QuestionOnlyNetConfig
 
-    emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
-
-    class QuestionOnlyNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.question = make_question_encoder(n_words, emb, hidden)
-            self.classifier = nn.Sequential(
-                nn.Linear(hidden, 2 * hidden),
-                nn.ReLU(),
-                nn.Dropout(dropout),
-                nn.Linear(2 * hidden, n_answers),
-            )
-
-        def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-            return self.classifier(self.question(tokens, lengths))
-
-    return QuestionOnlyNet()
+    config = QuestionOnlyNetConfig(
+        n_words=n_words,
+        n_answers=n_answers,
+        embedding_dim=options["embedding_dim"],
+        hidden_dim=options["hidden_dim"],
+        dropout=options["dropout"],
+    )
+    return QuestionOnlyNet(config)
 
 
 class QuestionOnlyModel(TorchModel):

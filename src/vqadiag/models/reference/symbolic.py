@@ -231,38 +231,18 @@ def _group_keys(record: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------- torch parts
-def _nets(d_in: int, hidden: int, heads: list[int], n_names: int, n_rel: int):
-    import torch
-    from torch import nn
+def _nets(d_in: int, hidden: int, heads: list[int], n_names: int, n_rel: int) -> tuple[Any, Any]:
+    """The object classifier and the relation classifier, built in that order
+    (:mod:`vqadiag.models.networks.symbolic`)."""
+    from vqadiag.models.networks.symbolic import (
+        ObjectNet,
+        ObjectNetConfig,
+        RelationNet,
+        RelationNetConfig,
+    )
 
-    class ObjectNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.trunk = nn.Sequential(
-                nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
-            )
-            self.heads = nn.ModuleList(nn.Linear(hidden, k) for k in heads)
-
-        def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-            z = self.trunk(x)
-            return [head(z) for head in self.heads]
-
-    class RelationNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.emb = nn.Embedding(n_names, 16)
-            self.mlp = nn.Sequential(
-                nn.Linear(N_PAIR_FEATURES + 32, 128),
-                nn.ReLU(),
-                nn.Linear(128, 128),
-                nn.ReLU(),
-                nn.Linear(128, max(n_rel, 1)),
-            )
-
-        def forward(self, geo: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            return self.mlp(torch.cat([geo, self.emb(a), self.emb(b)], dim=1))
-
-    return ObjectNet(), RelationNet()
+    objects = ObjectNet(ObjectNetConfig(d_in, hidden, tuple(heads)))
+    return objects, RelationNet(RelationNetConfig(n_names, n_rel, N_PAIR_FEATURES))
 
 
 def _fit(

@@ -32,7 +32,8 @@ features (what runs saved before this option existed use; their configs lack the
 key and load as ``"none"``). Likewise a config without ``pooling`` loads as
 ``"features"``.
 
-``ModelOutput.attention`` is ``α`` (B, N); :meth:`UpDnModel.object_gradients` gives
+The network is :class:`vqadiag.models.networks.updn.UpDnNet`. ``ModelOutput.attention``
+is ``α`` (B, N); :meth:`UpDnModel.object_gradients` gives
 ``∂ logit_a / ∂ f`` for GradCAM-style importance (docs/protocols.md §5).
 
 Remedy options (docs/remedies.md): ``debias`` = ``rubi`` / ``rubi+qb`` / ``bp`` /
@@ -51,8 +52,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vqadiag.models.base import Capabilities, ObjectInput, QuestionBatch
-from vqadiag.models.reference.question_only import make_question_encoder
-from vqadiag.models.training import SPATIAL_DIM, TRAINING_DEFAULTS, TorchModel
+from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
 
 FEATURE_NORMS = ("none", "layer", "l2")
 POOLINGS = ("features", "answers")
@@ -73,149 +73,33 @@ LEGACY_FEATURE_NORM = "none"
 LEGACY_POOLING = "features"
 
 
-def masked_softmax(logits: Any, mask: Any) -> Any:
-    """Softmax over the ``True`` entries of ``mask`` along the last axis; masked entries
-    are exactly 0 and an all-masked row is all 0 (never NaN)."""
-    import torch
-
-    any_visible = mask.any(dim=-1, keepdim=True)
-    filled = torch.where(mask, logits, torch.full_like(logits, float("-inf")))
-    filled = torch.where(any_visible, filled, torch.zeros_like(logits))
-    return torch.softmax(filled, dim=-1) * mask.to(logits.dtype)
-
-
 def build_updn_net(
     n_words: int, n_answers: int, feature_dim: int, options: Mapping[str, Any]
 ) -> Any:
-    """The UpDn network; ``forward(tokens, lengths, feats, spatial, mask)`` →
-    ``(logits (B, A), attention (B, N))``, with parts ``encode`` / ``objects`` /
-    ``attend`` / ``answer`` for the remedy losses."""
-    import torch
-    from torch import nn
+    """The UpDn network (:class:`~vqadiag.models.networks.updn.UpDnNet`);
+    ``forward(tokens, lengths, feats, spatial, mask)`` → ``(logits (B, A), attention
+    (B, N))``, with parts ``encode`` / ``objects`` / ``attend`` / ``answer`` for the
+    remedy losses."""
+    from vqadiag.models.networks.updn import UpDnNet, UpDnNetConfig
 
-    emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
-    vdim = feature_dim + SPATIAL_DIM
     norm = options.get("feature_norm", LEGACY_FEATURE_NORM)
     if norm not in FEATURE_NORMS:
         raise ValueError(f"feature_norm must be one of {FEATURE_NORMS}, got {norm!r}")
     pooling = options.get("pooling", LEGACY_POOLING)
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    debias = options.get("debias", "none")
-
-    class UpDnNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.question = make_question_encoder(n_words, emb, hidden)
-            self.att_v = nn.Linear(vdim, hidden)
-            self.att_q = nn.Linear(hidden, hidden)
-            self.att_out = nn.Linear(hidden, 1)
-            self.fuse_q = nn.Linear(hidden, hidden)
-            self.fuse_v = nn.Linear(vdim, hidden)
-            self.dropout = nn.Dropout(dropout)
-            self.classifier = nn.Sequential(
-                nn.Linear(hidden, 2 * hidden),
-                nn.ReLU(),
-                nn.Dropout(dropout),
-                nn.Linear(2 * hidden, n_answers),
-            )
-            if norm == "layer":
-                self.feature_norm = nn.LayerNorm(feature_dim)
-            if debias in ("rubi", "rubi+qb"):
-                # RUBi's question-only branch (Cadene et al. 2019): NN_q → mask logits,
-                # c_q → the question-only classifier trained by its own loss.
-                self.rubi_q = nn.Sequential(
-                    nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_answers)
-                )
-                self.rubi_out = nn.Linear(n_answers, n_answers)
-            if debias == "lmh":
-                self.lmh_gate = nn.Linear(hidden, 1)  # g(x) = softplus(w · h + b)
-            self.keep_question_branch = debias == "rubi+qb"
-
-        def encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-            """Question vector ``q`` (B, H)."""
-            return self.question(tokens, lengths)
-
-        def objects(
-            self, feats: torch.Tensor, spatial: torch.Tensor, mask: torch.Tensor
-        ) -> torch.Tensor:
-            """``v`` (B, N, D + 5): normalised features + box, zero where masked."""
-            if norm == "layer":
-                feats = self.feature_norm(feats)
-            elif norm == "l2":
-                feats = feats / feats.norm(dim=-1, keepdim=True).clamp(min=1e-6)
-            v = torch.cat([feats, spatial], dim=-1)
-            return torch.where(mask.unsqueeze(-1), v, torch.zeros_like(v))
-
-        def attend(self, q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            """Attention ``α`` (B, N) of question ``q`` over the visible objects of ``v``."""
-            if pooling == "answers":  # one dropout mask per question, shared by its objects
-                qa = self.dropout(torch.relu(self.att_q(q)))
-                joint = torch.relu(self.att_v(v)) * qa.unsqueeze(1)
-                return masked_softmax(self.att_out(joint).squeeze(-1), mask)
-            joint = torch.relu(self.att_v(v)) * torch.relu(self.att_q(q)).unsqueeze(1)
-            return masked_softmax(self.att_out(self.dropout(joint)).squeeze(-1), mask)
-
-        def answer(
-            self, q: torch.Tensor, v: torch.Tensor, alpha: torch.Tensor
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            """``(logits (B, A), fused h (B, H))`` of question ``q`` looking at the objects
-            ``v`` with attention ``alpha`` (``"answers"`` pooling: ``h = Σ α_i h_i``)."""
-            if pooling == "answers":
-                return self.mix_answers(q, v, alpha)
-            v_hat = torch.bmm(alpha.unsqueeze(1), v).squeeze(1)
-            h = torch.relu(self.fuse_q(q)) * torch.relu(self.fuse_v(v_hat))
-            return self.classifier(h), h
-
-        def mix_answers(
-            self, q: torch.Tensor, v: torch.Tensor, alpha: torch.Tensor
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            """``log Σ_i α_i softmax(C(h_i))``: each object's answer, mixed by attention;
-            an empty object (``v = 0``) answers alone for rows without visible objects.
-            Only objects with weight > 0 go through the classifier (the others add
-            exactly nothing: their log-weight is −∞)."""
-            empty = (alpha.sum(dim=-1, keepdim=True) == 0).to(alpha.dtype)
-            v = torch.cat([v, torch.zeros_like(v[:, :1])], dim=1)
-            weight = torch.cat([alpha, empty], dim=1)  # (B, N + 1), rows sum to 1
-            h = torch.relu(self.fuse_q(q)).unsqueeze(1) * (1 + torch.relu(self.fuse_v(v)))
-            used = weight > 0
-            first, relu, _, last = self.classifier
-            z = relu(first(h[used]))  # (K, 2H): the used objects of all rows
-            # one dropout mask per question, shared by its objects
-            keep = self.dropout(torch.ones_like(z[:1]).expand(h.shape[0], -1))
-            row = used.nonzero()[:, 0]
-            log_p = torch.log_softmax(last(z * keep[row]), dim=-1)  # (K, A)
-            log_w = torch.log(weight[used].clamp(min=torch.finfo(weight.dtype).tiny))[:, None]
-            scores = torch.full((*weight.shape, log_p.shape[-1]), float("-inf"), dtype=log_p.dtype)
-            scores = scores.index_put(used.nonzero(as_tuple=True), log_p + log_w)
-            log_mix = torch.logsumexp(scores, dim=1)  # log p (B, A)
-            # centred over answers (softmax unchanged), so that they behave like ordinary
-            # logits under RUBi's multiplicative mask (log p alone is ≤ 0 everywhere)
-            logits = log_mix - log_mix.mean(dim=-1, keepdim=True)
-            return logits, torch.bmm(weight.unsqueeze(1), h).squeeze(1)
-
-        def question_mask(self, q: torch.Tensor) -> torch.Tensor:
-            """RUBi's mask logits ``NN_q(q)`` (B, A); ``q`` is detached, so the
-            question-only loss never trains the shared question encoder."""
-            return self.rubi_q(q.detach())
-
-        def forward(
-            self,
-            tokens: torch.Tensor,
-            lengths: torch.Tensor,
-            feats: torch.Tensor,
-            spatial: torch.Tensor,
-            mask: torch.Tensor,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            q = self.encode(tokens, lengths)
-            v = self.objects(feats, spatial, mask)
-            alpha = self.attend(q, v, mask)
-            logits, _ = self.answer(q, v, alpha)
-            if self.keep_question_branch:  # RUBi+QB: the training-time masking at test time
-                logits = logits * torch.sigmoid(self.question_mask(q))
-            return logits, alpha
-
-    return UpDnNet()
+    config = UpDnNetConfig(
+        n_words=n_words,
+        n_answers=n_answers,
+        feature_dim=feature_dim,
+        embedding_dim=options["embedding_dim"],
+        hidden_dim=options["hidden_dim"],
+        dropout=options["dropout"],
+        feature_norm=norm,
+        pooling=pooling,
+        debias=options.get("debias", "none"),
+    )
+    return UpDnNet(config)
 
 
 class UpDnModel(TorchModel):
