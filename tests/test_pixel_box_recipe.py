@@ -11,7 +11,7 @@ import pytest
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.reference import pixel
-from vqadiag.models.reference.pixel import GridObjective, PixelModel
+from vqadiag.models.reference.pixel import PixelModel
 from vqadiag.models.reference.pixel_boxes import (
     BoxCropInput,
     CropFeatureCache,
@@ -19,6 +19,7 @@ from vqadiag.models.reference.pixel_boxes import (
     box_crops,
     crops_tensor,
 )
+from vqadiag.models.reference.pixel_objective import GridObjective
 from vqadiag.models.registry import load_model
 
 torch = pytest.importorskip("torch")
