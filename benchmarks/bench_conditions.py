@@ -41,7 +41,7 @@ def main() -> None:
     from vqadiag.data.gqa_data import GQAData
     from vqadiag.data.relevance_files import read_relevance
     from vqadiag.diagnosis.diagnose import diagnose
-    from vqadiag.models.updn import UpDnModel
+    from vqadiag.models.reference.updn import UpDnModel
     from vqadiag.probes.conditions import Condition, Probe
     from vqadiag.probes.runner import ProbeContext
     from vqadiag.probes.store import PredictionStore

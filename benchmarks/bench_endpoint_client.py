@@ -54,9 +54,9 @@ def main() -> None:
     from tiny_vlm import build_tiny_llava, transformers_serve
     from vqadiag.data.gqa_data import GQAData
     from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.models.adapters.generated_answer import Generation
+    from vqadiag.models.adapters.openai_endpoint import EndpointModel, image_data_url
     from vqadiag.models.base import PixelInput, QuestionBatch
-    from vqadiag.models.generated_answer import Generation
-    from vqadiag.models.openai_endpoint import EndpointModel, image_data_url
     from vqadiag.probes.store import Answer, PredictionStore
     from vqadiag.synth import generate_world
 

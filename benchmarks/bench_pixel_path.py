@@ -68,7 +68,7 @@ def main() -> None:
 
     from vqadiag.data.gqa_data import GQAData
     from vqadiag.data.relevance_files import read_relevance, relevance
-    from vqadiag.models.pixel import PixelModel
+    from vqadiag.models.reference.pixel import PixelModel
     from vqadiag.probes.conditions import Condition, Probe, apply_pixel_condition
     from vqadiag.probes.runner import ProbeContext
     from vqadiag.probes.store import PredictionStore

@@ -40,8 +40,8 @@ def fmt(est: dict[str, Any] | None) -> str:
 
 def gqa_figures(model: Any, data: Any, world: Path, out: Path, n_bootstrap: int) -> dict:
     """GQA-OOD and FPVG figures of ``model`` on val."""
-    from vqadiag.models.hint import model_fpvg_answers
     from vqadiag.models.predict import predict_split, write_prediction_file
+    from vqadiag.models.remedies.hint import model_fpvg_answers
     from vqadiag.protocols.fpvg.formulas import fpvg_rates
     from vqadiag.protocols.ood.score import score_ood
 
@@ -73,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from vqadiag.data.gqa_data import GQAData
-    from vqadiag.models.updn import UpDnModel
+    from vqadiag.models.reference.updn import UpDnModel
     from vqadiag.synth import generate_world
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_remedies_"))

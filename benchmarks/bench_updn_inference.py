@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from vqadiag.models.base import ObjectInput, QuestionBatch
-from vqadiag.models.updn import UpDnModel
+from vqadiag.models.reference.updn import UpDnModel
 from vqadiag.models.vocab import AnswerVocab, WordVocab
 
 

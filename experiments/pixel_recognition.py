@@ -1,7 +1,7 @@
 """How well can the pixel model's CNN recognise objects? (docs/models.md, "The pixel model")
 
-Trains the pixel model's grid encoder (:func:`vqadiag.models.pixel.grid_encoder`, the
-same CNN) on the cell-name targets alone, with no question, and after each
+Trains the pixel model's grid encoder (:func:`vqadiag.models.networks.pixel.grid_encoder`,
+the same CNN) on the cell-name targets alone, with no question, and after each
 epoch prints, on the val split:
 
 * ``cell``: name accuracy over the foreground cells (a cell's target is the object
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from vqadiag.data.gqa_data import GQAData
-from vqadiag.models.pixel import grid_encoder
+from vqadiag.models.networks.pixel import grid_encoder
 
 SIDE_BINS = ((0, 6), (6, 12), (12, 24), (24, 10_000))
 

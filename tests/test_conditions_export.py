@@ -25,9 +25,9 @@ pytest.importorskip("transformers")
 from PIL import Image
 
 from tiny_vlm import build_tiny_llava
+from vqadiag.models.adapters.chat_vlm import ChatVLM
+from vqadiag.models.adapters.generated_answer import Generation
 from vqadiag.models.base import PixelInput, QuestionBatch
-from vqadiag.models.chat_vlm import ChatVLM
-from vqadiag.models.generated_answer import Generation
 
 SUITES = "accuracy,fpvg,robustness"
 COMMON = ("--suite", SUITES, "--max-questions", "10", "--bq-ranker", "bleu1")

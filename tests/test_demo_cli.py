@@ -145,7 +145,7 @@ def test_the_demos_findings_follow_from_its_figures(first_run):
 
 
 def test_new_model_defaults_retrain_that_model_only(first_run, run_cli, monkeypatch):
-    from vqadiag.models.pixel import PixelModel
+    from vqadiag.models.reference.pixel import PixelModel
 
     _, out = first_run
     # as if a later version changed the pixel model's defaults: its run is out of date

@@ -105,7 +105,7 @@ def test_hinge_ranking_loss_three_candidates() -> None:
 
 def test_torch_hinge_loss_matches_hand_worked_case() -> None:
     torch = pytest.importorskip("torch")
-    from vqadiag.models.counterexample import hinge_loss
+    from vqadiag.models.remedies.counterexample import hinge_loss
 
     scores = torch.tensor([[2.0, 1.5, 0.0], [2.0, 1.5, 0.0]], requires_grad=True)
     loss = hinge_loss(scores, torch.tensor([0, 1]), 1.0)

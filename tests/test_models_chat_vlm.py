@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vqadiag.errors import DataError
-from vqadiag.models.generated_answer import DEFAULT_PROMPT, Generation, short_answer
+from vqadiag.models.adapters.generated_answer import DEFAULT_PROMPT, Generation, short_answer
 from vqadiag.models.model_args import ModelArgs, parse_model_args
 from vqadiag.probes.store import Answer, PredictionStore
 
@@ -125,8 +125,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tiny_vlm import build_tiny_gemma3, build_tiny_llava  # noqa: E402
+from vqadiag.models.adapters.chat_vlm import ChatVLM  # noqa: E402
 from vqadiag.models.base import PixelInput, QuestionBatch  # noqa: E402
-from vqadiag.models.chat_vlm import ChatVLM  # noqa: E402
 from vqadiag.models.registry import load_model_spec  # noqa: E402
 
 QUESTIONS = ["What color is the cat?", "Is the table red or blue?", "Which is larger?"]

@@ -22,8 +22,8 @@ from vqadiag.errors import DataError
 
 pytest.importorskip("urllib3")
 
+from vqadiag.models.adapters.openai_endpoint import EndpointModel, api_root, image_data_url
 from vqadiag.models.base import PixelInput, QuestionBatch
-from vqadiag.models.openai_endpoint import EndpointModel, api_root, image_data_url
 
 # -- a scripted server: the failures a healthy server never shows -------------------------------
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from vqadiag.errors import DataError
+from vqadiag.models.adapters.file_adapter import PredictionFileModel
 from vqadiag.models.base import QuestionBatch, VQAModel
-from vqadiag.models.file_adapter import PredictionFileModel
 from vqadiag.models.registry import load_model
 
 

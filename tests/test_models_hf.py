@@ -13,7 +13,7 @@ from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from vqadiag.models.hf_adapter import HFModel  # noqa: E402
+from vqadiag.models.adapters.hf_adapter import HFModel  # noqa: E402
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[DEC]", "what", "is", "the", "color",
          "of", "?", "red", "blue", "yes", "no", "it", "cat"]  # fmt: skip

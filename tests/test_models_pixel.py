@@ -27,7 +27,7 @@ import pytest
 from vqadiag import plugins
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.base import Capabilities, ModelOutput
-from vqadiag.models.pixel import PixelModel, box_cell_overlap
+from vqadiag.models.reference.pixel import PixelModel, box_cell_overlap
 from vqadiag.synth import generate_world
 
 pytest.importorskip("torch")

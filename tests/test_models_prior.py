@@ -10,7 +10,7 @@ import pytest
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import QuestionBatch
-from vqadiag.models.prior import PriorModel, group_key
+from vqadiag.models.reference.prior import PriorModel, group_key
 from vqadiag.models.registry import load_model
 
 

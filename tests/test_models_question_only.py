@@ -9,7 +9,7 @@ pytest.importorskip("torch")
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.base import QuestionBatch
-from vqadiag.models.question_only import QuestionOnlyModel
+from vqadiag.models.reference.question_only import QuestionOnlyModel
 from vqadiag.models.registry import load_model
 
 

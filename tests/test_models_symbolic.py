@@ -11,15 +11,15 @@ from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch
 
 pytest.importorskip("torch")
 
+from vqadiag.data.geometry import iou_matrix
 from vqadiag.data.gqa_data import GQAData
-from vqadiag.models.symbolic import (
-    SymbolicModel,
+from vqadiag.models.reference.symbolic import SymbolicModel
+from vqadiag.models.reference.symbolic_features import (
     grounded_question_ids,
-    iou_matrix,
-    learn_vocabulary,
     match_boxes,
     pair_geometry,
 )
+from vqadiag.models.reference.symbolic_vocabulary import learn_vocabulary
 
 
 def _s(op, deps, arg):

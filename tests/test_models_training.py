@@ -11,9 +11,9 @@ from vqadiag.data.gqa_data import GQAData  # noqa: E402
 from vqadiag.errors import DataError  # noqa: E402
 from vqadiag.models.checkpoint import save_checkpoint  # noqa: E402
 from vqadiag.models.predict import accuracy_values, predict_split  # noqa: E402
-from vqadiag.models.question_only import QuestionOnlyModel  # noqa: E402
+from vqadiag.models.reference.question_only import QuestionOnlyModel  # noqa: E402
+from vqadiag.models.reference.updn import UpDnModel  # noqa: E402
 from vqadiag.models.training import evaluate_accuracy, has_split  # noqa: E402
-from vqadiag.models.updn import UpDnModel  # noqa: E402
 
 
 @pytest.fixture(scope="module")

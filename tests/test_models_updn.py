@@ -12,9 +12,10 @@ torch = pytest.importorskip("torch")
 from vqadiag.data.gqa_data import GQAData  # noqa: E402
 from vqadiag.errors import DataError  # noqa: E402
 from vqadiag.models.base import GradientModel, ObjectInput, VQAModel  # noqa: E402
+from vqadiag.models.networks.updn import masked_softmax  # noqa: E402
+from vqadiag.models.reference.updn import UpDnModel  # noqa: E402
 from vqadiag.models.registry import load_model  # noqa: E402
 from vqadiag.models.training import spatial_features  # noqa: E402
-from vqadiag.models.updn import UpDnModel, masked_softmax  # noqa: E402
 
 
 @pytest.fixture(scope="module")

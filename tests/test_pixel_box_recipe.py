@@ -10,19 +10,21 @@ import numpy as np
 import pytest
 
 from vqadiag.data.gqa_data import GQAData
-from vqadiag.models import pixel
-from vqadiag.models.pixel import GridObjective, PixelModel
-from vqadiag.models.pixel_boxes import (
+from vqadiag.models.reference import pixel
+from vqadiag.models.reference.pixel import PixelModel
+from vqadiag.models.reference.pixel_boxes import (
     BoxCropInput,
     CropFeatureCache,
     TrainingCrops,
     box_crops,
     crops_tensor,
-    layout_crop_encoder,
 )
+from vqadiag.models.reference.pixel_objective import GridObjective
 from vqadiag.models.registry import load_model
 
 torch = pytest.importorskip("torch")
+
+from vqadiag.models.networks.pixel import layout_crop_encoder  # noqa: E402
 
 FROZEN = {
     "encoder": "boxes",

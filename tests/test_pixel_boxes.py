@@ -11,9 +11,9 @@ import pytest
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.inputs import PixelInput
-from vqadiag.models import pixel
-from vqadiag.models.pixel import GridObjective, PixelModel
-from vqadiag.models.pixel_boxes import (
+from vqadiag.models.reference import pixel, pixel_boxes, pixel_objective
+from vqadiag.models.reference.pixel import PixelModel
+from vqadiag.models.reference.pixel_boxes import (
     BoxCropInput,
     box_crops,
     boxes_of_object,
@@ -21,6 +21,7 @@ from vqadiag.models.pixel_boxes import (
     matched_objects,
     object_corners,
 )
+from vqadiag.models.reference.pixel_objective import GridObjective
 from vqadiag.models.registry import load_model
 
 
@@ -202,7 +203,7 @@ def _name_loss(model, objective, world, image_ids):
         view = model._box_view(model.training_input(world, image_ids), range(len(image_ids)))
         cells, mask = model.net.cells(view)
         names = np.stack(
-            [pixel._padded(objective.targets(i)[0], cells.shape[1]) for i in image_ids]
+            [pixel_objective._padded(objective.targets(i)[0], cells.shape[1]) for i in image_ids]
         )
         logits = model.net.aux_name(cells[mask])
         return float(objective.ce(logits, torch.from_numpy(names)[mask]))
@@ -213,7 +214,7 @@ def test_pretraining_fits_the_box_names_and_leaves_the_head_alone(world, box_mod
     images = sorted(objective.scenes)[:20]
     head = {k: v.clone() for k, v in box_model.net.state_dict().items() if k.startswith("key")}
     before = _name_loss(box_model, objective, world, images)
-    accuracies = pixel.pretrain_box_encoder(box_model, objective, world, images, 3, 0, False)
+    accuracies = pixel_boxes.pretrain_box_encoder(box_model, objective, world, images, 3, 0, False)
     after = _name_loss(box_model, objective, world, images)
     box_model.__dict__.pop("training_crops")
     assert len(accuracies) == 3 and all(0.0 <= a <= 1.0 for a in accuracies)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from vqadiag.data.gqa_data import GQAData
-from vqadiag.models.pixel import GridObjective, PixelModel, word_token_starts
+from vqadiag.models.reference.pixel import PixelModel
+from vqadiag.models.reference.pixel_objective import GridObjective, word_token_starts
 from vqadiag.models.registry import load_model
 
 torch = pytest.importorskip("torch")

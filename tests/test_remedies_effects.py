@@ -24,10 +24,10 @@ torch = pytest.importorskip("torch")
 
 from vqadiag.data.gqa_data import GQAData  # noqa: E402
 from vqadiag.models.base import QuestionBatch  # noqa: E402
-from vqadiag.models.hint import relevance_masks, training_relevance  # noqa: E402
 from vqadiag.models.predict import predict_split  # noqa: E402
-from vqadiag.models.prior import PriorModel  # noqa: E402
-from vqadiag.models.updn import UpDnModel  # noqa: E402
+from vqadiag.models.reference.prior import PriorModel  # noqa: E402
+from vqadiag.models.reference.updn import UpDnModel  # noqa: E402
+from vqadiag.models.remedies.hint import relevance_masks, training_relevance  # noqa: E402
 
 SMALL = {"hidden_dim": 32, "embedding_dim": 32}
 LAMBDAS = {"lambda1": 0.1, "lambda2": 1.0}
@@ -104,7 +104,11 @@ def fresh(data, **options):
 
 
 def test_hint_gradient_descends_the_ranking_loss(data):
-    from vqadiag.models.hint import gradcam_importance, hint_ranking_loss, normalized_importance
+    from vqadiag.models.remedies.hint import (
+        gradcam_importance,
+        hint_ranking_loss,
+        normalized_importance,
+    )
 
     qids = list(data.questions("train"))[:200]
     sets = training_relevance(data, "train", qids)
@@ -148,7 +152,7 @@ def test_hint_gradient_descends_the_ranking_loss(data):
 def test_squint_steps_align_main_and_sub_attention(world):
     from vqadiag.data.introspect import read_introspect
     from vqadiag.data.vqa2_data import VQA2Data
-    from vqadiag.models.finetune import introspect_pairs, masked_mse, pair_loss
+    from vqadiag.models.remedies.finetune import introspect_pairs, masked_mse, pair_loss
 
     vqa = VQA2Data(world)
     intro = read_introspect(world / "introspect" / "VQAIntrospect_trainv1.0.json")

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from vqadiag.data.introspect import parse_introspect  # noqa: E402
-from vqadiag.models.debias import (  # noqa: E402
+from vqadiag.models.remedies.debias import (  # noqa: E402
     PRIOR_FLOOR,
     bias_group,
     bias_product_loss,
@@ -18,7 +18,7 @@ from vqadiag.models.debias import (  # noqa: E402
     learned_mixin_loss,
     rubi_loss,
 )
-from vqadiag.models.finetune import (  # noqa: E402
+from vqadiag.models.remedies.finetune import (  # noqa: E402
     answer_index,
     cross_entropy,
     introspect_pairs,
@@ -26,7 +26,7 @@ from vqadiag.models.finetune import (  # noqa: E402
     squint_loss,
     subq_loss,
 )
-from vqadiag.models.hint import (  # noqa: E402
+from vqadiag.models.remedies.hint import (  # noqa: E402
     gradcam_importance,
     hint_ranking_loss,
     normalized_importance,

@@ -9,11 +9,11 @@ torch = pytest.importorskip("torch")
 
 from vqadiag.data.gqa_data import GQAData  # noqa: E402
 from vqadiag.errors import DataError  # noqa: E402
-from vqadiag.models.debias import PriorObjective, RUBiObjective  # noqa: E402
-from vqadiag.models.hint import HintObjective, gradcam_importance, hint_ranking_loss  # noqa: E402
+from vqadiag.models.reference.updn import UpDnModel  # noqa: E402
 from vqadiag.models.registry import load_model  # noqa: E402
+from vqadiag.models.remedies.debias import PriorObjective, RUBiObjective  # noqa: E402
+from vqadiag.models.remedies.hint import HintObjective, gradcam_importance, hint_ranking_loss  # noqa: E402
 from vqadiag.models.training import CrossEntropyObjective  # noqa: E402
-from vqadiag.models.updn import UpDnModel  # noqa: E402
 from vqadiag.models.vocab import AnswerVocab, WordVocab  # noqa: E402
 
 
@@ -130,7 +130,7 @@ def test_hint_adds_the_ranking_loss_of_gradcam_importances(data):
     raw = gradcam_importance(logits, feats2, target)
     visible_raw = raw * torch.from_numpy(visual.mask)
     shares = visible_raw / visible_raw.abs().sum(1, keepdim=True).clamp(min=1e-12)
-    from vqadiag.models.hint import relevance_masks
+    from vqadiag.models.remedies.hint import relevance_masks
 
     rel, irr = relevance_masks(objective.sets, batch.question_ids, visual.mask)
     assert rel.any() and irr.any()

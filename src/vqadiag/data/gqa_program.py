@@ -5,7 +5,7 @@ A GQA question carries its program as a list of steps
 graph (the official JSON shape ``{objects: {id: {name, x, y, w, h, attributes,
 relations: [{name, object}]}}, location?}``) gives the question's answer. The
 synthetic world (:mod:`vqadiag.synth`) writes every question this way, and the
-symbolic model (:mod:`vqadiag.models.symbolic`) runs the same programs over the
+symbolic model (:mod:`vqadiag.models.reference.symbolic`) runs the same programs over the
 scene graph it *predicts* from detector output.
 
 What a program needs beyond the scene graph is a :class:`ProgramVocabulary`:

@@ -26,15 +26,15 @@ from vqadiag.errors import DataError
 from vqadiag.models.checkpoint import CONFIG
 
 MODELS: dict[str, str] = {
-    "prior": "vqadiag.models.prior:PriorModel",
-    "question-only": "vqadiag.models.question_only:QuestionOnlyModel",
-    "updn": "vqadiag.models.updn:UpDnModel",
-    "symbolic": "vqadiag.models.symbolic:SymbolicModel",
-    "pixel": "vqadiag.models.pixel:PixelModel",
-    "hf": "vqadiag.models.hf_adapter:HFModel",
-    "hf-chat": "vqadiag.models.chat_vlm:ChatVLM",
-    "files": "vqadiag.models.file_adapter:PredictionFileModel",
-    "counterexample": "vqadiag.models.counterexample:CounterExampleModel",
+    "prior": "vqadiag.models.reference.prior:PriorModel",
+    "question-only": "vqadiag.models.reference.question_only:QuestionOnlyModel",
+    "updn": "vqadiag.models.reference.updn:UpDnModel",
+    "symbolic": "vqadiag.models.reference.symbolic:SymbolicModel",
+    "pixel": "vqadiag.models.reference.pixel:PixelModel",
+    "hf": "vqadiag.models.adapters.hf_adapter:HFModel",
+    "hf-chat": "vqadiag.models.adapters.chat_vlm:ChatVLM",
+    "files": "vqadiag.models.adapters.file_adapter:PredictionFileModel",
+    "counterexample": "vqadiag.models.remedies.counterexample:CounterExampleModel",
 }
 TRAINABLE: tuple[str, ...] = ("prior", "question-only", "updn", "symbolic", "pixel")
 
@@ -70,18 +70,18 @@ class Adapter:
 ADAPTERS: dict[str, Adapter] = {
     "files": Adapter(
         "files",
-        "vqadiag.models.file_adapter:load_files",
+        "vqadiag.models.adapters.file_adapter:load_files",
         "prediction files (plain condition only), or a harness's answers to exported "
         "conditions (--model-args conditions=EXPORT_DIR)",
     ),
     "hf": Adapter(
         "hf",
-        "vqadiag.models.hf_adapter:load_hf",
+        "vqadiag.models.adapters.hf_adapter:load_hf",
         "a local transformers folder: a chat VLM, or ViLT / BLIP",
     ),
     "openai": Adapter(
         "openai",
-        "vqadiag.models.openai_endpoint:load_endpoint",
+        "vqadiag.models.adapters.openai_endpoint:load_endpoint",
         "an OpenAI-compatible chat-completions server: vLLM, SGLang, Ollama …",
     ),
 }

@@ -1,7 +1,8 @@
 """The shared training loop and checkpoint plumbing of the neural built-in models.
 
-:class:`TorchModel` is the base of :class:`~vqadiag.models.question_only.QuestionOnlyModel`
-and :class:`~vqadiag.models.updn.UpDnModel`: it owns the vocabularies, turns a
+:class:`TorchModel` is the base of
+:class:`~vqadiag.models.reference.question_only.QuestionOnlyModel` and
+:class:`~vqadiag.models.reference.updn.UpDnModel`: it owns the vocabularies, turns a
 :class:`QuestionBatch` / :class:`ObjectInput` into tensors, predicts, saves and loads
 (safetensors + JSON, never pickle) and fingerprints. :func:`fit` is the one training
 loop: AdamW, cross-entropy against the GQA ``answer`` (answers outside the answer

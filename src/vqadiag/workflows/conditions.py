@@ -2,7 +2,7 @@
 for a harness to answer (docs/harnesses.md).
 
 The suites run exactly as in ``diagnose`` (same options, same probes), with
-:class:`~vqadiag.models.condition_answers.RecordingModel` in the model's place: it
+:class:`~vqadiag.models.adapters.condition_answers.RecordingModel` in the model's place: it
 records each distinct (question, condition pixels) as an *item* instead of answering.
 The folder then holds
 
@@ -44,8 +44,8 @@ from vqadiag.data.atomic import output_folder, write_bytes_atomic
 from vqadiag.data.jsonio import write_json
 from vqadiag.data.png import rgb_png
 from vqadiag.errors import DataError
-from vqadiag.models.condition_answers import MANIFEST, MANIFEST_KIND, Item, RecordingModel
-from vqadiag.models.generated_answer import Generation
+from vqadiag.models.adapters.condition_answers import MANIFEST, MANIFEST_KIND, Item, RecordingModel
+from vqadiag.models.adapters.generated_answer import Generation
 
 FORMATS = ("jsonl", "vlmevalkit", "lmms-eval")
 TASK = "vqadiag_conditions"

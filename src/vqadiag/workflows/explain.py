@@ -62,10 +62,10 @@ def explain_items(
     *,
     need_answer: bool = True,
 ) -> list[Any]:
-    """One :class:`~vqadiag.models.counterexample.ExplainItem` per question of
+    """One :class:`~vqadiag.models.remedies.counterexample.ExplainItem` per question of
     ``candidates`` (in file order), with image ids translated to detector ids; a
     candidates record whose image differs from the question's raises ``DataError``."""
-    from vqadiag.models.counterexample import ExplainItem
+    from vqadiag.models.remedies.counterexample import ExplainItem
 
     questions = data.questions(split)
     items = []
@@ -108,7 +108,7 @@ def _check_k(model: Any, items: Sequence[Any], path: Path) -> None:
 def load_explainer(run: str | Path) -> Any:
     """The :class:`CounterExampleModel` of a run folder written by ``vqadiag explain train``."""
     from vqadiag.data.jsonio import read_json
-    from vqadiag.models.counterexample import CounterExampleModel
+    from vqadiag.models.remedies.counterexample import CounterExampleModel
 
     folder = Path(run)
     if not folder.is_dir():
@@ -147,7 +147,7 @@ def train(
     explained_questions, candidates, seconds, fingerprint, run_fingerprint, history,
     val: {split, questions, recall@5: {value, ci_low, ci_high, n}} | None}``.
     """
-    from vqadiag.models.counterexample import CounterExampleModel
+    from vqadiag.models.remedies.counterexample import CounterExampleModel
 
     data = VQA2Data(data_dir)
     cands, path = _candidates(data, split, candidates)

@@ -1,7 +1,7 @@
 """Glue of ``vqadiag finetune``: sub-question fine-tuning / SQuINT with before/after figures.
 
 docs/protocols.md §6. :func:`finetune` loads an UpDn run trained on VQA v2, fine-tunes it on the
-VQA-introspect training pairs of a data folder (:mod:`vqadiag.models.finetune`),
+VQA-introspect training pairs of a data folder (:mod:`vqadiag.models.remedies.finetune`),
 saves the new run, and measures the model before and after on the introspect val
 file: the consistency quadrants and figures of :func:`vqadiag.protocols.consistency.score.
 score_consistency` (main correct = VQA accuracy 1.0 against the VQA v2 val
@@ -180,7 +180,7 @@ def finetune(
     main_correctness, attention_correlation, vqa_accuracy, predictions``.
     """
     from vqadiag.models.checkpoint import run_fingerprint
-    from vqadiag.models.finetune import METHODS
+    from vqadiag.models.remedies.finetune import METHODS
 
     if method not in METHODS:
         raise DataError("--method", f"unknown method {method!r} (known: {', '.join(METHODS)})")
@@ -317,7 +317,7 @@ def _finetune_and_save(
 ) -> dict[str, Any]:
     """Fine-tune ``net_model`` in place, record it in its training log (with the run and
     fingerprint it started from) and save it to ``run``; returns the fine-tuning log."""
-    from vqadiag.models.finetune import finetune_model
+    from vqadiag.models.remedies.finetune import finetune_model
 
     with option_errors(ValueError):
         log = finetune_model(

@@ -2,8 +2,9 @@
 
 Instead of one CNN over the whole image resized to a square, each detected box is cut
 from the stored image and resized to ``crop_size`` × ``crop_size`` (Pillow's bilinear
-resize, which averages over the box when shrinking), and a small CNN turns each crop
-into one feature vector, with the box's position appended
+resize, which averages over the box when shrinking), and a small CNN
+(:func:`vqadiag.models.networks.pixel.crop_encoder`) turns each crop into one feature
+vector, with the box's position appended
 (:func:`~vqadiag.models.training.spatial_features`: ``x1/W, y1/H, x2/W, y2/H, area``).
 The heads then attend over boxes instead of grid cells, so a box's importance is its
 attention weight.
@@ -17,6 +18,10 @@ intersection over union (IoU): the object of largest IoU when it is at least
 :data:`MATCH_IOU`, "background" otherwise. The boxes of an annotated object (for the
 attention targets) are the detections that match it, or when none does, the one
 detection of largest positive IoU.
+
+Before the VQA training, :func:`pretrain_box_encoder` trains the crop CNN on the matched
+boxes' names and attributes alone (``pretrain_epochs``), as bottom-up features are
+trained on object labels before VQA.
 """
 
 from __future__ import annotations
@@ -24,12 +29,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vqadiag.data.inputs import padded_boxes
 from vqadiag.data.lru import ByteLRU
+
+if TYPE_CHECKING:
+    from vqadiag.data.gqa_data import GQAData
+    from vqadiag.models.reference.pixel import PixelModel
+    from vqadiag.models.reference.pixel_objective import GridObjective
 
 #: a detection shows an object when their IoU reaches this (the usual detection threshold)
 MATCH_IOU = 0.5
@@ -56,59 +66,6 @@ def box_crops(image: np.ndarray, boxes: np.ndarray, crop: int) -> np.ndarray:
         resized = picture.resize((crop, crop), Image.BILINEAR, box=(x1, y1, x2, y2))
         out[k] = np.asarray(resized, dtype=np.uint8)
     return out
-
-
-def _crop_trunk(c: int) -> list[Any]:
-    """The first three blocks of both crop CNNs: 3×3 convolutions of ``c``, 2c stride 2
-    and 4c stride 2 channels, each with batch norm and ReLU."""
-    from torch import nn
-
-    layers: list[Any] = []
-    for k, (n_in, n_out) in enumerate(((3, c), (c, 2 * c), (2 * c, 4 * c))):
-        layers += [
-            nn.Conv2d(n_in, n_out, 3, stride=1 if k == 0 else 2, padding=1),
-            nn.BatchNorm2d(n_out),
-            nn.ReLU(),
-        ]
-    return layers
-
-
-def crop_encoder(c: int) -> Any:
-    """The crop CNN: (K, 3, S, S) → (K, 4c): four 3×3 convolutions (``c``, 2c stride 2,
-    4c stride 2, 4c; batch norm and ReLU) and the mean over positions."""
-    from torch import nn
-
-    return nn.Sequential(
-        *_crop_trunk(c),
-        nn.Conv2d(4 * c, 4 * c, 3, padding=1),
-        nn.BatchNorm2d(4 * c),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-    )
-
-
-def layout_crop_encoder(c: int, crop: int) -> Any:
-    """The crop CNN that keeps the layout (``crop_pooling`` ``layout``): (K, 3, S, S) →
-    (K, 4c). The same first three blocks as :func:`crop_encoder`, a fourth 3×3
-    convolution of ⌊4c/3⌋ channels (batch norm, ReLU), then the whole ⌈S/4⌉ × ⌈S/4⌉ map
-    flattened into a linear layer of 4c outputs (batch norm, ReLU) instead of the mean
-    over positions, so where a part sits in the crop (a class's mark inside its
-    silhouette, a state's badge) still counts."""
-    from torch import nn
-
-    side = (crop + 3) // 4
-    last = (4 * c) // 3
-    return nn.Sequential(
-        *_crop_trunk(c),
-        nn.Conv2d(4 * c, last, 3, padding=1),
-        nn.BatchNorm2d(last),
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(last * side * side, 4 * c),
-        nn.BatchNorm1d(4 * c),
-        nn.ReLU(),
-    )
 
 
 def crops_tensor(crops: np.ndarray) -> Any:
@@ -270,3 +227,54 @@ class TrainingCrops:
         sizes = np.asarray([r[2] for r in rows], np.float32).reshape(len(rows), 2)
         encoded = self.encoder is not None
         return BoxCropInput([r[0] for r in rows], boxes, mask, sizes, encoded)
+
+
+#: images per pre-training step and the step size of the box encoder's pre-training
+PRETRAIN_IMAGES, PRETRAIN_LR = 16, 1e-3
+
+
+def pretrain_box_encoder(
+    model: PixelModel,
+    objective: GridObjective,
+    data: GQAData,
+    image_ids: Sequence[str],
+    epochs: int,
+    seed: int,
+    progress: bool,
+) -> list[float]:
+    """Train the crop CNN and the name / attribute heads alone on ``image_ids``' boxes:
+    ``CE(names) + s · BCE(attributes)`` over the real boxes (targets:
+    :meth:`~vqadiag.models.reference.pixel_objective.GridObjective.targets`), Adam (step
+    :data:`PRETRAIN_LR`), the images in fixed groups of :data:`PRETRAIN_IMAGES` visited in
+    a new random order each epoch (seeded by ``seed``), as bottom-up features are trained
+    on object labels before VQA. Returns the name accuracy on the matched boxes of each
+    epoch (measured while training)."""
+    import torch
+
+    from vqadiag.progress import progress_bar
+
+    net = model.net
+    groups = [image_ids[i : i + PRETRAIN_IMAGES] for i in range(0, len(image_ids), PRETRAIN_IMAGES)]
+    params = [*net.cnn.parameters(), *net.aux_name.parameters(), *net.aux_attr.parameters()]
+    optimizer = torch.optim.Adam(params, lr=PRETRAIN_LR)
+    rng = np.random.default_rng(seed)
+    accuracies: list[float] = []
+    net.train()
+    with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
+        task = bar.add_task("pixel: pre-training boxes", total=epochs * len(groups), acc=0.0)
+        for _ in range(epochs):
+            right = named = 0
+            for g in rng.permutation(len(groups)):
+                ids = groups[g]
+                view = model._box_view(model.training_input(data, ids), range(len(ids)))
+                cells, mask = net.cells(view)
+                loss, logits, names = objective.unit_label_loss(cells, mask, ids)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                matched = names > 0
+                right += int((logits.argmax(1)[matched] == names[matched]).sum())
+                named += int(matched.sum())
+                bar.update(task, advance=1, acc=100.0 * right / max(1, named))
+            accuracies.append(right / max(1, named))
+    return accuracies

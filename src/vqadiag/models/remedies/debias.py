@@ -22,7 +22,7 @@ softmax cross-entropy:
   supplementary reports GQA results are better with ``w = 0``). Test time: ``z``.
 
 Groups (option ``debias_groups``): ``"global"`` = GQA ``groups.global`` (the
-question-prior grouping of :mod:`vqadiag.models.prior`), ``"local"`` = ``groups.local``
+question-prior grouping of :mod:`vqadiag.models.reference.prior`), ``"local"`` = ``groups.local``
 (GQA-OOD's footnote: on GQA its BP used local groups). Records without GQA groups
 (VQA v2) fall back to their ``question_type`` (the question-type bias of Clark et al.);
 records with neither form one group.

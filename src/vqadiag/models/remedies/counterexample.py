@@ -45,9 +45,7 @@ import numpy as np
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities
-from vqadiag.models.question_only import make_question_encoder
 from vqadiag.models.training import (
-    SPATIAL_DIM,
     TRAINING_DEFAULTS,
     TorchModel,
     spatial_features,
@@ -92,102 +90,33 @@ def hinge_loss(scores: torch.Tensor, targets: torch.Tensor, margin: float) -> to
 def build_counterexample_net(
     n_words: int, n_answers: int, feature_dim: int, options: Mapping[str, Any]
 ) -> Any:
-    """The two-headed network (see the module docstring). ``forward(tokens, lengths, feats,
-    spatial, mask)`` → ``(answer logits (B, A), pooling weights (B, N))``;
-    ``explain(tokens, lengths, feats (B, K, N, D), spatial, mask, answer (B,))`` →
-    ``(scores S (B, K), answer logits per candidate (B, K, A))``."""
-    import torch
-    from torch import nn
+    """The two-headed network (see the module docstring;
+    :class:`~vqadiag.models.networks.counterexample.CounterExampleNet`).
+    ``forward(tokens, lengths, feats, spatial, mask)`` → ``(answer logits (B, A), pooling
+    weights (B, N))``; ``explain(tokens, lengths, feats (B, K, N, D), spatial, mask,
+    answer (B,))`` → ``(scores S (B, K), answer logits per candidate (B, K, A))``."""
+    from vqadiag.models.networks.counterexample import (
+        CounterExampleNet,
+        CounterExampleNetConfig,
+    )
 
-    from vqadiag.models.updn import masked_softmax
-
-    emb, hidden, dropout = options["embedding_dim"], options["hidden_dim"], options["dropout"]
-    k, edim, pooling = int(options["k_candidates"]), int(options["explain_dim"]), options["pooling"]
-    att_dim = int(options["attention_dim"])
-    counting = bool(options["count_feature"]) and pooling == "attention"
+    pooling = options["pooling"]
     if pooling not in ("attention", "mean"):
         raise ValueError(f"pooling must be 'attention' or 'mean', got {pooling!r}")
-    vdim = feature_dim + SPATIAL_DIM
-
-    class CounterExampleNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.question = make_question_encoder(n_words, emb, hidden)
-            if pooling == "attention":
-                self.att_v = nn.Linear(vdim, att_dim)
-                self.att_q = nn.Linear(hidden, att_dim)
-                self.att_out = nn.Linear(att_dim, 1)
-            self.fuse_q = nn.Linear(hidden, hidden)
-            self.fuse_v = nn.Linear(vdim + (1 if counting else 0), hidden)
-            self.dropout = nn.Dropout(dropout)
-            self.classifier = nn.Sequential(
-                nn.Linear(hidden, 2 * hidden),
-                nn.ReLU(),
-                nn.Dropout(dropout),
-                nn.Linear(2 * hidden, n_answers),
-            )
-            self.explain_qi = nn.Linear(hidden, edim)
-            self.answer_embedding = nn.Embedding(n_answers + 1, edim)
-            self.explain_fc = nn.Linear(k, k)
-            with torch.no_grad():
-                self.explain_fc.weight.copy_(torch.eye(k))
-                self.explain_fc.bias.zero_()
-
-        def joint(
-            self, q: torch.Tensor, feats: torch.Tensor, spatial: torch.Tensor, mask: torch.Tensor
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            v = torch.cat([feats, spatial], dim=-1)
-            v = torch.where(mask.unsqueeze(-1), v, torch.zeros_like(v))
-            if pooling == "attention":
-                # w·(ReLU(W_v v_j) ⊙ ReLU(W_q q)) + b as one batched product (no (M, N, H)
-                # element-wise tensor: the explaining head runs this on B·K images)
-                g = torch.relu(self.att_q(q)) * self.att_out.weight  # (M, A)
-                r = torch.relu(self.att_v(v))  # (M, N, A)
-                logit = torch.bmm(r, g.unsqueeze(2)).squeeze(2) + self.att_out.bias
-                alpha = masked_softmax(logit, mask)
-                if counting:  # soft count of the objects the question is about
-                    count = (torch.sigmoid(logit) * mask.to(v.dtype)).sum(1, keepdim=True)
-            else:
-                m = mask.to(v.dtype)
-                alpha = m / m.sum(dim=1, keepdim=True).clamp(min=1.0)
-            v_hat = torch.bmm(alpha.unsqueeze(1), v).squeeze(1)
-            if counting:
-                v_hat = torch.cat([v_hat, count], dim=1)
-            return torch.relu(self.fuse_q(q)) * torch.relu(self.fuse_v(v_hat)), alpha
-
-        def forward(
-            self,
-            tokens: torch.Tensor,
-            lengths: torch.Tensor,
-            feats: torch.Tensor,
-            spatial: torch.Tensor,
-            mask: torch.Tensor,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            h, alpha = self.joint(self.question(tokens, lengths), feats, spatial, mask)
-            return self.classifier(h), alpha
-
-        def explain(
-            self,
-            tokens: torch.Tensor,
-            lengths: torch.Tensor,
-            feats: torch.Tensor,
-            spatial: torch.Tensor,
-            mask: torch.Tensor,
-            answer: torch.Tensor,
-            with_logits: bool = True,
-        ) -> tuple[torch.Tensor, torch.Tensor | None]:
-            b, kk, n, d = feats.shape
-            q = self.question(tokens, lengths).repeat_interleave(kk, dim=0)
-            h, _ = self.joint(
-                q, feats.reshape(b * kk, n, d), spatial.reshape(b * kk, n, -1), mask.reshape(-1, n)
-            )
-            e = self.explain_qi(self.dropout(h)).view(b, kk, -1)
-            a = self.answer_embedding(answer).unsqueeze(2)  # (B, E, 1)
-            inner = torch.bmm(e, a).squeeze(2)  # (B, K)
-            logits = self.classifier(h).view(b, kk, -1) if with_logits else None
-            return self.explain_fc(inner), logits
-
-    return CounterExampleNet()
+    config = CounterExampleNetConfig(
+        n_words=n_words,
+        n_answers=n_answers,
+        feature_dim=feature_dim,
+        embedding_dim=options["embedding_dim"],
+        hidden_dim=options["hidden_dim"],
+        dropout=options["dropout"],
+        k_candidates=int(options["k_candidates"]),
+        explain_dim=int(options["explain_dim"]),
+        pooling=pooling,
+        attention_dim=int(options["attention_dim"]),
+        count_feature=bool(options["count_feature"]),
+    )
+    return CounterExampleNet(config)
 
 
 class CounterExampleModel(TorchModel):

@@ -151,9 +151,9 @@ def load_files(spec: str, args: Mapping[str, Any] | None = None) -> Any:
     """``--model files:PATH``: a prediction file of the plain questions
     (:class:`PredictionFileModel`), or with ``--model-args conditions=EXPORT_DIR`` a
     harness's answers to exported conditions
-    (:class:`vqadiag.models.condition_answers.ConditionAnswersModel`)."""
+    (:class:`vqadiag.models.adapters.condition_answers.ConditionAnswersModel`)."""
     if not args:
         return PredictionFileModel(spec)
-    from vqadiag.models.condition_answers import ConditionAnswersModel
+    from vqadiag.models.adapters.condition_answers import ConditionAnswersModel
 
     return ConditionAnswersModel.from_args(spec, args)

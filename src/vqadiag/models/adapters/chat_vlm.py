@@ -2,13 +2,13 @@
 
 ``--model hf:DIR`` where ``DIR`` is a local ``save_pretrained`` folder of any model
 ``AutoModelForImageTextToText`` loads (LLaVA, Idefics3, Gemma 3, Qwen2-VL, InternVL …;
-ViLT / BLIP folders go to :mod:`vqadiag.models.hf_adapter`). The hub is never contacted.
+ViLT / BLIP folders go to :mod:`vqadiag.models.adapters.hf_adapter`). The hub is never contacted.
 
 Per question the processor's chat template renders one user turn, an image followed by
 the text ``prompt.format(question=…)``, with the generation prompt appended; a batch
 is padded on the left, and ``generate`` decodes greedily (``do_sample=False``) at most
 ``max_new_tokens`` tokens. The new tokens, decoded with special tokens skipped, are the
-raw text; :class:`vqadiag.models.generated_answer.Generation` turns it into the answer.
+raw text; :class:`vqadiag.models.adapters.generated_answer.Generation` turns it into the answer.
 
 Settings (``--model-args``): ``device`` (``cpu``; ``cuda`` …), ``dtype`` (``auto``:
 float32 on CPU, the weights' own dtype elsewhere; ``float32``, ``bfloat16``,
@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vqadiag.errors import DataError, first_line
+from vqadiag.models.adapters.generated_answer import Generation, read_generation
 from vqadiag.models.base import (
     TEXT_GENERATOR,
     ModelOutput,
@@ -39,7 +40,6 @@ from vqadiag.models.base import (
     pixel_images,
 )
 from vqadiag.models.checkpoint import CONFIG, folder_digest, load_checkpoint, save_checkpoint
-from vqadiag.models.generated_answer import Generation, read_generation
 from vqadiag.models.model_args import ModelArgs
 
 NAME = "hf-chat"

@@ -65,12 +65,12 @@ def _kind_of(model_dir: Path) -> str | None:
 def load_hf(spec: str, args: Mapping[str, Any] | None = None) -> Any:
     """``--model hf:DIR``: a ViLT / BLIP folder gives :class:`HFModel` (settings ``probs``,
     ``batch_size``, ``max_new_tokens``, ``device``); any other folder a generative chat
-    model, :class:`vqadiag.models.chat_vlm.ChatVLM` (docs/vlms.md)."""
+    model, :class:`vqadiag.models.adapters.chat_vlm.ChatVLM` (docs/vlms.md)."""
     folder = Path(spec)
     if not (folder / CONFIG).is_file():
         raise DataError(folder, "no transformers config.json in the model folder")
     if _kind_of(folder) is None:
-        from vqadiag.models.chat_vlm import ChatVLM
+        from vqadiag.models.adapters.chat_vlm import ChatVLM
 
         return ChatVLM.from_args(folder, args)
     reader = ModelArgs(args, "hf")

@@ -40,6 +40,7 @@ import orjson
 
 from vqadiag.data.png import rgb_png
 from vqadiag.errors import DataError, first_line
+from vqadiag.models.adapters.generated_answer import Generation, read_generation
 from vqadiag.models.base import (
     TEXT_GENERATOR,
     ModelOutput,
@@ -48,7 +49,6 @@ from vqadiag.models.base import (
     QuestionBatch,
     pixel_images,
 )
-from vqadiag.models.generated_answer import Generation, read_generation
 from vqadiag.models.model_args import ModelArgs
 
 NAME = "openai"

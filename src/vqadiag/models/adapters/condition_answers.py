@@ -27,6 +27,7 @@ import numpy as np
 from vqadiag.data.jsonio import read_json
 from vqadiag.data.predictions import read_predictions
 from vqadiag.errors import DataError, record_label
+from vqadiag.models.adapters.generated_answer import EXTRACTIONS, Generation
 from vqadiag.models.base import (
     TEXT_GENERATOR,
     ModelOutput,
@@ -35,7 +36,6 @@ from vqadiag.models.base import (
     QuestionBatch,
     pixel_images,
 )
-from vqadiag.models.generated_answer import EXTRACTIONS, Generation
 from vqadiag.models.model_args import ModelArgs
 
 MANIFEST = "manifest.json"

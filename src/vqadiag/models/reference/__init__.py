@@ -1,0 +1,2 @@
+"""The reference models vqadiag trains: prior, question-only, UpDn, symbolic and pixel
+(docs/models.md)."""
