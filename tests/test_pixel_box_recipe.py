@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from vqadiag.data.gqa_data import GQAData
+from vqadiag.models.networks.crop_cache import CropFeatureCache
 from vqadiag.models.reference import pixel
 from vqadiag.models.reference.pixel import PixelModel
 from vqadiag.models.reference.pixel_boxes import (
     BoxCropInput,
-    CropFeatureCache,
     TrainingCrops,
     box_crops,
     crops_tensor,

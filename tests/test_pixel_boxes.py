@@ -11,7 +11,7 @@ import pytest
 
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.inputs import PixelInput
-from vqadiag.models.reference import pixel, pixel_boxes, pixel_objective
+from vqadiag.models.reference import pixel, pixel_objective
 from vqadiag.models.reference.pixel import PixelModel
 from vqadiag.models.reference.pixel_boxes import (
     BoxCropInput,
@@ -214,7 +214,9 @@ def test_pretraining_fits_the_box_names_and_leaves_the_head_alone(world, box_mod
     images = sorted(objective.scenes)[:20]
     head = {k: v.clone() for k, v in box_model.net.state_dict().items() if k.startswith("key")}
     before = _name_loss(box_model, objective, world, images)
-    accuracies = pixel_boxes.pretrain_box_encoder(box_model, objective, world, images, 3, 0, False)
+    accuracies = pixel_objective.pretrain_box_encoder(
+        box_model, objective, world, images, 3, 0, False
+    )
     after = _name_loss(box_model, objective, world, images)
     box_model.__dict__.pop("training_crops")
     assert len(accuracies) == 3 and all(0.0 <= a <= 1.0 for a in accuracies)

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from vqadiag.models.networks.crop_cache import CropFeatureCache
 from vqadiag.models.networks.question import QuestionEncoder, QuestionEncoderConfig
-from vqadiag.models.reference.pixel_boxes import CropFeatureCache
 
 
 def grid_encoder(c: int) -> nn.Sequential:

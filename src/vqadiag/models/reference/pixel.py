@@ -47,7 +47,7 @@ the question's ``annotations`` tie to objects is then supervised as well, by
 ``encoder`` ``boxes`` replaces the grid by the detected boxes, each cut from the stored
 image and encoded by a crop CNN (:mod:`vqadiag.models.reference.pixel_boxes`); the heads
 then attend over boxes, and ``pretrain_epochs`` first trains the crop CNN on the boxes'
-names and attributes (:func:`~vqadiag.models.reference.pixel_boxes.pretrain_box_encoder`).
+names and attributes (:func:`~vqadiag.models.reference.pixel_objective.pretrain_box_encoder`).
 ``crop_pooling`` ``layout`` flattens the crop CNN's last map instead of averaging it
 (where a class's mark or a state's badge sits counts), and ``freeze_encoder`` keeps the
 pre-trained crop CNN fixed for the rest of training, so each training box is encoded
@@ -78,9 +78,12 @@ from vqadiag.models.reference.pixel_boxes import (
     TrainingCrops,
     box_crops,
     crops_tensor,
+)
+from vqadiag.models.reference.pixel_objective import (
+    GridObjective,
+    grid_vocab,
     pretrain_box_encoder,
 )
-from vqadiag.models.reference.pixel_objective import GridObjective, grid_vocab
 from vqadiag.models.training import (
     LR_SCHEDULES,
     TRAINING_DEFAULTS,
@@ -384,7 +387,7 @@ class PixelModel(TorchModel):
         ``rows`` of ``visual``: one crop per real box, image by image (images are cut here,
         in this thread: :meth:`_cut_crops`). With ``encode`` (inference: the weights are
         fixed), the crops' features (K, 4c) in their place, from the crop cache
-        (:class:`~vqadiag.models.reference.pixel_boxes.CropFeatureCache`)."""
+        (:class:`~vqadiag.models.networks.crop_cache.CropFeatureCache`)."""
         import torch
 
         if isinstance(visual, PixelInput):
@@ -494,7 +497,7 @@ class PixelModel(TorchModel):
     ) -> None:
         """With the box encoder and ``pretrain_epochs`` > 0, train the crop CNN and the
         name / attribute heads on the training images' matched boxes first
-        (:func:`~vqadiag.models.reference.pixel_boxes.pretrain_box_encoder`)."""
+        (:func:`~vqadiag.models.reference.pixel_objective.pretrain_box_encoder`)."""
         epochs = int(self.options["pretrain_epochs"])
         if self.boxes and epochs:
             if not isinstance(objective, GridObjective):  # the answer loss alone: no labels

@@ -26,7 +26,6 @@ trained on object labels before VQA.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,12 +33,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vqadiag.data.inputs import padded_boxes
-from vqadiag.data.lru import ByteLRU
 
 if TYPE_CHECKING:
-    from vqadiag.data.gqa_data import GQAData
-    from vqadiag.models.reference.pixel import PixelModel
-    from vqadiag.models.reference.pixel_objective import GridObjective
+    pass
 
 #: a detection shows an object when their IoU reaches this (the usual detection threshold)
 MATCH_IOU = 0.5
@@ -122,58 +118,6 @@ def boxes_of_object(boxes: np.ndarray, obj: Mapping[str, Any]) -> np.ndarray:
     return out
 
 
-#: bytes of features a :class:`CropFeatureCache` keeps (about 80,000 boxes of 96 features)
-CROP_CACHE_BYTES = 32 << 20
-
-
-class CropFeatureCache:
-    """The crop CNN's features of crops already seen, keyed by the crops' bytes (a 128-bit
-    BLAKE2b digest of the uint8 pixels). In a diagnosis most conditions leave most boxes'
-    pixels as they were (noise questions, other boxes replaced), so each distinct crop
-    goes through the CNN once. The owner clears it whenever the weights may change: the
-    pixel network does on entering training mode (unless its encoder is frozen) and on
-    ``load_state_dict``; code that edits the CNN's weights in place must call
-    :meth:`clear` itself. LRU past :data:`CROP_CACHE_BYTES`."""
-
-    def __init__(self, limit: int = CROP_CACHE_BYTES) -> None:
-        self._features: ByteLRU[bytes, np.ndarray] = ByteLRU(limit, _nbytes)
-        self._generation = 0  # counts clears: features computed before one are not kept
-
-    def __len__(self) -> int:
-        """The number of crops whose features are kept."""
-        return len(self._features)
-
-    def clear(self) -> None:
-        """Forget every feature (the weights changed)."""
-        self._generation += 1
-        self._features.clear()
-
-    def features(self, crops: np.ndarray, encode: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """``(K, F)``: ``encode(crops)`` row for row, computing only the distinct crops not
-        in the cache (``crops`` (K, s, s, 3) uint8; ``encode`` → (k, F) float32)."""
-        if not len(crops):
-            return encode(crops)
-        generation = self._generation
-        keys = [hashlib.blake2b(c.tobytes(), digest_size=16).digest() for c in crops]
-        rows: list[np.ndarray | None] = [self._features.get(k) for k in keys]
-        todo: dict[bytes, int] = {}
-        for i, (key, row) in enumerate(zip(keys, rows, strict=True)):
-            if row is None:
-                todo.setdefault(key, i)
-        if todo:
-            fresh = encode(crops[list(todo.values())])
-            # one copy per row, so that a kept row does not keep its whole batch alive
-            computed = {key: fresh[j].copy() for j, key in enumerate(todo)}
-            if generation == self._generation:  # no clear while encoding
-                computed = {key: self._features.put(key, row) for key, row in computed.items()}
-            rows = [computed[k] if r is None else r for k, r in zip(keys, rows, strict=True)]
-        return np.stack(rows)
-
-
-def _nbytes(array: np.ndarray) -> int:
-    return array.nbytes
-
-
 @dataclass(frozen=True)
 class BoxCropInput:
     """A batch's boxes already cut out (the box encoder's training input, cached per image
@@ -227,54 +171,3 @@ class TrainingCrops:
         sizes = np.asarray([r[2] for r in rows], np.float32).reshape(len(rows), 2)
         encoded = self.encoder is not None
         return BoxCropInput([r[0] for r in rows], boxes, mask, sizes, encoded)
-
-
-#: images per pre-training step and the step size of the box encoder's pre-training
-PRETRAIN_IMAGES, PRETRAIN_LR = 16, 1e-3
-
-
-def pretrain_box_encoder(
-    model: PixelModel,
-    objective: GridObjective,
-    data: GQAData,
-    image_ids: Sequence[str],
-    epochs: int,
-    seed: int,
-    progress: bool,
-) -> list[float]:
-    """Train the crop CNN and the name / attribute heads alone on ``image_ids``' boxes:
-    ``CE(names) + s · BCE(attributes)`` over the real boxes (targets:
-    :meth:`~vqadiag.models.reference.pixel_objective.GridObjective.targets`), Adam (step
-    :data:`PRETRAIN_LR`), the images in fixed groups of :data:`PRETRAIN_IMAGES` visited in
-    a new random order each epoch (seeded by ``seed``), as bottom-up features are trained
-    on object labels before VQA. Returns the name accuracy on the matched boxes of each
-    epoch (measured while training)."""
-    import torch
-
-    from vqadiag.progress import progress_bar
-
-    net = model.net
-    groups = [image_ids[i : i + PRETRAIN_IMAGES] for i in range(0, len(image_ids), PRETRAIN_IMAGES)]
-    params = [*net.cnn.parameters(), *net.aux_name.parameters(), *net.aux_attr.parameters()]
-    optimizer = torch.optim.Adam(params, lr=PRETRAIN_LR)
-    rng = np.random.default_rng(seed)
-    accuracies: list[float] = []
-    net.train()
-    with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
-        task = bar.add_task("pixel: pre-training boxes", total=epochs * len(groups), acc=0.0)
-        for _ in range(epochs):
-            right = named = 0
-            for g in rng.permutation(len(groups)):
-                ids = groups[g]
-                view = model._box_view(model.training_input(data, ids), range(len(ids)))
-                cells, mask = net.cells(view)
-                loss, logits, names = objective.unit_label_loss(cells, mask, ids)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                matched = names > 0
-                right += int((logits.argmax(1)[matched] == names[matched]).sum())
-                named += int(matched.sum())
-                bar.update(task, advance=1, acc=100.0 * right / max(1, named))
-            accuracies.append(right / max(1, named))
-    return accuracies

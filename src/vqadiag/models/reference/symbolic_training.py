@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,8 +29,8 @@ from vqadiag.models.reference.symbolic_vocabulary import (
 )
 from vqadiag.progress import LOSS_ACC, progress_bar
 
-if TYPE_CHECKING:
-    from vqadiag.models.reference.symbolic import SymbolicModel
+#: the symbolic model's class (:class:`vqadiag.models.reference.symbolic.SymbolicModel`)
+M = TypeVar("M")
 
 
 def build_nets(
@@ -100,7 +100,7 @@ class torch_threads:
 
 
 def train_symbolic(
-    cls: type[SymbolicModel],
+    cls: type[M],
     data: GQAData,
     split: str,
     epochs: int | None,
@@ -111,7 +111,7 @@ def train_symbolic(
     max_images: int | None,
     max_pairs: int,
     nms_iou: float,
-) -> SymbolicModel:
+) -> M:
     """Train the object, relation and scene classifiers on ``split`` (the symbolic model's
     module docstring, steps 1-5) and return ``cls(config, tensors, answers)``; the config
     names the model ``cls.name``."""
