@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,18 +23,22 @@ from typing import Any
 from vqadiag.data.jsonio import read_json
 from vqadiag.errors import DataError
 from vqadiag.models.checkpoint import CONFIG
+from vqadiag.registry import Registry, resolve
 
-MODELS: dict[str, str] = {
-    "prior": "vqadiag.models.reference.prior:PriorModel",
-    "question-only": "vqadiag.models.reference.question_only:QuestionOnlyModel",
-    "updn": "vqadiag.models.reference.updn:UpDnModel",
-    "symbolic": "vqadiag.models.reference.symbolic:SymbolicModel",
-    "pixel": "vqadiag.models.reference.pixel:PixelModel",
-    "hf": "vqadiag.models.adapters.hf_adapter:HFModel",
-    "hf-chat": "vqadiag.models.adapters.chat_vlm:ChatVLM",
-    "files": "vqadiag.models.adapters.file_adapter:PredictionFileModel",
-    "counterexample": "vqadiag.models.remedies.counterexample:CounterExampleModel",
-}
+MODELS: Registry[str] = Registry(
+    "model",
+    {
+        "prior": "vqadiag.models.reference.prior:PriorModel",
+        "question-only": "vqadiag.models.reference.question_only:QuestionOnlyModel",
+        "updn": "vqadiag.models.reference.updn:UpDnModel",
+        "symbolic": "vqadiag.models.reference.symbolic:SymbolicModel",
+        "pixel": "vqadiag.models.reference.pixel:PixelModel",
+        "hf": "vqadiag.models.adapters.hf_adapter:HFModel",
+        "hf-chat": "vqadiag.models.adapters.chat_vlm:ChatVLM",
+        "files": "vqadiag.models.adapters.file_adapter:PredictionFileModel",
+        "counterexample": "vqadiag.models.remedies.counterexample:CounterExampleModel",
+    },
+)
 TRAINABLE: tuple[str, ...] = ("prior", "question-only", "updn", "symbolic", "pixel")
 
 
@@ -50,10 +53,7 @@ class Adapter:
     def __call__(self, spec: str, args: Mapping[str, Any] | None = None) -> Any:
         """``load(SPEC)``, or ``load(SPEC, args)`` when settings are given (``--model-args``);
         an adapter whose loader takes no settings refuses them."""
-        target = self.load
-        if isinstance(target, str):
-            module, _, attr = target.partition(":")
-            target = getattr(importlib.import_module(module), attr)
+        target = resolve(self.load)
         if not args:
             return target(spec)
         try:
@@ -67,54 +67,53 @@ class Adapter:
         return target(spec, args)
 
 
-ADAPTERS: dict[str, Adapter] = {
-    "files": Adapter(
-        "files",
-        "vqadiag.models.adapters.file_adapter:load_files",
-        "prediction files (plain condition only), or a harness's answers to exported "
-        "conditions (--model-args conditions=EXPORT_DIR)",
-    ),
-    "hf": Adapter(
-        "hf",
-        "vqadiag.models.adapters.hf_adapter:load_hf",
-        "a local transformers folder: a chat VLM, or ViLT / BLIP",
-    ),
-    "openai": Adapter(
-        "openai",
-        "vqadiag.models.adapters.openai_endpoint:load_endpoint",
-        "an OpenAI-compatible chat-completions server: vLLM, SGLang, Ollama …",
-    ),
-}
+ADAPTERS: Registry[Adapter] = Registry(
+    "model adapter",
+    {
+        "files": Adapter(
+            "files",
+            "vqadiag.models.adapters.file_adapter:load_files",
+            "prediction files (plain condition only), or a harness's answers to exported "
+            "conditions (--model-args conditions=EXPORT_DIR)",
+        ),
+        "hf": Adapter(
+            "hf",
+            "vqadiag.models.adapters.hf_adapter:load_hf",
+            "a local transformers folder: a chat VLM, or ViLT / BLIP",
+        ),
+        "openai": Adapter(
+            "openai",
+            "vqadiag.models.adapters.openai_endpoint:load_endpoint",
+            "an OpenAI-compatible chat-completions server: vLLM, SGLang, Ollama …",
+        ),
+    },
+)
 
 
 def register_model(name: str, target: str | type[Any]) -> None:
     """Register a model class under the name its run folders' ``config.json`` carries
     (``target``: the class or ``"module:Class"``, imported when first asked for); its
     ``load(run_dir)`` rebuilds it."""
-    MODELS[name] = target if isinstance(target, str) else f"{target.__module__}:{target.__name__}"
+    path = target if isinstance(target, str) else f"{target.__module__}:{target.__name__}"
+    MODELS.add(name, path)
 
 
 def register_adapter(kind: str, load: Callable[[str], Any] | str, description: str = "") -> None:
     """Make ``--model KIND:SPEC`` load ``load(SPEC)`` (a callable or ``"module:function"``)."""
     if not kind.isidentifier():
         raise ValueError(f"an adapter kind must be an identifier, got {kind!r}")
-    ADAPTERS[kind] = Adapter(kind, load, description or kind)
+    ADAPTERS.add(kind, Adapter(kind, load, description or kind))
 
 
 def unregister_adapter(kind: str) -> None:
     """Remove an adapter (tests, plug-ins that replace one)."""
-    ADAPTERS.pop(kind, None)
+    ADAPTERS.remove(kind)
 
 
 def model_class(name: str, source: str | Path | None = "--model") -> type[Any]:
     """The class registered under ``name``; an unknown name raises ``DataError`` naming
     ``source`` (the option or file it came from) and the known names."""
-    target = MODELS.get(name)
-    if target is None:
-        known = ", ".join(MODELS)
-        raise DataError(source, f"unknown model {name!r} (known: {known})")
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return resolve(MODELS.get(name, source))
 
 
 def load_model(run_dir: str | Path) -> Any:
@@ -137,7 +136,7 @@ def load_model_spec(spec: str, model_args: Mapping[str, Any] | None = None) -> A
     if sep and kind in ADAPTERS and not Path(spec).exists():
         if not rest:
             raise DataError("--model", f"adapter {kind!r} needs a path: {kind}:PATH")
-        return ADAPTERS[kind](rest, model_args)
+        return ADAPTERS.get(kind)(rest, model_args)
     if model_args:
         raise DataError(
             "--model-args", "settings apply to adapters (hf:…, openai:…), not run folders"
@@ -150,4 +149,4 @@ def load_model_spec(spec: str, model_args: Mapping[str, Any] | None = None) -> A
 
 def describe_adapters() -> str:
     """``kind:SPEC (description)`` of every adapter, for help texts."""
-    return ", ".join(f"{a.kind}:… ({a.description})" for a in ADAPTERS.values())
+    return ", ".join(f"{a.kind}:… ({a.description})" for a in ADAPTERS.as_dict().values())

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from vqadiag.errors import SuiteSkipped as SuiteSkipped  # re-exported: the suite contract
+from vqadiag.registry import Registry
 
 if TYPE_CHECKING:
     from vqadiag.metrics.compare import PairedComparison
@@ -220,7 +221,7 @@ class Suite:
         return skipped
 
 
-_REGISTRY: dict[str, Suite] = {}
+_REGISTRY: Registry[Suite] = Registry("suite")
 _BUILTINS_LOADED = False
 _LOADED_PLUGINS: set[str] = set()
 
@@ -249,16 +250,16 @@ def register_suite(cls: type[Suite]) -> type[Suite]:
     keys = [f.key for f in cls.figures]
     if len(set(keys)) != len(keys):
         raise ValueError(f"suite {name!r} declares a figure key twice")
-    for other in _REGISTRY.values():
+    for other in _REGISTRY.as_dict().values():
         if other.name != name and set(keys) & {f.key for f in other.figures}:
             raise ValueError(f"suite {name!r} reuses a figure key of suite {other.name!r}")
-    _REGISTRY[name] = cls()
+    _REGISTRY.add(name, cls())
     return cls
 
 
 def unregister_suite(name: str) -> None:
     """Remove a suite from the registry (tests, plug-ins that replace one)."""
-    _REGISTRY.pop(name, None)
+    _REGISTRY.remove(name)
 
 
 def load_builtin_suites() -> None:
@@ -282,7 +283,7 @@ def _load_builtins() -> None:
 def registered_suites() -> dict[str, Suite]:
     """Every registered suite by name: the built-ins in run order, then plug-ins."""
     _load_builtins()
-    return dict(_REGISTRY)
+    return _REGISTRY.as_dict()
 
 
 def get_suite(name: str) -> Suite:
