@@ -11,12 +11,12 @@ from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch
 
 pytest.importorskip("torch")
 
-from vqadiag.data.geometry import iou_matrix
+from vqadiag.data.geometry import best_matches, pairwise_iou
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.models.reference.symbolic import SymbolicModel
 from vqadiag.models.reference.symbolic_features import (
+    MATCH_IOU,
     grounded_question_ids,
-    match_boxes,
     pair_geometry,
 )
 from vqadiag.models.reference.symbolic_vocabulary import learn_vocabulary
@@ -132,14 +132,16 @@ def test_vocabulary_round_trips_through_json():
 def test_iou_and_matching_hand_worked():
     a = np.array([[0, 0, 2, 2], [10, 10, 12, 12]], float)
     b = np.array([[1, 1, 3, 3], [0, 0, 2, 2]], float)
-    iou = iou_matrix(a, b)
+    iou = pairwise_iou(a, b, integer=False)
     # [0,0,2,2] vs [1,1,3,3]: intersection 1, union 4 + 4 − 1 = 7
     assert iou[0, 0] == pytest.approx(1 / 7)
     assert iou[0, 1] == 1.0 and iou[1, 0] == 0.0
-    assert match_boxes(a, b).tolist() == [1, -1]
+    assert best_matches(a, b, MATCH_IOU, inclusive=False).tolist() == [1, -1]
     # IoU exactly 0.5 is not a match (> 0.5): [0,0,2,1] inside [0,0,2,2]: 2 / 4
-    assert iou_matrix([[0, 0, 2, 1]], [[0, 0, 2, 2]])[0, 0] == 0.5
-    assert match_boxes(np.array([[0, 0, 2, 1]]), np.array([[0, 0, 2, 2]])).tolist() == [-1]
+    half = np.array([[0, 0, 2, 1]]), np.array([[0, 0, 2, 2]])
+    assert pairwise_iou(*half, integer=False)[0, 0] == 0.5
+    assert best_matches(*half, MATCH_IOU, inclusive=False).tolist() == [-1]
+    assert best_matches(*half, MATCH_IOU, inclusive=True).tolist() == [0]  # the pixel rule
 
 
 def test_pair_geometry_hand_worked():

@@ -9,17 +9,17 @@ import json
 import numpy as np
 import pytest
 
+from vqadiag.data.geometry import best_matches, pairwise_iou
+from vqadiag.data.gqa import object_corners
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.inputs import PixelInput
 from vqadiag.models.reference import pixel, pixel_objective
 from vqadiag.models.reference.pixel import PixelModel
 from vqadiag.models.reference.pixel_boxes import (
+    MATCH_IOU,
     BoxCropInput,
     box_crops,
     boxes_of_object,
-    iou,
-    matched_objects,
-    object_corners,
 )
 from vqadiag.models.reference.pixel_objective import GridObjective
 from vqadiag.models.registry import load_model
@@ -30,13 +30,18 @@ def test_iou_on_hand_worked_boxes():
     b = np.array([[5, 0, 15, 10], [0, 0, 10, 10], [20, 20, 30, 30]], np.float32)
     # [0,0,10,10] vs [5,0,15,10]: intersection 50, union 150 → 1/3
     expected = np.array([[1 / 3, 1.0, 0.0], [0.0, 0.0, 0.0]])
-    assert np.allclose(iou(a, b), expected)
+    assert np.allclose(pairwise_iou(a, b, integer=False), expected)
 
 
 def test_object_corners_from_scene_graph_boxes():
     corners = object_corners([{"x": 2, "y": 3, "w": 10, "h": 5}])
     assert corners.tolist() == [[2.0, 3.0, 12.0, 8.0]]
     assert object_corners([]).shape == (0, 4)
+
+
+def matched_objects(boxes: np.ndarray, objects: list) -> np.ndarray:
+    """The pixel model's matching: IoU ≥ MATCH_IOU (the bound counts)."""
+    return best_matches(boxes, object_corners(objects), MATCH_IOU, inclusive=True)
 
 
 def test_each_detection_matches_the_object_of_largest_iou_from_one_half():

@@ -5,9 +5,9 @@ Boxes are ``(x1, y1, x2, y2)`` in pixels. Two families:
 * the official FPVG rules (``integer=True``, docs/protocols.md §5): widths and
   heights truncated with ``int()``, a box that is not strictly ordered scores 0
   against everything — used to decide relevant / irrelevant boxes;
-* exact float geometry (:func:`iou_matrix`, and ``integer=False`` of the
-  pairwise functions) — used by the symbolic model and the synthetic world's
-  detector statistics.
+* exact float geometry (``integer=False`` of the pairwise functions, and
+  :func:`best_matches`) — used by the symbolic and pixel models and the synthetic
+  world's detector statistics.
 """
 
 from __future__ import annotations
@@ -119,18 +119,19 @@ def overlap_denominator_areas(
     raise ValueError(f"overlap denominator must be 'detected' or 'annotated', not {denominator!r}")
 
 
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box of ``a`` (n, 4) with every box of ``b`` (m, 4), corners x1 y1 x2 y2.
+def best_matches(
+    boxes: np.ndarray, targets: np.ndarray, threshold: float, *, inclusive: bool
+) -> np.ndarray:
+    """``(N,)``: for each box of ``boxes`` (N, 4), the index of the box of ``targets`` (M, 4)
+    of largest IoU (exact float geometry; the first on ties) when that IoU is above
+    ``threshold`` — or reaches it, with ``inclusive`` — else −1 (docs/protocols.md §5).
 
-    ``IoU = |a ∩ b| / (|a| + |b| − |a ∩ b|)`` (docs/protocols.md §5); boxes of zero area give 0.
-    """
-    a = np.asarray(a, np.float64).reshape(-1, 4)
-    b = np.asarray(b, np.float64).reshape(-1, 4)
-    iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / union, 0.0)
+    Two conventions use it: the symbolic model names a detection after the object it
+    overlaps by IoU > 0.5 (FPVG's relevance rule), the pixel model's box encoder learns
+    from detections of IoU ≥ 0.5 (the usual detection threshold)."""
+    if len(boxes) == 0 or len(targets) == 0:
+        return np.full(len(boxes), -1, dtype=np.int64)
+    overlap = pairwise_iou(boxes, targets, integer=False)
+    best = overlap.argmax(axis=1)
+    value = overlap[np.arange(len(boxes)), best]
+    return np.where(value >= threshold if inclusive else value > threshold, best, -1)

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vqadiag.data.jsonio import finite_float, read_json, require_field
 from vqadiag.errors import DataError, record_label
 
@@ -125,6 +127,12 @@ def object_box_corners(obj: Mapping[str, Any]) -> tuple[float, float, float, flo
     """Scene-graph ``x, y, w, h`` → corners ``(x, y, x + w, y + h)`` (docs/protocols.md §5)."""
     x, y = float(obj["x"]), float(obj["y"])
     return x, y, x + float(obj["w"]), y + float(obj["h"])
+
+
+def object_corners(objects: Iterable[Mapping[str, Any]]) -> np.ndarray:
+    """``(M, 4)`` float corners of scene-graph objects (:func:`object_box_corners` of each)."""
+    rows = [object_box_corners(o) for o in objects]
+    return np.asarray(rows, np.float64).reshape(len(rows), 4)
 
 
 def read_choices(path: str | Path) -> dict[str, dict[str, list[str]]]:

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.geometry import iou_matrix
+from vqadiag.data.geometry import pairwise_iou
+from vqadiag.data.gqa import object_corners
 from vqadiag.data.jsonio import read_json
 from vqadiag.errors import DataError
 from vqadiag.metrics.bootstrap import mean_ci
@@ -156,16 +157,13 @@ def _match_boxes(graphs: dict[str, Any], detections: Any, boxes: _Boxes) -> None
     """Match each image's detected boxes to its scene-graph objects (IoU > 0.5) into
     ``boxes``."""
     for image_id, graph in graphs.items():
-        truth = np.array(
-            [[o["x"], o["y"], o["x"] + o["w"], o["y"] + o["h"]] for o in graph["objects"].values()],
-            dtype=np.float64,
-        )
+        truth = object_corners(graph["objects"].values())
         found = np.asarray(detections[image_id], dtype=np.float64)
         boxes.per_image.append(found.shape[0])
         if found.shape[0] == 0:
             boxes.recall.extend([False] * truth.shape[0])
             continue
-        iou = iou_matrix(truth, found)
+        iou = pairwise_iou(truth, found, integer=False)
         boxes.recall.extend((iou.max(axis=1) > 0.5).tolist())
         boxes.unmatched.extend((iou.max(axis=0) <= 0.5).tolist())
 

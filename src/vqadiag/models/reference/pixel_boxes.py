@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vqadiag.data.geometry import pairwise_iou
+from vqadiag.data.gqa import object_corners
 from vqadiag.data.inputs import padded_boxes
 
 if TYPE_CHECKING:
@@ -72,46 +74,13 @@ def crops_tensor(crops: np.ndarray) -> Any:
     return torch.from_numpy(np.ascontiguousarray(scaled.transpose(0, 3, 1, 2)))
 
 
-def iou(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """``(N, M)`` intersection over union of corner boxes ``(N, 4)`` and ``(M, 4)``
-    (0 where both are empty)."""
-    a = np.asarray(boxes, np.float64)[:, None, :]
-    b = np.asarray(others, np.float64)[None, :, :]
-    w = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
-    h = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
-    inter = w * h
-    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
-    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
-    union = area_a + area_b - inter
-    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
-
-
-def object_corners(objects: Sequence[Mapping[str, Any]]) -> np.ndarray:
-    """``(M, 4)`` corners of scene-graph objects (``x, y, w, h``)."""
-    rows = [
-        (float(o["x"]), float(o["y"]), float(o["x"]) + float(o["w"]), float(o["y"]) + float(o["h"]))
-        for o in objects
-    ]
-    return np.asarray(rows, np.float64).reshape(len(rows), 4)
-
-
-def matched_objects(boxes: np.ndarray, objects: Sequence[Mapping[str, Any]]) -> np.ndarray:
-    """``(N,)``: for each detection, the index in ``objects`` of the object of largest
-    IoU when that IoU is at least :data:`MATCH_IOU` (the first on ties), else −1."""
-    if len(boxes) == 0 or len(objects) == 0:
-        return np.full(len(boxes), -1, dtype=np.int64)
-    overlap = iou(boxes, object_corners(objects))
-    best = overlap.argmax(axis=1)
-    return np.where(overlap[np.arange(len(boxes)), best] >= MATCH_IOU, best, -1)
-
-
 def boxes_of_object(boxes: np.ndarray, obj: Mapping[str, Any]) -> np.ndarray:
     """``(N,)`` bool: the detections whose IoU with ``obj`` reaches :data:`MATCH_IOU`, or
     when none does, the one of largest positive IoU (none when no box overlaps it)."""
     out = np.zeros(len(boxes), dtype=bool)
     if len(boxes) == 0:
         return out
-    overlap = iou(boxes, object_corners([obj]))[:, 0]
+    overlap = pairwise_iou(boxes, object_corners([obj]), integer=False)[:, 0]
     out[overlap >= MATCH_IOU] = True
     if not out.any() and overlap.max() > 0:
         out[int(overlap.argmax())] = True

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vqadiag.data.geometry import best_matches
+from vqadiag.data.gqa import object_corners
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import QuestionBatch
-from vqadiag.models.reference.pixel_boxes import boxes_of_object, matched_objects
+from vqadiag.models.reference.pixel_boxes import MATCH_IOU, boxes_of_object
 from vqadiag.models.vocab import tokenize
 
 if TYPE_CHECKING:
@@ -124,9 +126,8 @@ class GridObjective:
     def targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         """Per unit: the name index and the attribute indicator row of its object. A cell's
         object is the one on top at its centre (in the stored image's coordinates); a
-        box's is the object it matches
-        (:func:`~vqadiag.models.reference.pixel_boxes.matched_objects`); index 0
-        ("background") when none."""
+        box's is the object it matches (IoU ≥ ``MATCH_IOU``,
+        :func:`~vqadiag.data.geometry.best_matches`); index 0 ("background") when none."""
         hit = self._targets.get(image_id)
         if hit is not None:
             return hit
@@ -138,7 +139,9 @@ class GridObjective:
     def _box_targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         scene = self.scenes.get(image_id) or {"objects": {}}
         objects = list(scene["objects"].values())
-        match = matched_objects(self._boxes(image_id), objects)
+        match = best_matches(
+            self._boxes(image_id), object_corners(objects), MATCH_IOU, inclusive=True
+        )
         name = np.zeros(len(match), dtype=np.int64)
         attr = np.zeros((len(match), self.n_attrs), dtype=np.float32)
         for k, m in enumerate(match.tolist()):

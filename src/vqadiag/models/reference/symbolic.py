@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
-from vqadiag.data.geometry import iou_matrix
+from vqadiag.data.geometry import pairwise_iou
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.gqa_program import ProgramError, ProgramVocabulary, run
 from vqadiag.errors import DataError
@@ -204,7 +204,7 @@ class SymbolicModel:
         keep = keep[np.argsort(-score[keep], kind="stable")]
         kept: list[int] = []
         if len(keep):
-            iou = iou_matrix(boxes[keep], boxes[keep])
+            iou = pairwise_iou(boxes[keep], boxes[keep], integer=False)
             for pos, i in enumerate(keep):
                 dup = any(
                     name_idx[j] == name_idx[i] and iou[pos, q] > self.nms_iou

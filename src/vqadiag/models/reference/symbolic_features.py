@@ -9,22 +9,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from vqadiag.data.geometry import iou_matrix
+from vqadiag.data.geometry import pairwise_iou
 from vqadiag.data.gqa import object_box_corners
 from vqadiag.data.gqa_data import GQAData
 
 MATCH_IOU = 0.5
 N_PAIR_FEATURES = 18
-
-
-def match_boxes(boxes: np.ndarray, object_boxes: np.ndarray, threshold: float = MATCH_IOU):
-    """For each detected box, the index of the object box of largest IoU if that IoU
-    is > ``threshold``, else −1 (several boxes may match one object)."""
-    if len(boxes) == 0 or len(object_boxes) == 0:
-        return np.full(len(boxes), -1, dtype=np.int64)
-    iou = iou_matrix(boxes, object_boxes)
-    best = iou.argmax(axis=1)
-    return np.where(iou[np.arange(len(boxes)), best] > threshold, best, -1)
 
 
 def object_geometry(boxes: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -113,7 +103,7 @@ def grounded_question_ids(data: GQAData, split: str, questions: Iterable[str] | 
             if obj_ids and image_id in data.detections:
                 _, boxes = data.image_objects(image_id)
                 corners = np.array([object_box_corners(scene["objects"][o]) for o in obj_ids])
-                iou = iou_matrix(boxes, corners)
+                iou = pairwise_iou(boxes, corners, integer=False)
                 if len(boxes):
                     found = {obj_ids[k] for k in np.nonzero(iou.max(axis=0) > MATCH_IOU)[0]}
             detected[image_id] = found

@@ -11,13 +11,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from vqadiag.data.geometry import best_matches
 from vqadiag.data.gqa import object_box_corners
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.data.gqa_program import ProgramVocabulary
 from vqadiag.errors import DataError
 from vqadiag.models.reference.symbolic_features import (
+    MATCH_IOU,
     N_PAIR_FEATURES,
-    match_boxes,
     object_geometry,
     pair_geometry,
     pool_features,
@@ -265,7 +266,7 @@ def _collect(
         obj_boxes = np.array(
             [object_box_corners(scene["objects"][o]) for o in obj_ids], dtype=np.float64
         ).reshape(-1, 4)
-        match = match_boxes(boxes, obj_boxes)
+        match = best_matches(boxes, obj_boxes, MATCH_IOU, inclusive=False)
         labels = np.full((len(boxes), n_heads), -1, dtype=np.int64)
         labels[:, 0] = len(names)  # no object
         for i, m in enumerate(match.tolist()):
