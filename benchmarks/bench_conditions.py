@@ -38,8 +38,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="Work folder to keep.")
     args = parser.parse_args()
 
-    from vqadiag.data.gqa_data import GQAData
-    from vqadiag.data.relevance_files import read_relevance
+    from vqadiag.data.formats.relevance_files import read_relevance
+    from vqadiag.data.model_inputs.gqa_data import GQAData
     from vqadiag.diagnosis.diagnose import diagnose
     from vqadiag.models.reference.updn import UpDnModel
     from vqadiag.probes.conditions import Condition, Probe

@@ -1,13 +1,13 @@
 """Benchmark: the cost of refusing duplicate keys when a JSON file is read.
 
 ``read_json`` parses with orjson and, for a top-level object, counts its members in the
-raw bytes (:mod:`vqadiag.data.json_keys`) to catch a key given twice, which every JSON
+raw bytes (:mod:`vqadiag.data.io.json_keys`) to catch a key given twice, which every JSON
 parser silently collapses. Timed on generated files of the official sizes, in the same
 run (median of ``--repeats``):
 
 * ``orjson only``: ``orjson.loads`` with the garbage collector paused, as ``read_json``
   reads (what reading cost before the check);
-* ``member count alone``: :func:`~vqadiag.data.json_keys.count_top_level_members`;
+* ``member count alone``: :func:`~vqadiag.data.io.json_keys.count_top_level_members`;
 * ``read_json``: orjson + the member count (the check's cost is the difference);
 * ``naive``: the usual way to see duplicates, ``json.loads`` with an
   ``object_pairs_hook`` that checks every object's keys.
@@ -82,8 +82,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from vqadiag.data.json_keys import count_top_level_members
-    from vqadiag.data.jsonio import paused_gc, read_json
+    from vqadiag.data.io.json_keys import count_top_level_members
+    from vqadiag.data.io.jsonio import paused_gc, read_json
 
     def orjson_only(path: Path) -> object:
         with paused_gc():  # as read_json reads

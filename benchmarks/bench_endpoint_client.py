@@ -15,7 +15,7 @@ the same run:
    separately on the same answers), against the wall time per request
    (``transformers serve`` answers one VLM request at a time, so this shows the
    client's overhead, not batching gains);
-4. **image encoding alone**: ``vqadiag.data.png`` against Pillow's PNG encoder;
+4. **image encoding alone**: ``vqadiag.data.io.png`` against Pillow's PNG encoder;
 5. **resume**: ``diagnose`` twice into one folder; the second run's ``requests_sent``.
 
     python benchmarks/bench_endpoint_client.py                 # 120 questions
@@ -52,7 +52,7 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT / "tests"))
     from tiny_vlm import build_tiny_llava, transformers_serve
-    from vqadiag.data.gqa_data import GQAData
+    from vqadiag.data.model_inputs.gqa_data import GQAData
     from vqadiag.diagnosis.diagnose import diagnose
     from vqadiag.models.adapters.generated_answer import Generation
     from vqadiag.models.adapters.openai_endpoint import EndpointModel, image_data_url
@@ -162,7 +162,7 @@ def main() -> None:
             Image.fromarray(im).save(buffer, format="PNG", compress_level=1)
             base64.b64encode(buffer.getvalue())
         pillow = (time.perf_counter() - t0) / n
-        print(f"image to data URL: {1000 * ours:.2f} ms (vqadiag.data.png); Pillow's PNG "
+        print(f"image to data URL: {1000 * ours:.2f} ms (vqadiag.data.io.png); Pillow's PNG "
               f"encoder at level 1: {1000 * pillow:.2f} ms ({pillow / ours:.1f}×)")  # fmt: skip
 
         out = work / "resume"

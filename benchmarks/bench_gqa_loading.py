@@ -5,7 +5,7 @@ fullAnswer, imageId, isBalanced, groups, types, annotations, semantic,
 semanticStr, entailed, equivalent) in a temporary folder, then, in the same
 run, measures in separate child processes (so peak memory is each loader's own):
 
-* ``vqadiag.data.gqa.read_gqa_questions`` (orjson, cyclic garbage collector
+* ``vqadiag.data.formats.gqa.read_gqa_questions`` (orjson, cyclic garbage collector
   paused while parsing, then validation) vs the stdlib ``json.load`` (no
   validation) as the official scripts call it and with the collector paused:
   wall and CPU time, peak resident memory above the interpreter's baseline, and
@@ -159,7 +159,7 @@ def child(loader: str, path: str, repeat: int) -> None:
     import numpy  # noqa: F401  (imported before the baseline, as in real use)
     import orjson  # noqa: F401
 
-    from vqadiag.data.gqa import read_gqa_questions
+    from vqadiag.data.formats.gqa import read_gqa_questions
     from vqadiag.protocols.ood.formulas import OOD_ALPHA_GRID, build_ood_split, ood_groups
 
     def load() -> dict:

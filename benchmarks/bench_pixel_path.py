@@ -66,8 +66,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="Work folder to keep.")
     args = parser.parse_args()
 
-    from vqadiag.data.gqa_data import GQAData
-    from vqadiag.data.relevance_files import read_relevance, relevance
+    from vqadiag.data.formats.relevance_files import read_relevance, relevance
+    from vqadiag.data.model_inputs.gqa_data import GQAData
     from vqadiag.models.reference.pixel import PixelModel
     from vqadiag.probes.conditions import Condition, Probe, apply_pixel_condition
     from vqadiag.probes.runner import ProbeContext

@@ -5,7 +5,7 @@ a per-box Python loop, identical results, peak memory printed.
 
 Both implementations run in this process on the same generated data:
 
-* ``vectorized``: :func:`vqadiag.data.relevance.compute_relevance` (one IoU and one
+* ``vectorized``: :func:`vqadiag.data.formats.relevance.compute_relevance` (one IoU and one
   coverage matrix per image, one incidence product for all its questions);
 * ``per-box loop``: the official algorithm one box pair at a time — for every
   image, every annotated object and every detected box, Python ``int()``
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vqadiag.data.relevance import annotated_object_ids, compute_relevance
+from vqadiag.data.formats.relevance import annotated_object_ids, compute_relevance
 
 QUESTIONS_PER_IMAGE = 13  # GQA balanced val: 132,062 questions over 10,234 images (≈ 12.9)
 OBJECTS_PER_IMAGE = 16
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peak memory of the vectorized run (tracemalloc): {peak / 2**20:.1f} MiB")
 
     if args.h5:
-        from vqadiag.data.detections import read_detections
+        from vqadiag.data.formats.detections import read_detections
 
         with tempfile.TemporaryDirectory() as tmp:
             info = write_gqa_layout(Path(tmp), detections)

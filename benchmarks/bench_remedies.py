@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--skip-finetune", action="store_true")
     args = parser.parse_args()
 
-    from vqadiag.data.gqa_data import GQAData
+    from vqadiag.data.model_inputs.gqa_data import GQAData
     from vqadiag.models.reference.updn import UpDnModel
     from vqadiag.synth import generate_world
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.reference.symbolic import SymbolicModel
 from vqadiag.models.reference.symbolic_features import grounded_question_ids
 from vqadiag.synth import generate_world

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.networks.pixel import grid_encoder
 
 SIDE_BINS = ((0, 6), (6, 12), (12, 24), (24, 10_000))

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from vqadiag.data.bqd import read_bqd
-from vqadiag.data.gqa import read_gqa_questions
-from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.bqd import read_bqd
+from vqadiag.data.formats.gqa import read_gqa_questions
+from vqadiag.data.formats.vqa2 import read_vqa_annotations, read_vqa_questions
 from vqadiag.protocols.robustness.basic_questions.bqd_build import normalize_text
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.data.bqd import read_bqd, sibling_annotations, write_bqd
+from vqadiag.data.formats.bqd import read_bqd, sibling_annotations, write_bqd
 from vqadiag.errors import DataError
 from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions, noisy_question
 

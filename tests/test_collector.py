@@ -1,4 +1,4 @@
-"""The cyclic collector around scoring (vqadiag.data.jsonio.collector_paused_over)."""
+"""The cyclic collector around scoring (vqadiag.data.io.jsonio.collector_paused_over)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.data.jsonio import FREEZE_BYTES, collector_paused_over, paused_gc
+from vqadiag.data.io.jsonio import FREEZE_BYTES, collector_paused_over, paused_gc
 
 
 @pytest.fixture

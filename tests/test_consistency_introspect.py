@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from vqadiag.data.introspect import read_introspect
-from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.introspect import read_introspect
+from vqadiag.data.formats.vqa2 import read_vqa_annotations, read_vqa_questions
 from vqadiag.errors import DataError
 from vqadiag.protocols.consistency.score import write_vqa_style
 

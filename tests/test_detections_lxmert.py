@@ -7,7 +7,7 @@ import base64
 import numpy as np
 import pytest
 
-from vqadiag.data.detections import read_detections
+from vqadiag.data.formats.detections import read_detections
 from vqadiag.errors import DataError
 
 

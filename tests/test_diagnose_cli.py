@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import vqadiag
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.registry import model_class
 from vqadiag.synth import generate_world
 
@@ -84,7 +84,7 @@ def test_cli_json_matches_results_file_and_score_commands(run_cli, world, updn, 
         "--n-bootstrap", "50", "--json",
     )  # fmt: skip
     assert ood.json() == result["suites"]["ood"]  # the suite scores in memory, identically
-    from vqadiag.data.vqa2_data import VQA2Data
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 
     pairs = run_cli(
         "score", "pairs", "--annotations", VQA2Data(world).annotations_path("val"),
@@ -336,7 +336,7 @@ def test_robustness_builds_the_bqd_once_and_reuses_it(run_cli, world, prior, tmp
 
 
 def test_consistency_suite_equals_score_consistency_on_its_artefacts(world, prior, tmp_path):
-    from vqadiag.data.vqa2_data import VQA2Data
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
     from vqadiag.diagnosis.diagnose import diagnose
 
     out = tmp_path / "res"

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.diagnosis.diagnose import diagnose
 from vqadiag.models.registry import model_class
 from vqadiag.synth import generate_world

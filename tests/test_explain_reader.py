@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.data.pair_candidates import candidates_path, read_pair_candidates
+from vqadiag.data.formats.pair_candidates import candidates_path, read_pair_candidates
 from vqadiag.errors import DataError
 
 

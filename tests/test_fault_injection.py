@@ -1,7 +1,7 @@
 """Fault injection: every command killed at every write point resumes to the same numbers.
 
 A reference run of each command logs its write points (``VQADIAG_WRITE_LOG``, see
-``vqadiag.data.faults``). Then, for every k, a fresh copy of the command is killed with
+``vqadiag.data.io.faults``). Then, for every k, a fresh copy of the command is killed with
 SIGKILL at its k-th write point (``VQADIAG_KILL_AT_WRITE=k``) and run again without the
 fault; the second run must exit 0 with artefacts identical to the reference run's — or
 refuse with one line, which none of these commands needs to. Two kills run at a time.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from vqadiag.data.faults import KILL_ENV, LOG_ENV
+from vqadiag.data.io.faults import KILL_ENV, LOG_ENV
 
 pytestmark = pytest.mark.slow
 

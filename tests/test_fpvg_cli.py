@@ -336,7 +336,7 @@ def test_pickles_never_run_code(tmp_path):
 
     import numpy as np
 
-    from vqadiag.data.safe_pickle import load_plain_pickle
+    from vqadiag.data.io.safe_pickle import load_plain_pickle
     from vqadiag.errors import DataError
 
     plain = tmp_path / "plain.pkl"

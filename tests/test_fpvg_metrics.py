@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vqadiag.data.relevance_files import detector_statistics
+from vqadiag.data.formats.relevance_files import detector_statistics
 from vqadiag.protocols.fpvg.formulas import (
     answers_equal,
     c2i_ratio,

@@ -1,5 +1,5 @@
 """The typed fast paths of ``score ood``, ``relevance`` and the result-list reader
-(vqadiag.data.gqa_typed, vqadiag.data.result_lists).
+(vqadiag.data.formats.gqa_typed, vqadiag.data.formats.result_lists).
 
 Each is an optimisation only: on every file below the command gives exactly what it
 gives with the fast path switched off (the same figures, the same R.json bytes, or the
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from vqadiag.data import predictions as predictions_module
-from vqadiag.data import relevance_files
-from vqadiag.data.gqa_typed import ood_questions, relevance_questions
-from vqadiag.data.predictions import read_predictions
-from vqadiag.data.result_lists import read_result_list
+from vqadiag.data.formats import gqa_typed, relevance_files
+from vqadiag.data.formats import predictions as predictions_module
+from vqadiag.data.formats.gqa_typed import ood_questions, relevance_questions
+from vqadiag.data.formats.predictions import read_predictions
+from vqadiag.data.formats.result_lists import read_result_list
 from vqadiag.errors import DataError
 from vqadiag.protocols.fpvg import score as fpvg_scoring
 from vqadiag.protocols.gqa import inputs as gqa_inputs
@@ -61,10 +61,10 @@ def _fast_and_checked(monkeypatch: pytest.MonkeyPatch, call: Callable[[], Any]) 
     fast = _outcome(call)
     with monkeypatch.context() as patch:
         patch.setattr(ood_scoring, "ood_questions", lambda path: None)
-        patch.setattr(relevance_files, "relevance_questions", lambda path: None)
+        patch.setattr(gqa_typed, "relevance_questions", lambda path: None)
         patch.setattr(predictions_module, "read_result_list", lambda path: None)
         patch.setattr(gqa_inputs, "read_typed_questions", lambda path, kind: None)
-        patch.setattr(fpvg_scoring, "answer_questions", lambda path: None)
+        patch.setattr(gqa_typed, "answer_questions", lambda path: None)
         patch.setattr(relevance_files, "_typed_relevance", lambda path: None)
         checked = _outcome(call)
     return fast, checked

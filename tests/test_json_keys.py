@@ -8,9 +8,9 @@ import random
 import orjson
 import pytest
 
-from vqadiag.data import json_keys
-from vqadiag.data.json_keys import count_top_level_members, first_duplicate_key
-from vqadiag.data.jsonio import read_json
+from vqadiag.data.io import json_keys
+from vqadiag.data.io.json_keys import count_top_level_members, first_duplicate_key
+from vqadiag.data.io.jsonio import read_json
 from vqadiag.errors import DataError
 
 HAND_WORKED = [
@@ -98,8 +98,8 @@ def test_score_vqa_refuses_duplicate_prediction_ids(run_cli, tmp_path):
 
 
 def test_the_few_keys_shortcut_proves_uniqueness_or_defers_to_the_count(tmp_path):
-    from vqadiag.data.json_keys import keys_surely_unique
-    from vqadiag.data.jsonio import read_json
+    from vqadiag.data.io.json_keys import keys_surely_unique
+    from vqadiag.data.io.jsonio import read_json
     from vqadiag.errors import DataError
 
     big = b'{"info": {"v": 1}, "annotations": [' + b'{"question_id": 1},' * 1000 + b"{}]}"

@@ -122,7 +122,7 @@ def test_png_data_url_carries_the_exact_pixels(shape):
 
 
 def test_rgb_png_refuses_what_is_not_an_rgb_image():
-    from vqadiag.data.png import rgb_png
+    from vqadiag.data.io.png import rgb_png
 
     for shape in ((4, 4), (4, 4, 4), (4,)):
         with pytest.raises(ValueError, match="expected an"):

@@ -149,7 +149,7 @@ def test_fingerprint_changes_with_the_weights(vilt_dir, tmp_path):
 
 
 def test_train_is_refused_with_a_clear_error(tmp_path):
-    from vqadiag.data.gqa_data import GQAData
+    from vqadiag.data.model_inputs.gqa_data import GQAData
 
     with pytest.raises(DataError, match="cannot be trained by vqadiag"):
         HFModel.train(GQAData(tmp_path), progress=False)

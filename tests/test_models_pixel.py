@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from vqadiag import plugins
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.base import Capabilities, ModelOutput
 from vqadiag.models.reference.pixel import PixelModel, box_cell_overlap
 from vqadiag.synth import generate_world
@@ -168,7 +168,7 @@ def test_blind_model_has_fpvg_plus_exactly_zero_under_pixel_masking(results):
 
 
 def test_a_model_grounded_by_construction_scores_fpvg_plus_100(world, tmp_path):
-    from vqadiag.data.relevance_files import read_relevance, relevance
+    from vqadiag.data.formats.relevance_files import read_relevance, relevance
     from vqadiag.diagnosis.diagnose import diagnose
 
     gqa = world / "gqa"

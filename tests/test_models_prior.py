@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import QuestionBatch
 from vqadiag.models.reference.prior import PriorModel, group_key

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.base import QuestionBatch
 from vqadiag.models.reference.question_only import QuestionOnlyModel
 from vqadiag.models.registry import load_model

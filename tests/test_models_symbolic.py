@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vqadiag.data.gqa_program import ProgramError, ProgramVocabulary, parse_argument, run
+from vqadiag.data.formats.gqa_program import ProgramError, ProgramVocabulary, parse_argument, run
 from vqadiag.errors import DataError
 from vqadiag.models.base import ObjectInput, PixelInput, QuestionBatch
 
 pytest.importorskip("torch")
 
-from vqadiag.data.geometry import best_matches, pairwise_iou
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.geometry import best_matches, pairwise_iou
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.reference.symbolic import SymbolicModel
 from vqadiag.models.reference.symbolic_features import (
     MATCH_IOU,

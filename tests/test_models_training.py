@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vqadiag.data.gqa_data import GQAData  # noqa: E402
+from vqadiag.data.model_inputs.gqa_data import GQAData  # noqa: E402
 from vqadiag.errors import DataError  # noqa: E402
 from vqadiag.models.checkpoint import save_checkpoint  # noqa: E402
 from vqadiag.models.predict import accuracy_values, predict_split  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vqadiag.data.gqa_data import GQAData  # noqa: E402
+from vqadiag.data.model_inputs.gqa_data import GQAData  # noqa: E402
 from vqadiag.errors import DataError  # noqa: E402
 from vqadiag.models.base import GradientModel, ObjectInput, VQAModel  # noqa: E402
 from vqadiag.models.networks.updn import masked_softmax  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from vqadiag.data.vqa2_data import VQA2Data
+from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 from vqadiag.errors import DataError
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.networks.crop_cache import CropFeatureCache
 from vqadiag.models.reference import pixel
 from vqadiag.models.reference.pixel import PixelModel

@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from vqadiag.data.geometry import best_matches, pairwise_iou
-from vqadiag.data.gqa import object_corners
-from vqadiag.data.gqa_data import GQAData
-from vqadiag.data.inputs import PixelInput
+from vqadiag.data.formats.gqa import object_corners
+from vqadiag.data.model_inputs.geometry import best_matches, pairwise_iou
+from vqadiag.data.model_inputs.gqa_data import GQAData
+from vqadiag.data.model_inputs.inputs import PixelInput
 from vqadiag.models.reference import pixel, pixel_objective
 from vqadiag.models.reference.pixel import PixelModel
 from vqadiag.models.reference.pixel_boxes import (

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vqadiag.data.images import ImageFiles, decode
-from vqadiag.data.inputs import PixelInput
+from vqadiag.data.model_inputs.images import ImageFiles, decode
+from vqadiag.data.model_inputs.inputs import PixelInput
 from vqadiag.errors import DataError
 from vqadiag.probes.conditions import Probe, apply_pixel_condition, region_mask
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.reference.pixel import PixelModel
 from vqadiag.models.reference.pixel_objective import GridObjective, word_token_starts
 from vqadiag.models.registry import load_model

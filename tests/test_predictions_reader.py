@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vqadiag.data.predictions import (
+from vqadiag.data.formats.predictions import (
     Prediction,
     align_predictions,
     check_coverage,

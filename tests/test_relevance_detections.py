@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from vqadiag.data.detections import read_detections
+from vqadiag.data.formats.detections import read_detections
 from vqadiag.errors import DataError
 
 

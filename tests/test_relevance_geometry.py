@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vqadiag.data.geometry import (
-    box_areas,
-    pairwise_coverage,
-    pairwise_intersection,
-    pairwise_iou,
-)
-from vqadiag.data.relevance import (
+from vqadiag.data.formats.relevance import (
     annotated_object_ids,
     compute_relevance,
     image_relevance,
     prepare_detected,
+)
+from vqadiag.data.model_inputs.geometry import (
+    box_areas,
+    pairwise_coverage,
+    pairwise_intersection,
+    pairwise_iou,
 )
 from vqadiag.errors import DataError
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from vqadiag.data.atomic import FolderLock, atomic_write, file_digest, write_bytes_atomic
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.io.atomic import FolderLock, atomic_write, file_digest, write_bytes_atomic
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.registry import model_class
 from vqadiag.synth import generate_world
@@ -81,7 +81,7 @@ def test_diagnose_into_a_folder_another_run_holds_exits_2_naming_it(
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from vqadiag.data.atomic import FolderLock
+            from vqadiag.data.io.atomic import FolderLock
             with FolderLock({str(out)!r}):
                 print("held", flush=True)
                 time.sleep(60)
@@ -452,7 +452,7 @@ def test_optional_inputs_read_once_through_process_substitutions(world, tmp_path
 def test_only_dead_writers_temporaries_are_removed(tmp_path):
     import os
 
-    from vqadiag.data.atomic import remove_stale_temporaries
+    from vqadiag.data.io.atomic import remove_stale_temporaries
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip

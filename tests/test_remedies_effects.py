@@ -22,7 +22,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vqadiag.data.gqa_data import GQAData  # noqa: E402
+from vqadiag.data.model_inputs.gqa_data import GQAData  # noqa: E402
 from vqadiag.models.base import QuestionBatch  # noqa: E402
 from vqadiag.models.predict import predict_split  # noqa: E402
 from vqadiag.models.reference.prior import PriorModel  # noqa: E402
@@ -150,8 +150,8 @@ def test_hint_gradient_descends_the_ranking_loss(data):
 
 
 def test_squint_steps_align_main_and_sub_attention(world):
-    from vqadiag.data.introspect import read_introspect
-    from vqadiag.data.vqa2_data import VQA2Data
+    from vqadiag.data.formats.introspect import read_introspect
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
     from vqadiag.models.remedies.finetune import introspect_pairs, masked_mse, pair_loss
 
     vqa = VQA2Data(world)

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vqadiag.data.introspect import parse_introspect  # noqa: E402
+from vqadiag.data.formats.introspect import parse_introspect  # noqa: E402
 from vqadiag.models.remedies.debias import (  # noqa: E402
     PRIOR_FLOOR,
     bias_group,

@@ -9,10 +9,10 @@ import h5py
 import numpy as np
 import pytest
 
-from vqadiag.data.detections import read_detections
-from vqadiag.data.gqa import read_choices, read_gqa_questions, read_scene_graphs
-from vqadiag.data.jsonio import read_json
-from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.detections import read_detections
+from vqadiag.data.formats.gqa import read_choices, read_gqa_questions, read_scene_graphs
+from vqadiag.data.formats.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.io.jsonio import read_json
 from vqadiag.protocols.ood.formulas import build_ood_split
 from vqadiag.synth import generate_world
 from vqadiag.synth.program import execute
@@ -192,7 +192,7 @@ def test_pair_candidates_are_the_24_neighbours(world):
 
 
 def test_introspect_sub_answers_imply_the_main_answer(world):
-    from vqadiag.data.introspect import read_introspect
+    from vqadiag.data.formats.introspect import read_introspect
 
     ann = read_vqa_annotations(world / "vqa2" / "v2_mscoco_val2014_annotations.json")
     raw = read_json(world / "introspect" / "VQAIntrospect_valv1.0.json")

@@ -1,4 +1,4 @@
-"""The columnar fast path of ``score vqa`` (vqadiag.data.vqa2_columns, protocols.vqa.inputs).
+"""The columnar fast path of ``score vqa`` (data.formats.vqa2_columns, protocols.vqa.inputs).
 
 The fast path is an optimisation only: for every file it either gives exactly the inputs
 the checked readers give, or defers to them (``None``), which then give the same inputs
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vqadiag.data.typed_json import is_utf8, records_value
+from vqadiag.data.io.typed_json import is_utf8, records_value
 from vqadiag.errors import DataError
 from vqadiag.protocols.vqa import inputs as vqa_inputs
 from vqadiag.protocols.vqa.inputs import VQAInputs, read_vqa_inputs

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
 from vqadiag.errors import DataError
 
 WriteJson = Callable[[str, Any], Path]
@@ -171,7 +171,7 @@ def test_pair_problems(write_json: WriteJson, pairs: Any, fragment: str) -> None
     ],
 )
 def test_fast_and_checked_paths_agree(record: dict[str, Any], tmp_path: Path) -> None:
-    from vqadiag.data.vqa2 import _checked_annotation, _fast_annotation
+    from vqadiag.data.formats.vqa2 import _checked_annotation, _fast_annotation
 
     checked = _checked_annotation(dict(record), tmp_path / "a.json", 0)
     fast = _fast_annotation(dict(record))
@@ -180,7 +180,7 @@ def test_fast_and_checked_paths_agree(record: dict[str, Any], tmp_path: Path) ->
 
 
 def test_fast_path_takes_well_formed_records() -> None:
-    from vqadiag.data.vqa2 import _fast_annotation
+    from vqadiag.data.formats.vqa2 import _fast_annotation
 
     assert _fast_annotation(annotation(3)) is not None
     assert _fast_annotation(annotation(3, [])) is None

@@ -212,7 +212,7 @@ def _render_demo(result: Mapping[str, Any]) -> None:
         table.add_row(stage["stage"], stage["status"], f"{stage['seconds']:.1f}")
     console = Console()
     console.print(table)
-    from vqadiag.data.jsonio import read_json
+    from vqadiag.data.io.jsonio import read_json
 
     console.print(_card_table(read_json(result["report"]["json"])["card"]))
     console.print(f"report: {result['report']['html']}")

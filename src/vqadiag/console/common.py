@@ -75,8 +75,8 @@ def model_settings(
 
 def rereadable_paths(value: Any) -> Any:
     """Option callback: pipes and process substitutions read once into a temporary file
-    (:func:`vqadiag.data.streams.rereadable`), so that sniffing a format does not eat them."""
-    from vqadiag.data.streams import rereadable
+    (:func:`vqadiag.data.io.streams.rereadable`), so that sniffing a format does not eat them."""
+    from vqadiag.data.io.streams import rereadable
 
     if value is None:
         return None
@@ -175,7 +175,7 @@ def emit(result: Mapping[str, Any], as_json: bool, render: Callable[[Mapping[str
 def output_file(path: Path | None) -> Path | None:
     """An optional output file, checked before the work: not a folder, in a folder that
     can be written (created when missing); otherwise one line naming it."""
-    from vqadiag.data.atomic import writable_file
+    from vqadiag.data.io.atomic import writable_file
 
     return None if path is None else writable_file(path)
 
@@ -190,7 +190,7 @@ def output_dir(path: Path | None, ours: tuple[str, ...] = ()) -> Path | None:
     on its inputs leaves nothing behind): writable; with ``ours`` (the names the command
     writes there) a non-empty folder holding none of them is refused, so a user's own
     files are never written among."""
-    from vqadiag.data.atomic import output_folder, writable_folder
+    from vqadiag.data.io.atomic import output_folder, writable_folder
 
     if path is None:
         return None

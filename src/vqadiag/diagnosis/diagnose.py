@@ -28,14 +28,14 @@ from typing import Any
 
 import orjson
 
-from vqadiag.data.atomic import (
+from vqadiag.data.io.atomic import (
     LOCK_NAME,
     FolderLock,
     atomic_write,
     file_digest,
     output_folder,
 )
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.models.registry import load_model_spec
 from vqadiag.probes.conditions import FILLS

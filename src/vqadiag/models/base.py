@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch
+from vqadiag.data.model_inputs.inputs import ObjectInput, PixelInput, QuestionBatch
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from vqadiag import __version__
-from vqadiag.data.atomic import file_digest, writable_folder, write_bytes_atomic
-from vqadiag.data.jsonio import read_json, require_field, write_json
+from vqadiag.data.io.atomic import file_digest, writable_folder, write_bytes_atomic
+from vqadiag.data.io.jsonio import read_json, require_field, write_json
 from vqadiag.errors import DataError
 
 CONFIG = "config.json"

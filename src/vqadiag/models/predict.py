@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.gqa_data import GQAData
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import ModelOutput, ObjectInput, PixelInput, QuestionBatch, VQAModel
 from vqadiag.progress import progress_bar

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import read_json
+from vqadiag.data.io.jsonio import read_json
 from vqadiag.errors import DataError
 from vqadiag.models.checkpoint import CONFIG
 from vqadiag.registry import Registry, resolve

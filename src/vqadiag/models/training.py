@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 import orjson
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, QuestionBatch
 from vqadiag.models.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
@@ -43,7 +43,7 @@ from vqadiag.progress import LOSS_ACC, progress_bar
 if TYPE_CHECKING:
     import torch
 
-    from vqadiag.data.vqa2_data import VQA2Data
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 
 SPATIAL_DIM = 5
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import stable_hash as stable_hash  # re-exported: fingerprints
+from vqadiag.data.io.jsonio import stable_hash as stable_hash  # re-exported: fingerprints
 
 #: Record fields that carry the gold answer or its annotations: never model input,
 #: so they do not enter the data fingerprint (fixing a gold answer keeps the cache).

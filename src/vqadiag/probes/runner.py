@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import ModelOutput, ObjectInput, QuestionBatch, VQAModel
 from vqadiag.probes.conditions import (

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from vqadiag.data.faults import write_point
+from vqadiag.data.io.faults import write_point
 from vqadiag.errors import DataError
 
 SCHEMA = """

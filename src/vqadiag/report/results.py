@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.atomic import file_digest
-from vqadiag.data.jsonio import iter_jsonl, read_json
+from vqadiag.data.io.atomic import file_digest
+from vqadiag.data.io.jsonio import iter_jsonl, read_json
 from vqadiag.errors import DataError, record_label
 from vqadiag.suites.declared import register_declared
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vqadiag.data.atomic import write_bytes_atomic
+from vqadiag.data.io.atomic import write_bytes_atomic
 from vqadiag.errors import DataError
 from vqadiag.report.results import ResultSet, load_result_dirs
 

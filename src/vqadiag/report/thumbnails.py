@@ -25,7 +25,7 @@ GREEN, RED = (0, 200, 0), (230, 0, 0)
 
 
 def _data_of(sets: Sequence[ResultSet]) -> Any:
-    from vqadiag.data.gqa_data import GQAData
+    from vqadiag.data.model_inputs.gqa_data import GQAData
 
     for rs in sets:
         root = rs.data_root

@@ -47,7 +47,7 @@ def grounding_runs(state: DiagnoseState) -> GroundingRuns:
     """Relevance (``vqadiag relevance``), then the all / relevant / irrelevant runs (§5)."""
     if "fpvg" in state.memo:
         return state.memo["fpvg"]
-    from vqadiag.data.relevance_files import read_relevance, relevance
+    from vqadiag.data.formats.relevance_files import read_relevance, relevance
 
     _check_objects(state, "FPVG needs the model under removed objects")
     src, all_run = plain_run(state)

@@ -4,7 +4,8 @@ the split, their probe contexts, the plain run, and the per-unit row layout.
 The GQA questions are the balanced questions of the split (``--max-questions``:
 a fixed pseudo-random subset), written to ``RESULT_DIR/inputs/gqa_questions.json``
 for the scorers; VQA v2 questions become GQA-like records through
-:class:`~vqadiag.data.vqa2_data.VQA2Data` (feature image ids via the world's image map).
+:class:`~vqadiag.data.model_inputs.vqa2_data.VQA2Data` (feature image ids via the world's
+image map).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.gqa import is_balanced
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.formats.gqa import is_balanced
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import DataError, SuiteSkipped, record_label
 from vqadiag.probes.conditions import Condition, Probe, donor_map
 from vqadiag.probes.runner import ConditionRun, ProbeContext
@@ -37,7 +38,7 @@ def gqa_source(state: DiagnoseState) -> GQASource:
     """The GQA questions of the split (balanced, subsampled), made once per run."""
     if "gqa" in state.memo:
         return state.memo["gqa"]
-    from vqadiag.data.gqa_data import GQAData
+    from vqadiag.data.model_inputs.gqa_data import GQAData
 
     data = GQAData(state.data_root, images=state.options.images)
     split = state.options.split
@@ -95,7 +96,7 @@ def needs_visual(state: DiagnoseState, data: Any = None) -> None:
     if not caps.pixel_input:
         raise SuiteSkipped(f"model needs {caps.visual} input; diagnose feeds objects or pixels")
     if data is None:
-        from vqadiag.data.gqa_data import GQAData
+        from vqadiag.data.model_inputs.gqa_data import GQAData
 
         data = GQAData(state.data_root, images=state.options.images)
     if not data.images.available():
@@ -127,7 +128,7 @@ def vqa_data(state: DiagnoseState) -> Any:
     """The VQA v2 data of the split with annotations, made once (skips when absent)."""
     if "vqa2" in state.memo:
         return state.memo["vqa2"]
-    from vqadiag.data.vqa2_data import VQA2Data
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 
     data = VQA2Data(state.data_root, images=state.options.images)
     split = state.options.split

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import SuiteSkipped
 from vqadiag.probes.conditions import Condition, Probe
 from vqadiag.probes.runner import ConditionRun, ProbeContext

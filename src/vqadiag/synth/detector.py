@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.scenes import Scenes
 from vqadiag.synth.taxonomy import CATEGORIES, CLASSES, FAMILY_VALUES

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.synth import vqa2
 from vqadiag.synth.gqa_questions import QuestionMaker, mark_balanced
 from vqadiag.synth.gqa_record import ImageContext, finalize

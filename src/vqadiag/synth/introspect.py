@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.synth.vqa2 import SUB_QUESTIONS, Facts, answer_of, render
 
 _REPHRASE = {

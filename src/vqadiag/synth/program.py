@@ -1,6 +1,6 @@
 """Execute GQA ``semantic`` programs on a scene graph of the synthetic world.
 
-The executor itself is general (:mod:`vqadiag.data.gqa_program`); this module binds it
+The executor itself is general (:mod:`vqadiag.data.formats.gqa_program`); this module binds it
 to the world's fixed taxonomy: attribute families, class categories and the short
 answers of left / right relations. Every generated question's program executes
 to its answer (tested on every generated question).
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vqadiag.data.gqa_program import ProgramError, ProgramVocabulary
-from vqadiag.data.gqa_program import execute as _execute
+from vqadiag.data.formats.gqa_program import ProgramError, ProgramVocabulary
+from vqadiag.data.formats.gqa_program import execute as _execute
 from vqadiag.synth.taxonomy import ATTRIBUTE_FAMILY, CLASSES, RELATION_ANSWER
 
 __all__ = ["SYNTH_VOCABULARY", "ProgramError", "execute"]

@@ -48,8 +48,8 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vqadiag.data.png import PALETTE as PNG_PALETTE_TYPE
-from vqadiag.data.png import png_file
+from vqadiag.data.io.png import PALETTE as PNG_PALETTE_TYPE
+from vqadiag.data.io.png import png_file
 from vqadiag.synth.object_drawing import draw_object
 from vqadiag.synth.palette import PALETTE, PLACE_BACKGROUND
 from vqadiag.synth.scenes import Scenes

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.synth import neighbours as nn
 from vqadiag.synth import vqa2
 from vqadiag.synth.image_splits import vqa_image_id

@@ -45,9 +45,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vqadiag import __version__
-from vqadiag.data.atomic import check_reusable, pid_alive, writable_folder
-from vqadiag.data.faults import write_point
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.atomic import check_reusable, pid_alive, writable_folder
+from vqadiag.data.io.faults import write_point
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.progress import progress_bar
 from vqadiag.synth import detector as det
 from vqadiag.synth import gqa_questions as gq

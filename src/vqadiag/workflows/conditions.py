@@ -10,7 +10,7 @@ The folder then holds
   max_new_tokens,
   options, conditions: {name: questions}, skipped, items: [{index, question_id, question,
   image}]}`` (``question_id`` is the item id);
-* ``images/<digest>.png``: each distinct image once (lossless, :mod:`vqadiag.data.png`);
+* ``images/<digest>.png``: each distinct image once (lossless, :mod:`vqadiag.data.io.png`);
 * for ``--format jsonl``: ``questions.jsonl`` in LLaVA's question-file shape
   (``question_id`` = item id, ``image``, ``text`` = the prompt);
 * for ``--format vlmevalkit``: ``VQADiagConditions.tsv`` (``index``, ``question_id`` = item
@@ -40,9 +40,9 @@ import numpy as np
 import orjson
 
 from vqadiag import __version__
-from vqadiag.data.atomic import output_folder, write_bytes_atomic
-from vqadiag.data.jsonio import write_json
-from vqadiag.data.png import rgb_png
+from vqadiag.data.io.atomic import output_folder, write_bytes_atomic
+from vqadiag.data.io.jsonio import write_json
+from vqadiag.data.io.png import rgb_png
 from vqadiag.errors import DataError
 from vqadiag.models.adapters.condition_answers import MANIFEST, MANIFEST_KIND, Item, RecordingModel
 from vqadiag.models.adapters.generated_answer import Generation

@@ -76,7 +76,7 @@ _RUN_KEYS = ("created", "conditions")
 
 def _results_hash(path: Path) -> str | None:
     """Hash of ``results.json`` without the keys of :data:`_RUN_KEYS`."""
-    from vqadiag.data.jsonio import read_json
+    from vqadiag.data.io.jsonio import read_json
     from vqadiag.probes.fingerprints import stable_hash
 
     if not path.is_file():
@@ -109,7 +109,7 @@ class _Stages:
     def done(self, name: str, config: Mapping[str, Any], fingerprint: str | None) -> bool:
         """Whether stage ``name`` finished with this ``config`` and its output still has
         ``fingerprint`` (the output's current fingerprint; None = output missing)."""
-        from vqadiag.data.jsonio import read_json
+        from vqadiag.data.io.jsonio import read_json
 
         path = self._path(name)
         if fingerprint is None or not path.is_file():
@@ -132,7 +132,7 @@ class _Stages:
     def finish(
         self, name: str, config: Mapping[str, Any], fingerprint: str | None, seconds: float
     ) -> None:
-        from vqadiag.data.jsonio import write_json
+        from vqadiag.data.io.jsonio import write_json
 
         write_json(self._path(name), {"config": dict(config), "fingerprint": fingerprint})
         self.console.print(f"  done in {seconds:.1f} s")
@@ -398,7 +398,7 @@ def _run_fingerprint(run: Path) -> str | None:
 
 
 def _record(stages: _Stages, name: str, val: float | None) -> None:
-    from vqadiag.data.jsonio import read_json, write_json
+    from vqadiag.data.io.jsonio import read_json, write_json
 
     path = stages._path(name)
     data = read_json(path)
@@ -407,6 +407,6 @@ def _record(stages: _Stages, name: str, val: float | None) -> None:
 
 
 def _recorded(stages: _Stages, name: str) -> float | None:
-    from vqadiag.data.jsonio import read_json
+    from vqadiag.data.io.jsonio import read_json
 
     return read_json(stages._path(name)).get("val_accuracy")

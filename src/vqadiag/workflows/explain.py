@@ -23,8 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.pair_candidates import PairCandidates, candidates_path, read_pair_candidates
-from vqadiag.data.vqa2_data import VQA2Data
+from vqadiag.data.formats.pair_candidates import (
+    PairCandidates,
+    candidates_path,
+    read_pair_candidates,
+)
+from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 from vqadiag.errors import DataError, option_errors, record_label
 from vqadiag.metrics.bootstrap import mcnemar_exact, mean_ci, paired_bootstrap
 from vqadiag.metrics.counterexample import (
@@ -107,7 +111,7 @@ def _check_k(model: Any, items: Sequence[Any], path: Path) -> None:
 
 def load_explainer(run: str | Path) -> Any:
     """The :class:`CounterExampleModel` of a run folder written by ``vqadiag explain train``."""
-    from vqadiag.data.jsonio import read_json
+    from vqadiag.data.io.jsonio import read_json
     from vqadiag.models.remedies.counterexample import CounterExampleModel
 
     folder = Path(run)

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.introspect import Introspect, read_introspect
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.formats.introspect import Introspect, read_introspect
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.base import QuestionBatch
@@ -251,7 +251,7 @@ def _finetune_data(
     """``(data, training introspect pairs, introspect val path, evaluate)``: read the
     questions of ``split`` and the training pairs, and the ``val_split`` questions when
     there is an introspect val file to evaluate on."""
-    from vqadiag.data.vqa2_data import VQA2Data
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 
     data = VQA2Data(data_dir)
     data.questions(split)

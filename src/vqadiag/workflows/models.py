@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.atomic import output_folder, writable_file
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.io.atomic import output_folder, writable_file
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.checkpoint import run_fingerprint
@@ -29,13 +29,13 @@ def open_data(
     data_dir: str | Path, dataset: str = "gqa", images: str | Path | None = None
 ) -> GQAData:
     """The data folder as model data: ``gqa`` → :class:`GQAData`, ``vqa2`` →
-    :class:`~vqadiag.data.vqa2_data.VQA2Data` (VQA v2 questions and annotations,
+    :class:`~vqadiag.data.model_inputs.vqa2_data.VQA2Data` (VQA v2 questions and annotations,
     ``answer`` = ``multiple_choice_answer``); ``images``: the folder of the image files
     when they are not in the data folder (docs/diagnose.md, "Images")."""
     if dataset == "gqa":
         return GQAData(data_dir, images=images)
     if dataset == "vqa2":
-        from vqadiag.data.vqa2_data import VQA2Data
+        from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 
         return VQA2Data(data_dir, images=images)
     raise DataError("--dataset", f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")

@@ -29,8 +29,8 @@ def report(
     object plus ``files: {json, html}``.
     """
     from vqadiag import __version__
-    from vqadiag.data.atomic import LOCK_NAME, FolderLock, output_folder, write_bytes_atomic
-    from vqadiag.data.jsonio import write_json
+    from vqadiag.data.io.atomic import LOCK_NAME, FolderLock, output_folder, write_bytes_atomic
+    from vqadiag.data.io.jsonio import write_json
     from vqadiag.report.build import build_report
     from vqadiag.report.html import render_html
     from vqadiag.report.plots import draw_all
@@ -71,7 +71,7 @@ def export(
     (:mod:`vqadiag.report.tables`). Returns ``{out, format, table, rows,
     columns, models}``.
     """
-    from vqadiag.data.atomic import writable_file
+    from vqadiag.data.io.atomic import writable_file
     from vqadiag.errors import DataError
     from vqadiag.report.results import load_result_dirs
     from vqadiag.report.tables import per_question_table, summary_table, table_format, write_table

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.geometry import pairwise_iou
-from vqadiag.data.gqa import object_corners
-from vqadiag.data.jsonio import read_json
+from vqadiag.data.formats.gqa import object_corners
+from vqadiag.data.io.jsonio import read_json
+from vqadiag.data.model_inputs.geometry import pairwise_iou
 from vqadiag.errors import DataError
 from vqadiag.metrics.bootstrap import mean_ci
 
@@ -97,8 +97,8 @@ def _gqa_into(
 ) -> None:
     """Fill ``result`` / ``ci`` with the figures of each GQA split and match each split's
     detected boxes to its scene graphs into ``boxes``."""
-    from vqadiag.data.detections import read_detections
-    from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
+    from vqadiag.data.formats.detections import read_detections
+    from vqadiag.data.formats.gqa import read_gqa_questions, read_scene_graphs
 
     detections = read_detections(root / "gqa" / "objects")
     try:
@@ -194,7 +194,7 @@ def _vqa2_stats(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(figures, ci)`` of the VQA v2 annotations and complementary pairs of split
     ``short`` (``vqa_splits``: ``world.json``'s ``splits.vqa2``, with the pair attempts)."""
-    from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations
+    from vqadiag.data.formats.vqa2 import read_pairs, read_vqa_annotations
 
     sub = f"{short}2014"
     ann = read_vqa_annotations(root / "vqa2" / f"v2_mscoco_{sub}_annotations.json")

@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from vqadiag.data.jsonio import read_json
-from vqadiag.data.predictions import read_predictions
+from vqadiag.data.formats.predictions import read_predictions
+from vqadiag.data.io.jsonio import read_json
 from vqadiag.errors import DataError, record_label
 from vqadiag.models.adapters.generated_answer import EXTRACTIONS, Generation
 from vqadiag.models.base import (

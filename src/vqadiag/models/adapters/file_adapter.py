@@ -2,7 +2,7 @@
 
 :class:`PredictionFileModel` holds one prediction file per *condition* (``"plain"``
 at least: the ordinary run; a diagnostic may add e.g. ``"relevant"``, ``"irrelevant"``
-for its object-removal runs) in any shape :func:`~vqadiag.data.predictions.read_predictions`
+for its object-removal runs) in any shape :func:`~vqadiag.data.formats.predictions.read_predictions`
 reads. :meth:`~PredictionFileModel.predict` looks answers up by question id in the
 file of the current condition (``with_condition`` switches); a question without a
 prediction raises :class:`~vqadiag.errors.DataError` naming the file and the question.
@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from vqadiag.data.gqa_data import GQAData
-from vqadiag.data.predictions import Prediction, read_predictions
+from vqadiag.data.formats.predictions import Prediction, read_predictions
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError, record_label
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import CONFIG, load_checkpoint, save_checkpoint

@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from vqadiag.data.gqa_data import GQAData
-from vqadiag.data.jsonio import read_json
+from vqadiag.data.io.jsonio import read_json
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import (
     Capabilities,

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import orjson
 
-from vqadiag.data.png import rgb_png
+from vqadiag.data.io.png import rgb_png
 from vqadiag.errors import DataError, first_line
 from vqadiag.models.adapters.generated_answer import Generation, read_generation
 from vqadiag.models.base import (
@@ -79,7 +79,7 @@ def api_root(url: str) -> str:
 
 def image_data_url(image: np.ndarray, image_format: str = "png") -> str:
     """``data:image/…;base64,…`` of an (H, W, 3) uint8 array (PNG: lossless,
-    :func:`vqadiag.data.png.rgb_png`; JPEG: quality 95)."""
+    :func:`vqadiag.data.io.png.rgb_png`; JPEG: quality 95)."""
     if image_format == "png":
         data = rgb_png(image)
     else:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vqadiag.data.lru import ByteLRU
+from vqadiag.data.io.lru import ByteLRU
 
 #: bytes of features a :class:`CropFeatureCache` keeps (about 80,000 boxes of 96 features)
 CROP_CACHE_BYTES = 32 << 20

@@ -68,7 +68,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, PixelInput, QuestionBatch
 from vqadiag.models.reference.pixel_boxes import (

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.geometry import pairwise_iou
-from vqadiag.data.gqa import object_corners
-from vqadiag.data.inputs import padded_boxes
+from vqadiag.data.formats.gqa import object_corners
+from vqadiag.data.model_inputs.geometry import pairwise_iou
+from vqadiag.data.model_inputs.inputs import padded_boxes
 
 if TYPE_CHECKING:
     pass
@@ -93,7 +93,8 @@ class BoxCropInput:
     so that each training image is decoded and cropped once): ``crops[b]`` (K_b, s, s, 3)
     uint8, the crops of row b's real boxes in order, or with ``encoded`` their features
     (K_b, 4c) float32 (a frozen encoder's, :meth:`TrainingCrops.encode_with`); ``boxes``
-    (B, N, 4) corners and ``mask`` (B, N) as in :class:`~vqadiag.data.inputs.PixelInput`;
+    (B, N, 4) corners and ``mask`` (B, N) as in
+    :class:`~vqadiag.data.model_inputs.inputs.PixelInput`;
     ``image_sizes`` (B, 2) the stored images' width and height."""
 
     crops: Sequence[np.ndarray]

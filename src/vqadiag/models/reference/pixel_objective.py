@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.geometry import best_matches
-from vqadiag.data.gqa import object_corners
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.formats.gqa import object_corners
+from vqadiag.data.model_inputs.geometry import best_matches
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import QuestionBatch
 from vqadiag.models.reference.pixel_boxes import MATCH_IOU, boxes_of_object
@@ -127,7 +127,8 @@ class GridObjective:
         """Per unit: the name index and the attribute indicator row of its object. A cell's
         object is the one on top at its centre (in the stored image's coordinates); a
         box's is the object it matches (IoU ≥ ``MATCH_IOU``,
-        :func:`~vqadiag.data.geometry.best_matches`); index 0 ("background") when none."""
+        :func:`~vqadiag.data.model_inputs.geometry.best_matches`); index 0 ("background")
+        when none."""
         hit = self._targets.get(image_id)
         if hit is not None:
             return hit

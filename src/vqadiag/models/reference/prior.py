@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import CONFIG, load_checkpoint, save_checkpoint

@@ -32,7 +32,7 @@ exist for the model) are classified; boxes whose "no object" probability is
 ≥ 0.5 are dropped, duplicates of one name with IoU > ``nms_iou`` are merged
 (highest score kept); relations are the pairs whose sigmoid is > 0.5; the
 question's ``semantic`` program is executed leniently
-(:func:`vqadiag.data.gqa_program.run`). When execution fails the fallback answers.
+(:func:`vqadiag.data.formats.gqa_program.run`). When execution fails the fallback answers.
 ``probs``: for a final ``query``, the classifier distribution of the queried
 objects (score-weighted) mixed 0.9 / 0.1 with uniform; otherwise a one-hot
 smoothed with ε = 0.1 (ε = 0.5 for a fallback). ``attention``: uniform over the
@@ -55,9 +55,9 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
-from vqadiag.data.geometry import pairwise_iou
-from vqadiag.data.gqa_data import GQAData
-from vqadiag.data.gqa_program import ProgramError, ProgramVocabulary, run
+from vqadiag.data.formats.gqa_program import ProgramError, ProgramVocabulary, run
+from vqadiag.data.model_inputs.geometry import pairwise_iou
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import load_checkpoint, save_checkpoint

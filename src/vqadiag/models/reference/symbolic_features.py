@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from vqadiag.data.geometry import pairwise_iou
-from vqadiag.data.gqa import object_box_corners
-from vqadiag.data.gqa_data import GQAData
+from vqadiag.data.formats.gqa import object_box_corners
+from vqadiag.data.model_inputs.geometry import pairwise_iou
+from vqadiag.data.model_inputs.gqa_data import GQAData
 
 MATCH_IOU = 0.5
 N_PAIR_FEATURES = 18

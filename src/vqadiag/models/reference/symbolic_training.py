@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from vqadiag.data.geometry import best_matches
-from vqadiag.data.gqa import object_box_corners
-from vqadiag.data.gqa_data import GQAData
-from vqadiag.data.gqa_program import ProgramVocabulary
+from vqadiag.data.formats.gqa import object_box_corners
+from vqadiag.data.formats.gqa_program import ProgramVocabulary
+from vqadiag.data.model_inputs.geometry import best_matches
+from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.reference.symbolic_features import (
     MATCH_IOU,

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from vqadiag.data.gqa_program import ProgramVocabulary, parse_argument
+from vqadiag.data.formats.gqa_program import ProgramVocabulary, parse_argument
 
 _NOT_FAMILIES = frozenset({"rel", "larger", "smaller", "healthier", "older", "taller", "shorter"})
 

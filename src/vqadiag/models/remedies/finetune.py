@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.introspect import Introspect
+from vqadiag.data.formats.introspect import Introspect
 from vqadiag.errors import DataError
 from vqadiag.metrics.vqa_normalize import canonical_answer
 from vqadiag.models.base import QuestionBatch

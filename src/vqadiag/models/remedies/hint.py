@@ -2,7 +2,7 @@
 
 HINT aligns the model's gradient-based importance of each object with human
 importance. Here the human side is the question's annotated relevant objects
-(FPVG's relevance, :func:`vqadiag.data.relevance.compute_relevance`: detected boxes with
+(FPVG's relevance, :func:`vqadiag.data.formats.relevance.compute_relevance`: detected boxes with
 IoU > 0.5 with an object named in ``annotations``; irrelevant = boxes no annotated
 object covers by more than 25 %), and the model side is GradCAM over objects as
 docs/protocols.md §5 defines it (and :meth:`UpDnModel.object_gradients` computes):
@@ -146,7 +146,7 @@ def training_relevance(
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Relevant / irrelevant box indices of the training questions that have both
     (docs/protocols.md §5, official settings), from the split's scene graphs and the detections."""
-    from vqadiag.data.relevance import compute_relevance
+    from vqadiag.data.formats.relevance import compute_relevance
 
     try:
         scenes = data.scene_graphs(split)

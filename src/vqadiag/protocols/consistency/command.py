@@ -40,7 +40,7 @@ SubTypes = Annotated[
 
 
 def _types(text: str) -> tuple[str, ...]:
-    from vqadiag.data.introspect import Q_TYPES
+    from vqadiag.data.formats.introspect import Q_TYPES
 
     kinds = tuple(t.strip() for t in text.split(",") if t.strip())
     bad = [t for t in kinds if t not in Q_TYPES]

@@ -29,16 +29,21 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.introspect import (
+from vqadiag.data.formats.introspect import (
     DEFAULT_INCLUDE,
     Introspect,
     SubQuestion,
     answer_type,
     read_introspect,
 )
-from vqadiag.data.jsonio import collector_paused_over, write_json
-from vqadiag.data.predictions import Prediction, align_predictions, answers_of, read_predictions
-from vqadiag.data.sniff import truth_format
+from vqadiag.data.formats.predictions import (
+    Prediction,
+    align_predictions,
+    answers_of,
+    read_predictions,
+)
+from vqadiag.data.formats.sniff import truth_format
+from vqadiag.data.io.jsonio import collector_paused_over, write_json
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import DEFAULT_RESAMPLES, Estimate, resampled_sums
 from vqadiag.metrics.vqa_normalize import canonical_answer, normalize_answer
@@ -160,7 +165,7 @@ def load_consistency(
     )
     anns = None
     if annotations is not None:
-        from vqadiag.data.vqa2 import read_vqa_annotations
+        from vqadiag.data.formats.vqa2 import read_vqa_annotations
 
         anns = read_vqa_annotations(annotations)
     return ConsistencyInputs(intro, anns, None if annotations is None else Path(annotations))
@@ -350,7 +355,7 @@ def introspect_questions(
 ) -> dict[str, Any]:
     """Write VQA v2-style files for the main and sub-questions (``vqadiag introspect-questions``).
 
-    Sub-question ids are ``"<main_qid>_<k>"`` (:mod:`vqadiag.data.introspect`).
+    Sub-question ids are ``"<main_qid>_<k>"`` (:mod:`vqadiag.data.formats.introspect`).
     Returns ``{"n_main", "n_sub", "files": {name: path}}``.
     """
     intro = read_introspect(introspect, include_types)
@@ -362,7 +367,7 @@ def _questions_of(path: str | Path) -> tuple[str, list[tuple[str, str, str]]]:
     """``(format, [(qid, question text, kind)])`` of a VQA v2, GQA or introspect file."""
     kind = truth_format(path)
     if kind == "vqa_questions":
-        from vqadiag.data.vqa2 import read_vqa_questions
+        from vqadiag.data.formats.vqa2 import read_vqa_questions
 
         records = read_vqa_questions(path)
         return "vqa", [(q, r["question"], "main") for q, r in records.items()]
@@ -373,7 +378,7 @@ def _questions_of(path: str | Path) -> tuple[str, list[tuple[str, str, str]]]:
         rows = [(m.main_id, m.question, "main") for m in intro.mains.values()]
         rows += [(s.sub_id, s.question, "sub") for s in intro.subs.values()]
         return "introspect", rows
-    from vqadiag.data.gqa import read_gqa_questions
+    from vqadiag.data.formats.gqa import read_gqa_questions
 
     records = read_gqa_questions(path, require=("question",))
     for qid, record in records.items():

@@ -3,7 +3,7 @@
 
 The model on the VQA-introspect main (Reasoning) questions and their
 deduplicated sub-questions, whose ids are
-:func:`vqadiag.data.introspect.sub_question_id` (``"<main>_<k>"``); with
+:func:`vqadiag.data.formats.introspect.sub_question_id` (``"<main>_<k>"``); with
 attention, also the Pearson correlation of main and sub attention over the
 image's objects (:func:`vqadiag.protocols.consistency.formulas.attention_correlation`).
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.introspect import Introspect, SubQuestion, parse_introspect
-from vqadiag.data.jsonio import read_json, write_json
+from vqadiag.data.formats.introspect import Introspect, SubQuestion, parse_introspect
+from vqadiag.data.io.jsonio import read_json, write_json
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.probes.conditions import Condition
 from vqadiag.probes.store import Answer

@@ -64,7 +64,7 @@ def relevance_command(
     quiet: QuietFlag = False,
 ) -> None:
     """Find each question's relevant and irrelevant detected boxes (FPVG, docs/protocols.md §5)."""
-    from vqadiag.data.relevance_files import relevance
+    from vqadiag.data.formats.relevance_files import relevance
 
     result = relevance(
         questions,

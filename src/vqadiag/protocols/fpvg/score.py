@@ -12,14 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa import read_gqa_questions
-from vqadiag.data.gqa_typed import answer_questions
-from vqadiag.data.jsonio import collector_paused_over
-from vqadiag.data.predictions import check_coverage, read_answers_and_probs
-from vqadiag.data.relevance import (
+from vqadiag.data.formats.gqa_typed import read_questions_with_answers
+from vqadiag.data.formats.predictions import check_coverage, read_answers_and_probs
+from vqadiag.data.formats.relevance import (
     EXCLUSION_REASONS,
 )
-from vqadiag.data.relevance_files import read_object_pickles, read_relevance, read_split_ids
+from vqadiag.data.formats.relevance_files import read_object_pickles, read_relevance, read_split_ids
+from vqadiag.data.io.jsonio import collector_paused_over
 from vqadiag.errors import DataError, record_label
 from vqadiag.protocols.fpvg.formulas import (
     CATEGORIES,
@@ -123,7 +122,7 @@ def load_fpvg(
     """The inputs of ``score fpvg``: the GQA questions and the box relevance (an
     ``R.json``, or FPVG's pair of relevant / irrelevant object pickles)."""
     qpath = Path(questions)
-    qs = answer_questions(qpath) or read_gqa_questions(qpath, require=("answer",))
+    qs = read_questions_with_answers(qpath)
     if isinstance(relevance, tuple):  # FPVG's relevant / irrelevant object pickles
         return fpvg_inputs_of(qs, read_object_pickles(*relevance), Path(relevance[0]), split_ids)
     return fpvg_inputs_of(qs, read_relevance(relevance), Path(relevance), split_ids)

@@ -1,7 +1,7 @@
 """What ``score gqa`` scores: eval.py's fields of the scored questions and their choices
 (docs/protocols.md §7, docs/gqa.md).
 
-:func:`read_gqa_inputs` first tries the typed fast path (:mod:`vqadiag.data.gqa_typed`:
+:func:`read_gqa_inputs` first tries the typed fast path (:mod:`vqadiag.data.formats.gqa_typed`:
 only the fields eval.py reads are built) and otherwise, or at the first doubt, the
 checked readers, which give the same inputs or name the problem (docs/reliability.md,
 "Fast paths defer to the checked readers").
@@ -16,14 +16,14 @@ from typing import Any
 
 import msgspec
 
-from vqadiag.data.gqa import (
+from vqadiag.data.formats.gqa import (
     GQAQuestions,
     check_gqa_questions,
     is_balanced,
     read_choices,
     read_gqa_questions,
 )
-from vqadiag.data.gqa_typed import Choices, ScoredQuestion, read_typed_questions
+from vqadiag.data.formats.gqa_typed import Choices, ScoredQuestion, read_typed_questions
 from vqadiag.errors import DataError, record_label
 from vqadiag.protocols.gqa.formulas import (
     GQAQuestionColumns,

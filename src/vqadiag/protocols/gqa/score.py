@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import collector_paused_over
-from vqadiag.data.predictions import read_scored_answers
+from vqadiag.data.formats.predictions import read_scored_answers
+from vqadiag.data.io.jsonio import collector_paused_over
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import (
     Estimate,
@@ -199,7 +199,7 @@ def _grounding(
 ) -> tuple[float | None, dict[str, Any] | None, int]:
     """``eval.py --grounding``: 100 · mean grounding score over the scored questions with
     an attention map (every one unless ``allow_missing``; the others are counted)."""
-    from vqadiag.data.gqa import read_attentions, read_scene_graphs
+    from vqadiag.data.formats.gqa import read_attentions, read_scene_graphs
     from vqadiag.protocols.gqa.grounding import grounding_score
 
     a_path = Path(attentions)

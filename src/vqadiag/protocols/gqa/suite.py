@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vqadiag.data.predictions import in_memory_counts
+from vqadiag.data.formats.predictions import in_memory_counts
 from vqadiag.suites.base import (
     Drilldown,
     Figure,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.atomic import write_bytes_atomic
+from vqadiag.data.io.atomic import write_bytes_atomic
 
 
 def plot_ood_curve(

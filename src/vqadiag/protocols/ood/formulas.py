@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa import is_balanced
+from vqadiag.data.formats.gqa import is_balanced
 from vqadiag.metrics.first_seen import first_seen_codes
 
 #: The official α grid of the acc-tail curve (GQA-OOD ``evaluation.py``), ascending.

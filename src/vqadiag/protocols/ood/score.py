@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.gqa import (
+from vqadiag.data.formats.gqa import (
     check_gqa_questions,
     check_local_group,
     is_balanced,
     read_gqa_questions,
 )
-from vqadiag.data.gqa_typed import OODQuestion, ood_questions
-from vqadiag.data.jsonio import collector_paused_over, write_json
-from vqadiag.data.predictions import read_scored_answers
+from vqadiag.data.formats.gqa_typed import OODQuestion, ood_questions
+from vqadiag.data.formats.predictions import read_scored_answers
+from vqadiag.data.io.jsonio import collector_paused_over, write_json
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import (
     finite_or_none,

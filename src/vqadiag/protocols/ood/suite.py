@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vqadiag.data.predictions import in_memory_counts
+from vqadiag.data.formats.predictions import in_memory_counts
 from vqadiag.metrics.compare import compare_statistic
 from vqadiag.protocols.ood.formulas import ood_delta_columns, ood_delta_statistic
 from vqadiag.protocols.ood.plots import PLOTS

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import collector_paused_over, read_json
-from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
-from vqadiag.data.sniff import truth_format
+from vqadiag.data.formats.predictions import align_predictions, answers_of, read_predictions
+from vqadiag.data.formats.sniff import truth_format
+from vqadiag.data.io.jsonio import collector_paused_over, read_json
 from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import (
     DEFAULT_RESAMPLES,
@@ -95,7 +95,7 @@ class Truth:
         self.path = Path(path)
         self.lenient = lenient
         if records is not None:  # GQA questions already read from ``path``
-            from vqadiag.data.gqa import check_gqa_questions
+            from vqadiag.data.formats.gqa import check_gqa_questions
 
             check_gqa_questions(records, self.path, ("question", "answer"))
             self.kind = "gqa"
@@ -104,12 +104,12 @@ class Truth:
             return
         self.kind = truth_format(self.path)
         if self.kind == "vqa_annotations":
-            from vqadiag.data.vqa2 import read_vqa_annotations
+            from vqadiag.data.formats.vqa2 import read_vqa_annotations
 
             self.records = read_vqa_annotations(self.path)
             self.ids = list(self.records)
         elif self.kind == "gqa":
-            from vqadiag.data.gqa import read_gqa_questions
+            from vqadiag.data.formats.gqa import read_gqa_questions
 
             self.records = read_gqa_questions(self.path, require=("question", "answer"))
             self._gqa_ids(all_questions)
@@ -122,7 +122,7 @@ class Truth:
             )
 
     def _gqa_ids(self, all_questions: bool) -> None:
-        from vqadiag.data.gqa import is_balanced
+        from vqadiag.data.formats.gqa import is_balanced
 
         self.ids = [q for q, r in self.records.items() if all_questions or is_balanced(r)]
         if not self.ids:

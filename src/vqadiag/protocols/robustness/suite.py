@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from vqadiag.data.atomic import file_digest
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.atomic import file_digest
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.metrics.compare import compare_statistic
 from vqadiag.probes.conditions import Condition
@@ -105,12 +105,12 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
     o = state.options
     if o.bqd is not None:
         try:
-            from vqadiag.data.bqd import read_bqd
+            from vqadiag.data.formats.bqd import read_bqd
         except ImportError:
-            raise SuiteSkipped("basic-question datasets need vqadiag.data.bqd") from None
+            raise SuiteSkipped("basic-question datasets need vqadiag.data.formats.bqd") from None
         return read_bqd(o.bqd), {"path": str(o.bqd), "built": False}
     try:
-        from vqadiag.data.bqd import read_bqd
+        from vqadiag.data.formats.bqd import read_bqd
         from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
     except ImportError:
         raise SuiteSkipped("no --bqd and basic-question ranking is not available") from None
@@ -152,7 +152,7 @@ def _bqd_cached(out: Path, meta_path: Path, key: str) -> bool:
     digest of exactly the bytes ``out`` holds."""
     if not (out.is_file() and meta_path.is_file()):
         return False
-    from vqadiag.data.jsonio import read_json
+    from vqadiag.data.io.jsonio import read_json
 
     try:
         recorded = read_json(meta_path)

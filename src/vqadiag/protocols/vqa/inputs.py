@@ -1,7 +1,8 @@
 """What ``score vqa`` scores: the annotated questions with their aligned predictions
 (docs/vqa.md, "`vqadiag score vqa`" and "Speed").
 
-:func:`read_vqa_inputs` first tries the columnar fast path (:mod:`vqadiag.data.vqa2_columns`:
+:func:`read_vqa_inputs` first tries the columnar fast path
+(:mod:`vqadiag.data.formats.vqa2_columns`:
 official files with integer ids, checked with array operations) and otherwise, or at
 the first doubt, the checked readers, which give the same inputs or name the problem
 (docs/reliability.md, "Fast paths defer to the checked readers").
@@ -16,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import paused_gc
-from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
-from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
-from vqadiag.data.vqa2_columns import (
+from vqadiag.data.formats.predictions import align_predictions, answers_of, read_predictions
+from vqadiag.data.formats.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.vqa2_columns import (
     read_annotation_columns,
     read_question_columns,
     read_result_columns,
 )
+from vqadiag.data.io.jsonio import paused_gc
 from vqadiag.errors import DataError, record_label
 
 

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from vqadiag.data.atomic import atomic_write
-from vqadiag.data.jsonio import collector_paused_over
-from vqadiag.data.predictions import align_predictions, answers_of, read_predictions
-from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.predictions import align_predictions, answers_of, read_predictions
+from vqadiag.data.formats.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.io.atomic import atomic_write
+from vqadiag.data.io.jsonio import collector_paused_over
 from vqadiag.metrics.vqa_accuracy import (
     discrete_mean_ci,
     group_indices,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from vqadiag.data.jsonio import write_json
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.probes.conditions import Condition
 from vqadiag.suites.base import (
     Drilldown,
@@ -44,7 +44,7 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     ``values.pair_both_correct`` = [acc(qa) ≥ τ ∧ acc(qb) ≥ τ], ``pair_identical`` and
     ``pair_both_exact`` (both answers equal the canonical ``multiple_choice_answer``).
     """
-    from vqadiag.data.vqa2 import read_pairs, read_vqa_annotations
+    from vqadiag.data.formats.vqa2 import read_pairs, read_vqa_annotations
     from vqadiag.protocols.vqa.score import PairsInputs, score_pair_answers
 
     data = vqa_data(state)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.bqd import QuestionFile, read_bqd, read_question_file, write_bqd
+from vqadiag.data.formats.bqd import QuestionFile, read_bqd, read_question_file, write_bqd
 from vqadiag.errors import DataError
 
 DEFAULT_TOP = 21
@@ -247,7 +247,7 @@ def build_bqd(
         )  # fmt: skip
     cache = None
     if out is not None:  # finished chunks survive a kill, keyed by everything they depend on
-        from vqadiag.data.jsonio import stable_hash
+        from vqadiag.data.io.jsonio import stable_hash
         from vqadiag.protocols.robustness.basic_questions.chunk_cache import ChunkCache
 
         cache = ChunkCache(out, stable_hash([
@@ -286,8 +286,8 @@ def make_noise(
     file), keeping only main questions that have a BQD record, plus
     ``OUT/manifest.json``. Returns the manifest (the ``--json`` dict).
     """
-    from vqadiag.data.bqd import write_question_file
-    from vqadiag.data.jsonio import write_json
+    from vqadiag.data.formats.bqd import write_question_file
+    from vqadiag.data.io.jsonio import write_json
     from vqadiag.errors import record_label
     from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions
 

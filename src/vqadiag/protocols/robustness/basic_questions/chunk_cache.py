@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.atomic import remove_stale_temporaries
-from vqadiag.data.jsonio import read_json, write_json
+from vqadiag.data.io.atomic import remove_stale_temporaries
+from vqadiag.data.io.jsonio import read_json, write_json
 from vqadiag.errors import DataError
 
 

@@ -33,7 +33,7 @@ from typing import BinaryIO
 
 import orjson
 
-from vqadiag.data.faults import write_point
+from vqadiag.data.io.faults import write_point
 from vqadiag.errors import DataError
 
 LOCK_NAME = ".vqadiag.lock"

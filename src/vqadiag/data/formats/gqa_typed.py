@@ -11,14 +11,14 @@ their fields), so everything after reading is shared with the checked path; ``sc
 takes the typed records and lays them out in columns, as it does the checked records.
 
 A reader returns ``None`` unless the file is plainly the official shape, and the
-checked reader (:func:`vqadiag.data.gqa.read_gqa_questions`) then reads it and names any
+checked reader (:func:`vqadiag.data.formats.gqa.read_gqa_questions`) then reads it and names any
 problem. The typed records check at least what the checked reader checks:
 
 * the optional fields it type-checks when present and not null
-  (:data:`vqadiag.data.gqa.QUESTION_FIELD_TYPES`) have the same types here (objects and
+  (:data:`vqadiag.data.formats.gqa.QUESTION_FIELD_TYPES`) have the same types here (objects and
   lists are checked without building their contents: no Python object per item);
 * a question id written twice is caught by counting the records decoded against the
-  questions kept (:func:`~vqadiag.data.typed_json.read_keyed_records`);
+  questions kept (:func:`~vqadiag.data.io.typed_json.read_keyed_records`);
 * the bytes are valid UTF-8 (msgspec does not check the strings it skips).
 
 Not checked: a number beyond the double range in a skipped field, which orjson refuses
@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from vqadiag.data.typed_json import JSONInt, KeyedRecord, read_keyed_records
+from vqadiag.data.io.typed_json import JSONInt, KeyedRecord, read_keyed_records
 
 
 class _AnyObject(msgspec.Struct, gc=False):
@@ -156,3 +156,20 @@ def answer_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
     if records is None:
         return None
     return {qid: {"answer": r.answer} for qid, r in records.items()}
+
+
+def read_questions_with_images(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The GQA questions ``relevance`` reads (``imageId`` and ``annotations``): the typed
+    fast path, or the checked reader for a file it does not take (errors name file and
+    record)."""
+    from vqadiag.data.formats.gqa import read_gqa_questions
+
+    return relevance_questions(path) or read_gqa_questions(path, require=("imageId",))
+
+
+def read_questions_with_answers(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The GQA questions ``score fpvg`` reads (their ``answer``): the typed fast path, or
+    the checked reader for a file it does not take (errors name file and record)."""
+    from vqadiag.data.formats.gqa import read_gqa_questions
+
+    return answer_questions(path) or read_gqa_questions(path, require=("answer",))

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.gqa_data import DEFAULT_CACHE_BYTES, GQAData
-from vqadiag.data.jsonio import read_json
-from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.io.jsonio import read_json
+from vqadiag.data.model_inputs.gqa_data import DEFAULT_CACHE_BYTES, GQAData
 from vqadiag.errors import DataError, record_label
 
 SPLIT_NAMES = {"train": "train2014", "val": "val2014", "test": "test2015"}

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from vqadiag.data.binary_formats import binary_kind
-from vqadiag.data.json_keys import (
+from vqadiag.data.io.binary_formats import binary_kind
+from vqadiag.data.io.json_keys import (
     count_top_level_members,
     first_duplicate_key,
     keys_surely_unique,
@@ -124,7 +124,7 @@ def collector_paused_over(*file_parameters: str) -> Callable[[F], F]:
 
 def read_json(path: str | Path) -> Any:
     """Parse a whole JSON file with orjson; empty or malformed files, and a top-level object
-    with a key twice (:mod:`vqadiag.data.json_keys`), raise DataError."""
+    with a key twice (:mod:`vqadiag.data.io.json_keys`), raise DataError."""
     p = _existing(path)
     raw = p.read_bytes()
     if not raw or raw.isspace():  # no stripped copy of a large file
@@ -209,8 +209,8 @@ def read_workbook(path: str | Path) -> list[dict[str, str]]:
 
 def write_json(path: str | Path, obj: Any, *, indent: bool = False) -> Path:
     """Write ``obj`` as JSON (orjson; numpy arrays allowed), creating parent folders; the
-    file is replaced atomically (:func:`vqadiag.data.atomic.write_bytes_atomic`)."""
-    from vqadiag.data.atomic import write_bytes_atomic
+    file is replaced atomically (:func:`vqadiag.data.io.atomic.write_bytes_atomic`)."""
+    from vqadiag.data.io.atomic import write_bytes_atomic
 
     option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     if indent:

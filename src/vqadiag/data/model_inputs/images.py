@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.lru import ByteLRU
+from vqadiag.data.io.lru import ByteLRU
 from vqadiag.errors import DataError
 
 EXTENSIONS = (".jpg", ".png", ".jpeg")

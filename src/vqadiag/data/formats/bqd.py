@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import finite_float, read_json, require_field, write_json
-from vqadiag.data.sniff import truth_format
+from vqadiag.data.formats.sniff import truth_format
+from vqadiag.data.io.jsonio import finite_float, read_json, require_field, write_json
 from vqadiag.errors import DataError, record_label
 
 BQD_KIND = "vqadiag.bqd"
@@ -172,7 +172,7 @@ def read_question_file(path: str | Path, *, need_answers: bool = False) -> Quest
     p = Path(path)
     kind = truth_format(p)
     if kind == "gqa":
-        from vqadiag.data.gqa import read_gqa_questions
+        from vqadiag.data.formats.gqa import read_gqa_questions
 
         data = read_gqa_questions(p, require=("question",))
         ids, texts, images, yes_no = [], [], [], []
@@ -191,7 +191,7 @@ def read_question_file(path: str | Path, *, need_answers: bool = False) -> Quest
             yes_no.append(None if answer is None else answer.strip().lower() in ("yes", "no"))
         return QuestionFile(p, "gqa", ids, texts, images, yes_no, data)
     if kind == "vqa_questions":
-        from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+        from vqadiag.data.formats.vqa2 import read_vqa_annotations, read_vqa_questions
 
         data = read_vqa_questions(p)
         ann_path = sibling_annotations(p)

@@ -15,7 +15,7 @@ Accepted shapes (detected from the file, not from flags):
   truth in ``answer`` and the model output in ``prediction``; ``prediction`` always wins.
 
 * a pickled dict or list of those shapes (FPVG's prediction files), read without
-  running any code (:mod:`vqadiag.data.safe_pickle`).
+  running any code (:mod:`vqadiag.data.io.safe_pickle`).
 
 A binary file of another kind (Parquet, zip …) is one line naming what it is.
 
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.binary_formats import binary_kind, is_xlsx
-from vqadiag.data.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
-from vqadiag.data.result_lists import read_result_list
-from vqadiag.data.safe_pickle import load_plain_pickle
+from vqadiag.data.formats.result_lists import read_result_list
+from vqadiag.data.io.binary_formats import binary_kind, is_xlsx
+from vqadiag.data.io.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
+from vqadiag.data.io.safe_pickle import load_plain_pickle
 from vqadiag.errors import DataError, record_label
 
 ID_FIELDS = ("question_id", "questionId", "qid", "index", "id")

@@ -23,8 +23,8 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 import numpy as np
 
-from vqadiag.data.json_keys import count_top_level_members
-from vqadiag.data.jsonio import FREEZE_BYTES, paused_gc
+from vqadiag.data.io.json_keys import count_top_level_members
+from vqadiag.data.io.jsonio import FREEZE_BYTES, paused_gc
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ def decode_or_none(
     """``decoder.decode(raw)``, or None when the bytes are not valid JSON of that type (also
     for a string that is not UTF-8 and for nesting deeper than Python's recursion limit:
     the checked reader then accepts or names it). The cyclic collector is paused while
-    decoding, and big inputs are frozen afterwards (:func:`~vqadiag.data.jsonio.paused_gc`)."""
+    decoding, and big inputs are frozen afterwards (:func:`~vqadiag.data.io.jsonio.paused_gc`)."""
     try:
         with paused_gc(freeze=len(raw) >= FREEZE_BYTES):
             return decoder.decode(raw)

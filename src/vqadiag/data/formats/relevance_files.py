@@ -10,17 +10,17 @@ from typing import Annotated, Any, Literal
 import msgspec
 import numpy as np
 
-from vqadiag.data.gqa import read_gqa_questions, read_scene_graphs
-from vqadiag.data.gqa_typed import relevance_questions
-from vqadiag.data.jsonio import collector_paused_over, read_json, write_json
-from vqadiag.data.relevance import (
+from vqadiag.data.formats.gqa import read_scene_graphs
+from vqadiag.data.formats.gqa_typed import read_questions_with_images
+from vqadiag.data.formats.relevance import (
     EXCLUSION_REASONS,
     NO_IRRELEVANT_BOXES,
     NO_RELEVANT_BOXES,
     OverlapDenominator,
     compute_relevance,
 )
-from vqadiag.data.typed_json import KeyedRecord, read_keyed_records
+from vqadiag.data.io.jsonio import collector_paused_over, read_json, write_json
+from vqadiag.data.io.typed_json import KeyedRecord, read_keyed_records
 from vqadiag.errors import DataError, record_label
 
 
@@ -106,9 +106,9 @@ def read_object_pickles(
 ) -> dict[str, tuple[list[int], list[int], str | None]]:
     """FPVG's own relevance files, ``{imageId: {qid: [box indices]}}`` pickles of the
     relevant and the irrelevant objects (read without running code,
-    :mod:`vqadiag.data.safe_pickle`) → the :func:`read_relevance` mapping. A question in
+    :mod:`vqadiag.data.io.safe_pickle`) → the :func:`read_relevance` mapping. A question in
     only one file has no boxes of the other kind."""
-    from vqadiag.data.safe_pickle import load_plain_pickle
+    from vqadiag.data.io.safe_pickle import load_plain_pickle
 
     lists: list[dict[str, list[int]]] = []
     for path in (Path(relevant), Path(irrelevant)):
@@ -182,13 +182,13 @@ def relevance(
     {...}}, "overlap_denominator", "official", "out"}``. ``progress``: bars
     (stderr) for reading the files, matching the boxes and writing ``out``.
     """
-    from vqadiag.data.detections import read_detections
+    from vqadiag.data.formats.detections import read_detections
     from vqadiag.progress import progress_bar
 
     qpath, spath = Path(questions), Path(scenes)
     with progress_bar(progress) as bar:
         reading = bar.add_task("read questions and scene graphs", total=2)
-        qs = relevance_questions(qpath) or read_gqa_questions(qpath, require=("imageId",))
+        qs = read_questions_with_images(qpath)
         bar.advance(reading)
         needs_scenes = any(_has_annotations(r) for r in qs.values())
         sg = read_scene_graphs(spath) if needs_scenes else {}

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import read_json, require_field
+from vqadiag.data.io.jsonio import read_json, require_field
 from vqadiag.errors import DataError, record_label
 
 Q_TYPES = ("reasoning", "perception", "invalid")

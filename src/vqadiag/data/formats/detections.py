@@ -13,7 +13,7 @@ Two layouts are accepted (docs/protocols.md §5, ARCHITECTURE.md "data/"):
   with ``index`` in place of ``file`` and ``idx``, next to one h5 file ``<prefix>.h5``
   (e.g. ``output_gqa_detectron_objects_info.json`` + ``output_gqa_detectron_objects.h5``).
 * **LXMERT**: a ``*_obj36.tsv`` file (base64 boxes and features per image line,
-  :mod:`vqadiag.data.lxmert_tsv`).
+  :mod:`vqadiag.data.formats.lxmert_tsv`).
 * **Simple**: a JSON or ``.npz`` file ``{imageId: [[x1, y1, x2, y2], ...]}``.
 
 Boxes are validated when an image is read: every coordinate finite and
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import read_json
+from vqadiag.data.io.jsonio import read_json
 from vqadiag.errors import DataError
 
 INFO_SUFFIX = "_info.json"
@@ -257,11 +257,11 @@ class BoxListDetections(Detections):
 
 
 class LXMERTTsvDetections(Detections):
-    """LXMERT's ``*_obj36.tsv`` (:mod:`vqadiag.data.lxmert_tsv`): boxes, features and the
+    """LXMERT's ``*_obj36.tsv`` (:mod:`vqadiag.data.formats.lxmert_tsv`): boxes, features and the
     image size per line, decoded on demand."""
 
     def __init__(self, path: Path) -> None:
-        from vqadiag.data.lxmert_tsv import scan_offsets
+        from vqadiag.data.formats.lxmert_tsv import scan_offsets
 
         super().__init__(path)
         self._offsets = scan_offsets(path)
@@ -270,7 +270,7 @@ class LXMERTTsvDetections(Detections):
         return self._offsets
 
     def _row(self, image_id: str) -> Mapping[str, str]:
-        from vqadiag.data.lxmert_tsv import read_row
+        from vqadiag.data.formats.lxmert_tsv import read_row
 
         if image_id not in self._offsets:
             raise UnknownImageError(
@@ -279,7 +279,7 @@ class LXMERTTsvDetections(Detections):
         return read_row(self.source, self._offsets[image_id])
 
     def _boxes(self, image_id: str) -> np.ndarray:
-        from vqadiag.data.lxmert_tsv import decode_array
+        from vqadiag.data.formats.lxmert_tsv import decode_array
 
         boxes = decode_array(self._row(image_id), "boxes", self.source, image_id)
         if boxes.shape[1] != 4:
@@ -290,7 +290,7 @@ class LXMERTTsvDetections(Detections):
 
     def features(self, image_id: str) -> np.ndarray:
         """The image's ``num_boxes × D`` features (float32)."""
-        from vqadiag.data.lxmert_tsv import decode_array
+        from vqadiag.data.formats.lxmert_tsv import decode_array
 
         return decode_array(self._row(image_id), "features", self.source, image_id)
 

@@ -21,11 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.detections import Detections, read_detections
-from vqadiag.data.gqa import GQAQuestions, SceneGraphs, read_gqa_questions, read_scene_graphs
-from vqadiag.data.images import ImageFiles
-from vqadiag.data.inputs import ObjectInput, PixelInput, QuestionBatch, padded_boxes
-from vqadiag.data.lru import ByteLRU
+from vqadiag.data.formats.detections import Detections, read_detections
+from vqadiag.data.formats.gqa import (
+    GQAQuestions,
+    SceneGraphs,
+    read_gqa_questions,
+    read_scene_graphs,
+)
+from vqadiag.data.io.lru import ByteLRU
+from vqadiag.data.model_inputs.images import ImageFiles
+from vqadiag.data.model_inputs.inputs import ObjectInput, PixelInput, QuestionBatch, padded_boxes
 from vqadiag.errors import DataError
 
 DEFAULT_CACHE_BYTES = 1 << 30

@@ -1,6 +1,6 @@
 """What a model reads: a batch of questions and its visual input (objects or pixels).
 
-The data layer builds these (:class:`~vqadiag.data.gqa_data.GQAData`); the models
+The data layer builds these (:class:`~vqadiag.data.model_inputs.gqa_data.GQAData`); the models
 (:mod:`vqadiag.models.base`) consume them. Kept here so that data never imports models.
 """
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import read_json, require_field
-from vqadiag.data.predictions import normalize_id
+from vqadiag.data.formats.predictions import normalize_id
+from vqadiag.data.io.jsonio import read_json, require_field
 from vqadiag.errors import DataError, record_label
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from vqadiag.data.typed_json import JSONInt, decode_or_none, map_file
+from vqadiag.data.io.typed_json import JSONInt, decode_or_none, map_file
 
 
 class VQAResult(msgspec.Struct, gc=False, forbid_unknown_fields=True):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.jsonio import finite_float, read_json, require_field
+from vqadiag.data.io.jsonio import finite_float, read_json, require_field
 from vqadiag.errors import DataError, record_label
 
 GQAQuestions = dict[str, dict[str, Any]]

@@ -41,14 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.geometry import (
+from vqadiag.data.io.jsonio import paused_gc
+from vqadiag.data.model_inputs.geometry import (
     OverlapDenominator,
     as_boxes,
     corner_areas,
     overlap_denominator_areas,
     strictly_ordered,
 )
-from vqadiag.data.jsonio import paused_gc
 from vqadiag.errors import DataError, record_label
 
 IOU_THRESHOLD = 0.5

@@ -7,8 +7,8 @@ dict per record is built.
 
 Every reader returns ``None`` unless the file is plainly the official shape with integer
 question and image ids and unique question ids; the checked readers of
-:mod:`vqadiag.data.vqa2` and :mod:`vqadiag.data.predictions` then read it and name any
-problem (docs/reliability.md, "Fast paths defer to the checked readers").
+:mod:`vqadiag.data.formats.vqa2` and :mod:`vqadiag.data.formats.predictions` then read it
+and name any problem (docs/reliability.md, "Fast paths defer to the checked readers").
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from vqadiag.data.predictions import LINE_OR_TABLE_SUFFIXES
-from vqadiag.data.result_lists import VQA_RESULTS
-from vqadiag.data.typed_json import JSONInt, decode_or_none, map_file, records_value
+from vqadiag.data.formats.predictions import LINE_OR_TABLE_SUFFIXES
+from vqadiag.data.formats.result_lists import VQA_RESULTS
+from vqadiag.data.io.typed_json import JSONInt, decode_or_none, map_file, records_value
 
 
 class _Question(msgspec.Struct, gc=False):

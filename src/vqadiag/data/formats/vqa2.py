@@ -17,8 +17,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.jsonio import paused_gc, read_json, require_field
-from vqadiag.data.predictions import normalize_id
+from vqadiag.data.formats.predictions import normalize_id
+from vqadiag.data.io.jsonio import paused_gc, read_json, require_field
 from vqadiag.errors import DataError, record_label
 
 
