@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 import orjson
 import typer
 
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, one_line, shown_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,8 +111,8 @@ def cli_errors(fn: F) -> F:
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(2) from None
         except OSError as err:  # permission denied, a file where a folder is expected, full disk …
-            where = err.filename if err.filename is not None else "file system"
-            typer.echo(f"error: {where}: {err.strerror or err}", err=True)
+            where = "file system" if err.filename is None else shown_path(err.filename)
+            typer.echo(f"error: {where}: {one_line(str(err.strerror or err))}", err=True)
             raise typer.Exit(2) from None
         except sqlite3.DatabaseError as err:  # the prediction store (e.g. disk full)
             typer.echo(f"error: prediction store (store.sqlite): {err}", err=True)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.lru import ByteLRU
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, excerpt
 
 EXTENSIONS = (".jpg", ".png", ".jpeg")
 COCO_SPLITS = ("val2014", "train2014", "test2015")
@@ -94,7 +94,9 @@ class ImageFiles:
         if found is None:
             where = self.images_dir or (self.roots[0] / "images" if self.roots else Path("."))
             label = f"question {question}" if question else None
-            raise DataError(where / f"{image_id}.*", f"no image file for image {image_id!r}", label)
+            raise DataError(
+                where / f"{image_id}.*", f"no image file for image {excerpt(image_id)}", label
+            )
         return found
 
     def available(self) -> bool:

@@ -1,0 +1,104 @@
+"""Inputs that are wrong, huge, hostile or numeric nonsense (docs/reliability.md,
+"Hostile and malformed inputs"): each is refused with one bounded line, never read
+whole, never followed out of its folder."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+
+from vqadiag.data.predictions import read_predictions
+from vqadiag.errors import DataError, excerpt, show_path_as
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error")]
+
+
+def _vqa_text(ids: list[str]) -> tuple[str, str]:
+    """Official VQA v2 questions and annotations (JSON text) of question ids written as
+    they are (``ids``: JSON number or string literals), one per image."""
+    questions = ",".join(
+        f'{{"image_id": {k}, "question": "is it?", "question_id": {qid}}}'
+        for k, qid in enumerate(ids)
+    )
+    answers = ",".join(f'{{"answer": "yes", "answer_confidence": "yes", "answer_id": {i}}}'
+                       for i in range(1, 11))  # fmt: skip
+    annotations = ",".join(
+        f'{{"question_id": {qid}, "image_id": {k}, "question_type": "is it", '
+        f'"answer_type": "yes/no", "multiple_choice_answer": "yes", "answers": [{answers}]}}'
+        for k, qid in enumerate(ids)
+    )
+    return f'{{"questions": [{questions}]}}', f'{{"annotations": [{annotations}]}}'
+
+
+@pytest.fixture
+def vqa_of(tmp_path):
+    """``vqa_of(ids, predictions_text)`` → the questions, annotations and prediction files."""
+
+    def write(ids: list[str], predictions: str) -> tuple[Path, Path, Path]:
+        paths = [tmp_path / n for n in ("q.json", "a.json", "p.json")]
+        for path, text in zip(paths, (*_vqa_text(ids), predictions), strict=True):
+            path.write_text(text)
+        return paths[0], paths[1], paths[2]
+
+    return write
+
+
+# -- messages: one bounded line ----------------------------------------------------------
+
+
+def test_a_pickle_of_shared_references_is_quoted_as_an_excerpt(tmp_path):
+    nested: object = "x"
+    for _ in range(60):  # 2**60 leaves when written out, a few hundred bytes pickled
+        nested = [nested, nested]
+    path = tmp_path / "preds.pkl"
+    path.write_bytes(pickle.dumps({"q1": {"answer": nested}}))
+    assert path.stat().st_size < 2048
+    start = time.perf_counter()
+    with pytest.raises(DataError) as caught:
+        read_predictions(path)
+    assert time.perf_counter() - start < 1
+    message = str(caught.value)
+    assert message.startswith(f"{path}: record 'q1': answer must be a string, got [[[")
+    assert len(message) < len(str(path)) + 200 and "\n" not in message
+
+
+def test_a_50000_item_answer_is_cut_to_an_excerpt(run_cli, vqa_of):
+    answer = json.dumps(list(range(50_000)))
+    q, a, p = vqa_of(["1"], f'[{{"question_id": 1, "answer": {answer}}}]')
+    res = run_cli("score", "vqa", "--questions", q, "--annotations", a, "--predictions", p)
+    assert res.exit_code == 2
+    (line,) = _error_lines(res.stderr)
+    assert "answer must be a string, got [0, 1, 2, 3, 4, 5, ...]" in line
+    assert len(line) < 300
+
+
+def test_a_file_name_with_a_newline_is_quoted(run_cli, tmp_path, vqa_of):
+    q, a, _ = vqa_of(["1"], "")
+    bad = tmp_path / "bad\nname.json"
+    bad.write_text("{not json")
+    res = run_cli("score", "vqa", "--questions", q, "--annotations", a, "--predictions", bad)
+    assert res.exit_code == 2
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"error: {str(bad)!r}: malformed JSON")
+
+
+def test_an_error_names_the_path_given_not_a_private_copy(tmp_path):
+    copy = tmp_path / "vqadiag-stream-123.json"
+    copy.write_text("[1, 2")
+    show_path_as(copy, "/dev/fd/63")
+    with pytest.raises(DataError, match=r"^/dev/fd/63: malformed JSON"):
+        read_predictions(copy)
+
+
+def test_excerpt_is_bounded_for_any_value():
+    assert excerpt("yes") == "'yes'" and excerpt([1, 2]) == "[1, 2]"
+    assert len(excerpt("a" * 100_000)) <= 120
+    assert excerpt(10**10_000).startswith("<integer of")
+    assert "\n" not in excerpt("a\nb")
+    assert json.dumps(excerpt({"k": [1] * 1000}))
