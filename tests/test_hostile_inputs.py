@@ -102,3 +102,83 @@ def test_excerpt_is_bounded_for_any_value():
     assert excerpt(10**10_000).startswith("<integer of")
     assert "\n" not in excerpt("a\nb")
     assert json.dumps(excerpt({"k": [1] * 1000}))
+
+
+# -- endless and huge inputs -----------------------------------------------------------
+
+
+def test_dev_zero_is_refused_with_one_line(run_cli, vqa_of):
+    q, a, _ = vqa_of(["1"], "")
+    res = run_cli(
+        "score", "vqa", "--questions", q, "--annotations", a, "--predictions", "/dev/zero"
+    )
+    assert res.exit_code == 2
+    assert _error_lines(res.stderr) == [
+        "error: /dev/zero: is a character device, expected a file or a pipe"
+    ]
+    with pytest.raises(DataError, match=r"^/dev/zero: is a character device, expected a regular"):
+        read_predictions("/dev/zero")
+
+
+@pytest.mark.parametrize("name", ["preds.json", "preds.jsonl", "preds.csv"])
+def test_a_2_gb_sparse_file_is_refused_without_reading_it(tmp_path, name):
+    path = tmp_path / name
+    with path.open("wb") as fh:
+        fh.truncate(2 << 30)  # 2 GiB of zeros, on disk only as a hole
+    start = time.perf_counter()
+    with pytest.raises(DataError) as caught:
+        read_predictions(path)
+    assert time.perf_counter() - start < 1
+    assert str(caught.value).startswith(f"{path}: ")
+    assert "column 1" in str(caught.value) or "NUL bytes" in str(caught.value)
+
+
+def test_the_typed_readers_skip_a_sparse_file_without_scanning_it(tmp_path):
+    from vqadiag.data.gqa_typed import ScoredQuestion, read_typed_questions
+    from vqadiag.data.vqa2_columns import read_annotation_columns, read_result_columns
+
+    path = tmp_path / "a.json"
+    with path.open("wb") as fh:
+        fh.truncate(2 << 30)
+    start = time.perf_counter()
+    assert read_annotation_columns(path) is None and read_result_columns(path) is None
+    assert read_typed_questions(path, ScoredQuestion) is None
+    assert time.perf_counter() - start < 1
+
+
+def test_an_input_over_the_limit_is_refused(monkeypatch, tmp_path, vqa_of, run_cli):
+    import io
+
+    from vqadiag.data import bounded
+
+    q, a, p = vqa_of(["1"], '[{"question_id": 1, "answer": "yes"}]')
+    monkeypatch.setattr(bounded, "MAX_INPUT_BYTES", 30)
+    res = run_cli("score", "vqa", "--questions", q, "--annotations", a, "--predictions", p)
+    assert res.exit_code == 2
+    assert _error_lines(res.stderr) == [
+        f"error: {q}: larger than 30 bytes, the most vqadiag reads (MAX_INPUT_BYTES)"
+    ]
+    with pytest.raises(DataError, match="^<stdin>: larger than 30 bytes"):
+        bounded.read_stream(io.BytesIO(b"x" * 31), "<stdin>")
+    assert bounded.read_stream(io.BytesIO(b"x" * 30), "<stdin>") == b"x" * 30
+
+
+def test_a_pipe_is_named_as_given_in_errors(run_cli, tmp_path, vqa_of):
+    import os
+    import threading
+
+    q, a, _ = vqa_of(["1"], "")
+    fifo = tmp_path / "preds.json"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with fifo.open("w") as fh:
+            fh.write('[{"question_id": 1, "answer": ')
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    res = run_cli("score", "vqa", "--questions", q, "--annotations", a, "--predictions", fifo)
+    writer.join()
+    assert res.exit_code == 2
+    (line,) = _error_lines(res.stderr)
+    assert line.startswith(f"error: {fifo}: malformed JSON"), line

@@ -7,7 +7,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import orjson
 import typer
@@ -80,9 +80,18 @@ def rereadable_paths(value: Any) -> Any:
 
     if value is None:
         return None
-    if isinstance(value, (list, tuple)):
-        return [rereadable(v) for v in value]
-    return rereadable(value)
+    try:
+        if isinstance(value, (list, tuple)):
+            return [rereadable(v) for v in value]
+        return rereadable(value)
+    except DataError as err:  # while the options are parsed: no cli_errors around yet
+        fail(err)
+
+
+def fail(err: object) -> NoReturn:
+    """Print ``error: {err}`` on stderr (one line) and exit with code 2."""
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(2) from None
 
 
 def existing_file(help_text: str, *names: str) -> Any:
@@ -108,8 +117,7 @@ def cli_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except DataError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(2) from None
+            fail(err)
         except OSError as err:  # permission denied, a file where a folder is expected, full disk …
             where = "file system" if err.filename is None else shown_path(err.filename)
             typer.echo(f"error: {where}: {one_line(str(err.strerror or err))}", err=True)
