@@ -182,3 +182,59 @@ def test_a_pipe_is_named_as_given_in_errors(run_cli, tmp_path, vqa_of):
     assert res.exit_code == 2
     (line,) = _error_lines(res.stderr)
     assert line.startswith(f"error: {fifo}: malformed JSON"), line
+
+
+# -- very large integer ids --------------------------------------------------------------
+
+BIG = "100000000000000000000"  # 10**20: beyond 2**64, read by JSON readers as a double
+
+
+@pytest.mark.parametrize(
+    ("ids", "prediction", "wrong"),
+    [
+        ([BIG], "100000000000000000001", "q.json"),  # 10**20 + 1 read as 10**20
+        (["1"], "123456789012345678901234567890", "p.json"),  # 30 digits
+    ],
+)
+def test_an_id_beyond_exact_integers_is_refused_not_rounded(
+    run_cli, vqa_of, ids, prediction, wrong
+):
+    q, a, p = vqa_of(ids, f'[{{"question_id": {prediction}, "answer": "yes"}}]')
+    res = run_cli(
+        "score", "vqa", "--questions", q, "--annotations", a, "--predictions", p, "--json"
+    )
+    assert res.exit_code == 2, res.stdout
+    (line,) = _error_lines(res.stderr)
+    assert line.startswith(f"error: {q.parent / wrong}: item 0: question id ")
+    assert "too large to be read exactly" in line and "write it as a string" in line
+
+
+def test_the_fast_and_checked_readers_agree_on_large_ids(tmp_path, vqa_of):
+    from vqadiag.data.vqa2 import read_vqa_annotations, read_vqa_questions
+    from vqadiag.data.vqa2_columns import (
+        read_annotation_columns,
+        read_question_columns,
+        read_result_columns,
+    )
+
+    top = str(2**64 - 1)  # exact in both readers; beyond int64, so only the checked reads it
+    q, a, p = vqa_of([top, "7"], f'[{{"question_id": {top}, "answer": "yes"}}]')
+    assert read_question_columns(q) is None and read_annotation_columns(a) is None
+    assert read_result_columns(p) is None
+    assert list(read_vqa_questions(q)) == [top, "7"] and top in read_vqa_annotations(a)
+    assert read_predictions(p)[top].answer == "yes"
+    q, a, p = vqa_of([BIG], f'[{{"question_id": "{BIG}1", "answer": "yes"}}]')
+    assert read_question_columns(q) is None and read_annotation_columns(a) is None
+    for reader in (read_vqa_questions, read_vqa_annotations):
+        with pytest.raises(DataError, match="too large to be read exactly"):
+            reader(q if reader is read_vqa_questions else a)
+    assert list(read_predictions(p)) == [f"{BIG}1"]  # a string id is kept as written
+
+
+def test_a_huge_integer_id_in_a_pickle_is_kept_exactly_or_refused(tmp_path):
+    path = tmp_path / "p.pkl"
+    path.write_bytes(pickle.dumps({10**29 + 7: "yes"}))
+    assert list(read_predictions(path)) == [str(10**29 + 7)]
+    path.write_bytes(pickle.dumps([{"question_id": 10**5000, "answer": "yes"}]))
+    with pytest.raises(DataError, match=r"item 0: question id <integer of \d+ bits> is too long"):
+        read_predictions(path)

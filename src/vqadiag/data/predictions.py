@@ -56,15 +56,30 @@ class Prediction:
         return float(self.probs.get(answer, 0.0))
 
 
+#: integers up to this magnitude are exact as JSON numbers read as doubles (2**53)
+EXACT_FLOAT_INT = 2**53
+
+
 def normalize_id(value: Any, path: str | Path, label: str) -> str:
-    """Question ids are strings; ints become their decimal string."""
+    """Question ids are strings; ints become their exact decimal string. A number that
+    is not exactly the integer written (a JSON integer beyond 2**64, which JSON readers
+    round to a double, or a float id beyond :data:`EXACT_FLOAT_INT`) is refused with one
+    line, never rounded into another question's id."""
     if isinstance(value, bool) or value is None:
         raise DataError(
             path, f"question id must be a string or integer, got {excerpt(value)}", label
         )
     if isinstance(value, int):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # more digits than Python writes out
+            raise DataError(path, f"question id {excerpt(value)} is too long", label) from None
     if isinstance(value, float) and value.is_integer():
+        if abs(value) >= EXACT_FLOAT_INT:
+            raise DataError(
+                path, f"question id {value!r} is too large to be read exactly (beyond 2**64 "
+                "as an integer, or 2**53 as a float): write it as a string", label,
+            )  # fmt: skip
         return str(int(value))
     if isinstance(value, str) and value.strip():
         return value.strip()
