@@ -238,3 +238,48 @@ def test_a_huge_integer_id_in_a_pickle_is_kept_exactly_or_refused(tmp_path):
     path.write_bytes(pickle.dumps([{"question_id": 10**5000, "answer": "yes"}]))
     with pytest.raises(DataError, match=r"item 0: question id <integer of \d+ bits> is too long"):
         read_predictions(path)
+
+
+# -- numeric options ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("score", "ood", "--alpha", "nan"), "error: --alpha: nan is not a finite number"),
+        (("score", "ood", "--alpha", "-5"), "error: --alpha: -5 is not above -1"),
+        (("score", "ood", "--alpha", "inf"), "error: --alpha: inf is not a finite number"),
+        (("score", "robustness", "--truth", "t", "--clean", "c", "--noisy", "n", "--t", "nan"),
+         "error: --t: nan is not a finite number"),
+        (("score", "robustness", "--truth", "t", "--clean", "c", "--noisy", "n", "--m", "inf"),
+         "error: --m: inf is not a finite number"),
+        (("score", "robustness", "--truth", "t", "--clean", "c", "--noisy", "n",
+          "--t", "20", "--m", "20"),
+         "error: --t/--m: t must be smaller than m, got t=20.0, m=20.0"),
+        (("score", "pairs", "--annotations", "a", "--pairs", "p", "--predictions", "x",
+          "--pair-threshold", "-inf"), "error: --pair-threshold: -inf is not a finite number"),
+        (("score", "consistency", "--threshold", "NaN"),
+         "error: --threshold: NaN is not a finite number"),
+        (("synth", "--out", "w", "--bias", "1.5"), "error: --bias: 1.5 is not at most 1"),
+        (("bq", "build", "--lambda", "nan"), "error: --lambda: nan is not a finite number"),
+        (("finetune", "--method", "subq", "--model", "m", "--data", "d", "--out", "o",
+          "--lr", "inf"), "error: --lr: inf is not a finite number"),
+        (("explain", "train", "--data", "d", "--out", "o", "--margin", "-1"),
+         "error: --margin: -1 is not at least 0"),
+        (("score", "ood", "--n-bootstrap", "abc"), "error: --n-bootstrap: "),
+    ],
+)  # fmt: skip
+def test_a_bad_option_value_is_one_line(run_cli, args, line):
+    res = run_cli(*args)
+    assert res.exit_code == 2
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith(line), res.stderr
+    assert "Usage:" not in res.stderr and not res.stdout
+
+
+def test_float_options_accept_finite_values(run_cli):
+    from vqadiag.console.common import FiniteFloat
+
+    assert FiniteFloat(-1, low_open=True)("0.2") == 0.2
+    assert FiniteFloat(0, 1)(1.0) == 1.0 and FiniteFloat()("-1e300") == -1e300
+    res = run_cli("score", "ood", "--alpha", "nan", "--help")
+    assert res.exit_code == 0  # --help first: the value is not parsed

@@ -16,6 +16,7 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    float_option,
     fmt_rate,
     optional_file,
     output_dir,
@@ -166,10 +167,10 @@ def train_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
     lambda_: Annotated[
         float | None,
-        typer.Option("--lambda", min=0.0, help="Weight λ of the hinge ranking loss (default 1)."),
+        float_option("--lambda", help="Weight λ of the hinge ranking loss (default 1).", low=0),
     ] = None,
     margin: Annotated[
-        float | None, typer.Option("--margin", min=0.0, help="Hinge margin M (default 1).")
+        float | None, float_option("--margin", help="Hinge margin M (default 1).", low=0)
     ] = None,
     split: Annotated[str, typer.Option("--split", help="Training split.")] = "train",
     candidates: CandidatesOption = None,
