@@ -283,3 +283,65 @@ def test_float_options_accept_finite_values(run_cli):
     assert FiniteFloat(0, 1)(1.0) == 1.0 and FiniteFloat()("-1e300") == -1e300
     res = run_cli("score", "ood", "--alpha", "nan", "--help")
     assert res.exit_code == 0  # --help first: the value is not parsed
+
+
+# -- image ids are names, never paths ----------------------------------------------------
+
+
+def _png(path: Path) -> Path:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 4), (200, 10, 10)).save(path)
+    return path
+
+
+@pytest.fixture
+def data_with_secret(tmp_path):
+    """A GQA data folder with one image, and a PNG outside it that no id may reach."""
+    root = tmp_path / "data"
+    _png(root / "gqa" / "images" / "ok.png")
+    secret = _png(tmp_path / "secret.png")
+    return root, secret
+
+
+@pytest.mark.parametrize(
+    "image_id", ["../../secret", "../../../../../../etc/passwd", "..", "C:secret", "a\\b"]
+)
+def test_an_image_id_that_is_a_path_is_one_line_naming_the_question(data_with_secret, image_id):
+    from vqadiag.data.gqa_data import GQAData
+
+    root, secret = data_with_secret
+    for id_ in (image_id, str(secret.with_suffix(""))):  # relative escapes and an absolute path
+        data = GQAData(root)
+        with pytest.raises(DataError) as caught:
+            data.pixel_input([id_], questions=["q7"])
+        message = str(caught.value)
+        assert message.startswith("question 'q7': image id ") and "\n" not in message
+        assert message.endswith("an image id is a name, not a path")
+        with pytest.raises(DataError, match="not a path"):
+            data.images.digest(id_, "q7")
+    assert GQAData(root).pixel_input(["ok"]).images[0].shape == (4, 4, 3)
+
+
+def test_no_image_path_leaves_its_folder(data_with_secret):
+    from vqadiag.data.images import ImageFiles
+
+    root, _ = data_with_secret
+    files = ImageFiles([root / "gqa"], images_dir=root / "gqa" / "images")
+    tried = files.candidates("ok")
+    assert tried and all(".." not in p.parts for p in tried)
+    assert files.find("ok") == root / "gqa" / "images" / "ok.png"
+
+
+def test_a_report_never_embeds_a_file_outside_the_data_folder(data_with_secret):
+    from types import SimpleNamespace
+
+    from vqadiag.report.thumbnails import drilldown_thumbnails
+
+    root, secret = data_with_secret
+    results = SimpleNamespace(data_root=root, images_dir=None)
+    rows = [{"id": "q1", "image_id": "../../secret"}, {"id": "q2", "image_id": str(secret)[:-4]},
+            {"id": "q3", "image_id": "ok"}]  # fmt: skip
+    thumbnails = drilldown_thumbnails([results], {"fpvg": {"rows": rows}})
+    assert list(thumbnails) == ["fpvg|q3"]
