@@ -345,3 +345,29 @@ def test_a_report_never_embeds_a_file_outside_the_data_folder(data_with_secret):
             {"id": "q3", "image_id": "ok"}]  # fmt: skip
     thumbnails = drilldown_thumbnails([results], {"fpvg": {"rows": rows}})
     assert list(thumbnails) == ["fpvg|q3"]
+
+
+# -- a setting with its own option -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "setting", "flag"),
+    [
+        (("train", "--model", "updn"), "epochs=1", "--epochs"),
+        (("train", "--model", "prior"), "seed=3", "--seed"),
+        (("explain", "train"), "epochs=1", "--epochs"),
+        (("explain", "train"), "split=val", "--split"),
+    ],
+)
+def test_a_setting_with_its_own_option_names_it(run_cli, tmp_path, command, setting, flag):
+    res = run_cli(*command, "--data", tmp_path, "--out", tmp_path / "run", "-o", setting)
+    assert res.exit_code == 2
+    key = setting.split("=")[0]
+    assert res.stderr == f"error: --option: '{key}' has its own option: use {flag}\n"
+
+
+def test_train_with_epochs_as_a_setting_names_the_option(run_cli, rendered_world_60, tmp_path):
+    res = run_cli("train", "--data", rendered_world_60, "--model", "prior",
+                  "--out", tmp_path / "run", "-o", "epochs=1", "-q")  # fmt: skip
+    assert res.exit_code == 2 and not (tmp_path / "run").exists()
+    assert res.stderr == "error: --option: 'epochs' has its own option: use --epochs\n"

@@ -187,7 +187,7 @@ def train_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Train the two-headed counter-example model (answering + explaining head)."""
-    from vqadiag.cli.models import parse_options
+    from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
     from vqadiag.workflows.explain import train
 
     result = train(
@@ -200,7 +200,7 @@ def train_command(
         split=split,
         candidates=candidates,
         val_candidates=val_candidates,
-        options=parse_options(option or []),
+        options=parse_options(option or [], TRAIN_OWN_OPTIONS),
         progress=not quiet,
         n_bootstrap=n_bootstrap,
     )
