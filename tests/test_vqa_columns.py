@@ -352,16 +352,17 @@ def test_is_utf8() -> None:
     assert not is_utf8("😀".encode()[:3])
 
 
-def test_ids_beyond_64_bits_score_as_before(tmp_path: Path) -> None:
-    """orjson reads such ids as doubles; the columnar path leaves them to the checked
-    readers, so questions, annotations and predictions keep agreeing."""
+def test_ids_beyond_64_bits_are_refused_by_both_paths(tmp_path: Path) -> None:
+    """orjson reads such ids as doubles (10**20 and 10**20 + 1 alike); the columnar path
+    leaves them to the checked readers, which refuse them with one line rather than
+    merge two questions (docs/reliability.md, "Hostile and malformed inputs")."""
     big = int("1" * 30)
     questions, annotations, results = _example()
     questions["questions"][0]["question_id"] = big
     annotations["annotations"][0]["question_id"] = big
     results[0]["question_id"] = big
     got = _check(tmp_path, questions, annotations, results, fast_expected=False)
-    assert got.predictions[0] == "white"
+    assert "item 0: question id 1.111111111111111e+29 is too large to be read exactly" in got
 
 
 def test_deep_nesting_in_a_skipped_field_defers(tmp_path: Path) -> None:

@@ -10,25 +10,89 @@ The command line prints that line and exits with code 2 (never a traceback).
 
 from __future__ import annotations
 
+import re
+import reprlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from os import PathLike
 
+#: the most characters of a value quoted in an error message (:func:`excerpt`)
+EXCERPT_CHARS = 120
+#: the most characters of the problem part of a :class:`DataError`'s line
+PROBLEM_CHARS = 1000
+
+_LINE_BREAKS = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
+
+
+class _BoundedRepr(reprlib.Repr):
+    """:mod:`reprlib` limits, with an integer too long to print shown by its size."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:  # beyond Python's int-to-text digit limit
+            return f"<integer of {x.bit_length()} bits>"
+
+
+_REPR = _BoundedRepr()
+_REPR.maxlevel = 3
+_REPR.maxstring = _REPR.maxother = EXCERPT_CHARS
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = _REPR.maxdeque = 6
+_REPR.maxdict = 4
+_REPR.maxlong = 40
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """``value`` as an error message quotes it: its ``repr``, on one line and at most
+    ``limit`` characters, made with bounded work (:mod:`reprlib`: a few items of each
+    container, a few levels deep), so a 50,000-item answer or a pickle whose shared
+    references expand to gigabytes is quoted in a few dozen characters."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a value whose repr fails: name its type
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: temporary copies shown under the name the user gave (:func:`show_path_as`)
+_SHOWN_AS: dict[str, str] = {}
+
+
+def show_path_as(actual: str | PathLike[str], shown: str | PathLike[str]) -> None:
+    """Name ``actual`` (a private copy, e.g. of a pipe) as ``shown`` in every error."""
+    _SHOWN_AS[str(actual)] = str(shown)
+
+
+def shown_path(path: str | PathLike[str]) -> str:
+    """How a path is named in an error: the path the user gave for a private copy of
+    it, quoted (``repr``) when it holds a line break or another unprintable character."""
+    text = str(path)
+    text = _SHOWN_AS.get(text, text)
+    return text if text.isprintable() else repr(text)
+
+
+def one_line(text: str, limit: int = PROBLEM_CHARS) -> str:
+    """``text`` with its line breaks (and the space around them) made one space, cut to
+    ``limit`` characters."""
+    text = _LINE_BREAKS.sub(" ", text.strip())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 class DataError(ValueError):
-    """A problem with an input file: which file, which record, what is wrong."""
+    """A problem with an input file: which file, which record, what is wrong; always one
+    line (the path quoted when it holds a line break, the problem's breaks made spaces)."""
 
     def __init__(
         self, path: str | PathLike[str] | None, problem: str, record: str | None = None
     ) -> None:
-        self.path = None if path is None else str(path)
+        self.path = None if path is None else shown_path(path)
         self.problem = problem
         self.record = record
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        parts = [p for p in (self.path, self.record) if p]
-        parts.append(self.problem)
+        parts = [p for p in (self.path, self.record and one_line(self.record)) if p]
+        parts.append(one_line(self.problem))
         return ": ".join(parts)
 
 
@@ -43,8 +107,13 @@ def first_line(err: object) -> str:
 
 
 def record_label(record_id: object) -> str:
-    """How a record is named in messages: ``record 'q17'`` (ids are quoted)."""
-    return f"record {str(record_id)!r}"
+    """How a record is named in messages: ``record 'q17'`` (ids are quoted, a long one
+    cut to an :func:`excerpt`)."""
+    if isinstance(record_id, str):
+        return f"record {excerpt(record_id)}"
+    if isinstance(record_id, int) and record_id.bit_length() < 64:
+        return f"record {excerpt(str(record_id))}"
+    return f"record {excerpt(record_id)}"  # not str(): a huge value is never written out
 
 
 @contextmanager

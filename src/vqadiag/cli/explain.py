@@ -16,6 +16,7 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    float_option,
     fmt_rate,
     optional_file,
     output_dir,
@@ -166,10 +167,10 @@ def train_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
     lambda_: Annotated[
         float | None,
-        typer.Option("--lambda", min=0.0, help="Weight λ of the hinge ranking loss (default 1)."),
+        float_option("--lambda", help="Weight λ of the hinge ranking loss (default 1).", low=0),
     ] = None,
     margin: Annotated[
-        float | None, typer.Option("--margin", min=0.0, help="Hinge margin M (default 1).")
+        float | None, float_option("--margin", help="Hinge margin M (default 1).", low=0)
     ] = None,
     split: Annotated[str, typer.Option("--split", help="Training split.")] = "train",
     candidates: CandidatesOption = None,
@@ -186,7 +187,7 @@ def train_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Train the two-headed counter-example model (answering + explaining head)."""
-    from vqadiag.cli.models import parse_options
+    from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
     from vqadiag.workflows.explain import train
 
     result = train(
@@ -199,7 +200,7 @@ def train_command(
         split=split,
         candidates=candidates,
         val_candidates=val_candidates,
-        options=parse_options(option or []),
+        options=parse_options(option or [], TRAIN_OWN_OPTIONS),
         progress=not quiet,
         n_bootstrap=n_bootstrap,
     )

@@ -14,6 +14,7 @@ from vqadiag.console.common import (
     ResamplesOption,
     cli_errors,
     emit,
+    float_option,
     fmt_rate,
     output_dir,
 )
@@ -62,7 +63,7 @@ def finetune_command(
     data: Annotated[Path, typer.Option("--data", help="Data folder (vqa2/ + introspect/).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Epochs (3).")] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Learning rate (0.01, SGD).")] = None,
+    lr: Annotated[float | None, float_option("--lr", help="Learning rate (0.01, SGD).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
     introspect: Annotated[
         Path | None,

@@ -21,7 +21,7 @@ from vqadiag.console.common import (
     model_settings,
     rate_table,
 )
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, excerpt
 
 DataOption = Annotated[Path, typer.Option("--data", help="Data folder (GQA or VQA v2 layout).")]
 DatasetOption = Annotated[
@@ -38,14 +38,28 @@ ImagesOption = Annotated[
 ]
 
 
-def parse_options(items: list[str]) -> dict[str, Any]:
+#: settings a training command passes itself, each with its own option: ``-o`` may not
+#: set them (``-o epochs=1`` would reach the model twice)
+TRAIN_OWN_OPTIONS = {
+    "data": "--data",
+    "epochs": "--epochs",
+    "seed": "--seed",
+    "split": "--split",
+    "progress": "--quiet",
+}
+
+
+def parse_options(items: list[str], own: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``["hidden_dim=512", "lr=1e-3"]`` → ``{"hidden_dim": 512, "lr": 0.001}`` (values JSON,
-    else strings)."""
+    else strings). A key in ``own`` (setting → its option, e.g. :data:`TRAIN_OWN_OPTIONS`)
+    is one line naming that option."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise DataError("--option", f"expected KEY=VALUE, got {item!r}")
+            raise DataError("--option", f"expected KEY=VALUE, got {excerpt(item)}")
+        if own and key in own:
+            raise DataError("--option", f"{excerpt(key)} has its own option: use {own[key]}")
         try:
             out[key] = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -100,7 +114,7 @@ def train_command(
     """Train a reference model on GQA (or VQA v2) data and save its run folder."""
     from vqadiag.workflows.models import train
 
-    options = parse_options(option or [])
+    options = parse_options(option or [], TRAIN_OWN_OPTIONS)
     if mode is not None:
         if model != "prior":
             raise DataError("--mode", "only the prior model has a mode")

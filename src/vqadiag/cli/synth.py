@@ -13,6 +13,7 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    float_option,
     rate_table,
 )
 
@@ -67,9 +68,7 @@ def synth(
     seed: Annotated[int, typer.Option("--seed", help="Seed: same seed, same bytes.")] = 0,
     bias: Annotated[
         float,
-        typer.Option(
-            "--bias", min=0.0, max=1.0, help="Skew of class-conditional attribute priors."
-        ),
+        float_option("--bias", help="Skew of class-conditional attribute priors.", low=0, high=1),
     ] = 0.8,
     feature_dim: Annotated[
         int, typer.Option("--feature-dim", min=1, help="Detector feature dimension.")

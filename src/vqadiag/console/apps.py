@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from typer.core import TyperGroup
+
+from vqadiag.errors import one_line
 
 
 class _DirFallbackGroup(TyperGroup):
@@ -20,8 +24,34 @@ class _DirFallbackGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
+class _OneLineErrors(TyperGroup):
+    """The root group: a bad option value (``--alpha nan``, ``--n-bootstrap 3``) is one
+    line on stderr and exit code 2, not click's usage box; a missing option or an unknown
+    one keeps the box, which shows the usage."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as err:
+            if type(err).__name__ == "MissingParameter":  # the usage box shows what is needed
+                raise
+            typer.echo(f"error: {_bad_value_line(err)}", err=True)
+            raise typer.Exit(2) from None
+
+
+def _bad_value_line(err: typer.BadParameter) -> str:
+    """``--alpha: nan is not a finite number``: the option's flags, then the problem."""
+    hint = err.param_hint
+    if hint is None and err.param is not None:
+        hint = "/".join(err.param.opts) or err.param.name
+    if isinstance(hint, (list, tuple)):
+        hint = "/".join(hint)
+    return one_line(f"{hint}: {err.message}" if hint else err.message)
+
+
 app = typer.Typer(
     name="vqadiag",
+    cls=_OneLineErrors,
     help="What accuracy hides about your VQA model.",
     no_args_is_help=True,
     add_completion=False,

@@ -3,18 +3,69 @@
 from __future__ import annotations
 
 import functools
+import math
 import sqlite3
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import orjson
 import typer
 
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, excerpt, one_line, shown_path
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FiniteFloat:
+    """The parser of every float option: a finite number (``nan``, ``inf`` refused)
+    within optional bounds (``low`` / ``high``, open when ``low_open`` / ``high_open``).
+    A bad value is a ``typer.BadParameter``, which the application prints as one line
+    naming the option (:mod:`vqadiag.console.apps`)."""
+
+    def __init__(
+        self,
+        low: float | None = None,
+        high: float | None = None,
+        *,
+        low_open: bool = False,
+        high_open: bool = False,
+    ) -> None:
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+
+    def __call__(self, value: Any) -> float:
+        """``value`` as a float, or ``typer.BadParameter`` saying why not."""
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(f"{excerpt(value)} is not a number") from None
+        if not math.isfinite(number):
+            raise typer.BadParameter(f"{value} is not a finite number")
+        low, high = self.low, self.high
+        if low is not None and (number < low or (self.low_open and number == low)):
+            raise typer.BadParameter(
+                f"{number:g} is not {'above' if self.low_open else 'at least'} {low:g}"
+            )
+        if high is not None and (number > high or (self.high_open and number == high)):
+            raise typer.BadParameter(
+                f"{number:g} is not {'below' if self.high_open else 'at most'} {high:g}"
+            )
+        return number
+
+
+def float_option(
+    *names: str,
+    help: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Any:
+    """A ``--option FLOAT`` parsed by :class:`FiniteFloat` (every float option is one)."""
+    parse = FiniteFloat(low, high, low_open=low_open, high_open=high_open)
+    return typer.Option(*names, help=help, parser=parse, metavar="FLOAT")
+
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 PluginOption = Annotated[
@@ -80,9 +131,18 @@ def rereadable_paths(value: Any) -> Any:
 
     if value is None:
         return None
-    if isinstance(value, (list, tuple)):
-        return [rereadable(v) for v in value]
-    return rereadable(value)
+    try:
+        if isinstance(value, (list, tuple)):
+            return [rereadable(v) for v in value]
+        return rereadable(value)
+    except DataError as err:  # while the options are parsed: no cli_errors around yet
+        fail(err)
+
+
+def fail(err: object) -> NoReturn:
+    """Print ``error: {err}`` on stderr (one line) and exit with code 2."""
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(2) from None
 
 
 def existing_file(help_text: str, *names: str) -> Any:
@@ -108,11 +168,10 @@ def cli_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except DataError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(2) from None
+            fail(err)
         except OSError as err:  # permission denied, a file where a folder is expected, full disk …
-            where = err.filename if err.filename is not None else "file system"
-            typer.echo(f"error: {where}: {err.strerror or err}", err=True)
+            where = "file system" if err.filename is None else shown_path(err.filename)
+            typer.echo(f"error: {where}: {one_line(str(err.strerror or err))}", err=True)
             raise typer.Exit(2) from None
         except sqlite3.DatabaseError as err:  # the prediction store (e.g. disk full)
             typer.echo(f"error: prediction store (store.sqlite): {err}", err=True)

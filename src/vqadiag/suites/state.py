@@ -132,7 +132,7 @@ class DiagnoseState:
             return list(qids)
         kept = []
         for q in qids:
-            if data.images.find(image_of[q]) is not None:
+            if data.images.find(image_of[q], q) is not None:
                 kept.append(q)
             elif not self.options.allow_missing_images:
                 data.images.path(image_of[q], q)  # raises, naming file and question

@@ -22,14 +22,14 @@ from typing import Any
 
 from vqadiag.data.formats.sniff import truth_format
 from vqadiag.data.io.jsonio import finite_float, read_json, require_field, write_json
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 BQD_KIND = "vqadiag.bqd"
 
 
 def _string(value: Any, path: Path, label: str, what: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(path, f"{what!r} must be a string, got {value!r}", label)
+        raise DataError(path, f"{what!r} must be a string, got {excerpt(value)}", label)
     return str(value)
 
 
@@ -73,7 +73,7 @@ def read_bqd(path: str | Path) -> list[dict[str, Any]]:
         image = None if image is None else _string(image, p, label, "image_id")
         question = require_field(record, "question", p, label)
         if not isinstance(question, str):
-            raise DataError(p, f"'question' must be a string, got {question!r}", label)
+            raise DataError(p, f"'question' must be a string, got {excerpt(question)}", label)
         basic = require_field(record, "basic", p, label)
         if not isinstance(basic, list):
             raise DataError(p, f"'basic' must be a list, got {type(basic).__name__}", label)
@@ -83,7 +83,7 @@ def read_bqd(path: str | Path) -> list[dict[str, Any]]:
             where_k = f"{label}: basic {k}"
             text = require_field(item, "question", p, where_k)
             if not isinstance(text, str):
-                raise DataError(p, f"'question' must be a string, got {text!r}", where_k)
+                raise DataError(p, f"'question' must be a string, got {excerpt(text)}", where_k)
             score = finite_float(require_field(item, "score", p, where_k), p, where_k, "score")
             if text.strip() == question.strip():
                 dropped += 1  # the main question itself: noise it is not
@@ -179,7 +179,9 @@ def read_question_file(path: str | Path, *, need_answers: bool = False) -> Quest
         for qid, record in data.items():
             text = record["question"]
             if not isinstance(text, str):
-                raise DataError(p, f"'question' must be a string, got {text!r}", record_label(qid))
+                raise DataError(
+                    p, f"'question' must be a string, got {excerpt(text)}", record_label(qid)
+                )
             answer = record.get("answer")
             if need_answers and not isinstance(answer, str):
                 raise DataError(

@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.io.jsonio import read_json
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, excerpt
 
 INFO_SUFFIX = "_info.json"
 
 
 def image_label(image_id: object) -> str:
     """How an image is named in messages: ``image '2354786'``."""
-    return f"image {str(image_id)!r}"
+    return f"image {excerpt(str(image_id))}"
 
 
 class UnknownImageError(DataError, KeyError):
@@ -140,7 +140,9 @@ def _int_field(record: Mapping[str, Any], field: str, path: Path, label: str) ->
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DataError(path, f"{field!r} must be a non-negative integer, got {value!r}", label)
+        raise DataError(
+            path, f"{field!r} must be a non-negative integer, got {excerpt(value)}", label
+        )
     return value
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.io.jsonio import finite_float, read_json, require_field
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 GQAQuestions = dict[str, dict[str, Any]]
 SceneGraphs = dict[str, dict[str, Any]]
@@ -68,7 +68,9 @@ def _question_problem(record: Any, required: tuple[str, ...], path: Path, label:
         value = record.get(field)
         if value is not None and type(value) is not kind:
             expected = {str: "a string", dict: "an object", list: "a list", bool: "true or false"}
-            raise DataError(path, f"{field!r} must be {expected[kind]}, got {value!r}", label)
+            raise DataError(
+                path, f"{field!r} must be {expected[kind]}, got {excerpt(value)}", label
+            )
 
 
 def read_gqa_questions(
@@ -107,12 +109,12 @@ def read_scene_graphs(path: str | Path) -> SceneGraphs:
     p = Path(path)
     data = _top_object(read_json(p), p, "image id")
     for image_id, scene in data.items():
-        label = f"image {image_id!r}"
+        label = f"image {excerpt(image_id)}"
         objects = require_field(scene, "objects", p, label)
         if not isinstance(objects, dict):
             raise DataError(p, "'objects' must be an object keyed by object id", label)
         for obj_id, obj in objects.items():
-            obj_label = f"image {image_id!r} object {obj_id!r}"
+            obj_label = f"image {excerpt(image_id)} object {excerpt(obj_id)}"
             require_field(obj, "name", p, obj_label)
             for field in ("x", "y", "w", "h"):
                 finite_float(require_field(obj, field, p, obj_label), p, obj_label, field)

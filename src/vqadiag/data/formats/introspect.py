@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from vqadiag.data.io.jsonio import read_json, require_field
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 Q_TYPES = ("reasoning", "perception", "invalid")
 DEFAULT_INCLUDE = ("reasoning", "perception")
@@ -89,7 +89,7 @@ def _text(record: Mapping[str, Any], name: str, path: Path, label: str, where: s
     value = require_field(record, name, path, label)
     prefix = f"{where}: " if where else ""
     if not isinstance(value, str):
-        raise DataError(path, f"{prefix}{name!r} must be a string, got {value!r}", label)
+        raise DataError(path, f"{prefix}{name!r} must be a string, got {excerpt(value)}", label)
     if not value.strip():
         raise DataError(path, f"{prefix}{name!r} is empty", label)
     return value
@@ -98,7 +98,9 @@ def _text(record: Mapping[str, Any], name: str, path: Path, label: str, where: s
 def _image_id(record: Mapping[str, Any], path: Path, label: str) -> int | str:
     value = require_field(record, "image_id", path, label)
     if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-        raise DataError(path, f"'image_id' must be an integer or string, got {value!r}", label)
+        raise DataError(
+            path, f"'image_id' must be an integer or string, got {excerpt(value)}", label
+        )
     return value
 
 
@@ -109,7 +111,9 @@ def _own_sub_id(qa: Mapping[str, Any], path: Path, label: str, where: str) -> st
     value = qa["subquestion_id"]
     if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip():
         raise DataError(
-            path, f"{where}: 'subquestion_id' must be an integer or a string, got {value!r}", label
+            path,
+            f"{where}: 'subquestion_id' must be an integer or a string, got {excerpt(value)}",
+            label,
         )
     return str(value).strip()
 
@@ -135,7 +139,8 @@ def _main(
         if q_type not in Q_TYPES:
             raise DataError(
                 path,
-                f"{where}: 'pred_q_type' must be one of {', '.join(Q_TYPES)}, got {q_type!r}",
+                f"{where}: 'pred_q_type' must be one of {', '.join(Q_TYPES)}, "
+                f"got {excerpt(q_type)}",
                 label,
             )
         if "sub_qa" not in entry:
@@ -202,7 +207,7 @@ def parse_introspect(
         for sub in subs:
             if sub.sub_id in out.subs:
                 raise DataError(
-                    p, f"sub-question id {sub.sub_id!r} appears twice", record_label(main_id)
+                    p, f"sub-question id {excerpt(sub.sub_id)} appears twice", record_label(main_id)
                 )
             out.subs[sub.sub_id] = sub
     clash = next((sid for sid in out.subs if sid in out.mains), None)

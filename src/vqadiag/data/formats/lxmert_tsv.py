@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, excerpt
 
 #: the columns of an LXMERT detection TSV, in order
 COLUMNS = ("img_id", "img_h", "img_w", "objects_id", "objects_conf", "attrs_id",
@@ -39,7 +39,7 @@ def scan_offsets(path: Path) -> dict[str, int]:
                     )  # fmt: skip
                 key = image_id.decode("utf-8", "replace")
                 if key in offsets:
-                    raise DataError(path, "image twice in the file", f"image {key!r}")
+                    raise DataError(path, "image twice in the file", f"image {excerpt(key)}")
                 offsets[key] = position
             position += len(line)
     if not offsets:
@@ -57,7 +57,7 @@ def read_row(path: Path, offset: int) -> Mapping[str, str]:
 
 def decode_array(row: Mapping[str, str], column: str, path: Path, image_id: str) -> np.ndarray:
     """``num_boxes × k`` float32 array of a base64 column (k = 4 for boxes)."""
-    label = f"image {image_id!r}"
+    label = f"image {excerpt(image_id)}"
     try:
         n = int(row["num_boxes"])
         raw = base64.b64decode(row[column], validate=True)

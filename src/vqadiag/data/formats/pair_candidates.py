@@ -24,7 +24,7 @@ from typing import Any
 
 from vqadiag.data.formats.predictions import normalize_id
 from vqadiag.data.io.jsonio import read_json, require_field
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class PairCandidates:
 def _image_id(value: Any, path: Path, label: str, what: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip():
         raise DataError(
-            path, f"{what} must be an image id (string or integer), got {value!r}", label
+            path, f"{what} must be an image id (string or integer), got {excerpt(value)}", label
         )
     return str(value).strip()
 
@@ -91,7 +91,8 @@ def read_pair_candidates(
         elif len(cands) != k:
             raise DataError(
                 p,
-                f"has {len(cands)} candidates; record {first!r} has {k} (K must be the same)",
+                f"has {len(cands)} candidates; record {excerpt(first)} has {k} "
+                "(K must be the same)",
                 label,
             )
         out[qid] = PairCandidates(image, cands, comp, cands.index(comp))

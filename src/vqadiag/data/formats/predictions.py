@@ -35,7 +35,7 @@ from vqadiag.data.formats.result_lists import read_result_list
 from vqadiag.data.io.binary_formats import binary_kind, is_xlsx
 from vqadiag.data.io.jsonio import finite_float, iter_jsonl, read_json, read_table, read_workbook
 from vqadiag.data.io.safe_pickle import load_plain_pickle
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 ID_FIELDS = ("question_id", "questionId", "qid", "index", "id")
 ANSWER_FIELDS = ("prediction", "answer", "pred", "text")
@@ -56,17 +56,34 @@ class Prediction:
         return float(self.probs.get(answer, 0.0))
 
 
+#: integers up to this magnitude are exact as JSON numbers read as doubles (2**53)
+EXACT_FLOAT_INT = 2**53
+
+
 def normalize_id(value: Any, path: str | Path, label: str) -> str:
-    """Question ids are strings; ints become their decimal string."""
+    """Question ids are strings; ints become their exact decimal string. A number that
+    is not exactly the integer written (a JSON integer beyond 2**64, which JSON readers
+    round to a double, or a float id beyond :data:`EXACT_FLOAT_INT`) is refused with one
+    line, never rounded into another question's id."""
     if isinstance(value, bool) or value is None:
-        raise DataError(path, f"question id must be a string or integer, got {value!r}", label)
+        raise DataError(
+            path, f"question id must be a string or integer, got {excerpt(value)}", label
+        )
     if isinstance(value, int):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # more digits than Python writes out
+            raise DataError(path, f"question id {excerpt(value)} is too long", label) from None
     if isinstance(value, float) and value.is_integer():
+        if abs(value) >= EXACT_FLOAT_INT:
+            raise DataError(
+                path, f"question id {value!r} is too large to be read exactly (beyond 2**64 "
+                "as an integer, or 2**53 as a float): write it as a string", label,
+            )  # fmt: skip
         return str(int(value))
     if isinstance(value, str) and value.strip():
         return value.strip()
-    raise DataError(path, f"question id must be a string or integer, got {value!r}", label)
+    raise DataError(path, f"question id must be a string or integer, got {excerpt(value)}", label)
 
 
 #: the answer a JSON ``null`` prediction becomes under ``null_as_wrong``: equal to no
@@ -98,7 +115,7 @@ def _answer_text(
     if isinstance(value, float):
         number = finite_float(value, path, label, "answer")
         return str(int(number)) if number.is_integer() else str(number)
-    raise DataError(path, f"answer must be a string, got {value!r}", label)
+    raise DataError(path, f"answer must be a string, got {excerpt(value)}", label)
 
 
 def _probs(value: Any, path: str | Path, label: str) -> dict[str, float]:
@@ -106,9 +123,11 @@ def _probs(value: Any, path: str | Path, label: str) -> dict[str, float]:
         raise DataError(path, "'probs' must be a non-empty object answer -> probability", label)
     out = {}
     for answer, p in value.items():
-        prob = finite_float(p, path, label, f"probability of {answer!r}")
+        prob = finite_float(p, path, label, f"probability of {excerpt(answer)}")
         if not -1e-6 <= prob <= 1 + 1e-6:
-            raise DataError(path, f"probability of {answer!r} is {prob}, outside [0, 1]", label)
+            raise DataError(
+                path, f"probability of {excerpt(answer)} is {prob}, outside [0, 1]", label
+            )
         out[str(answer)] = prob
     return out
 
@@ -317,7 +336,7 @@ def check_coverage(
             raise DataError(
                 path,
                 f"{len(missing)} of {len(question_ids)} questions have no prediction, first "
-                f"{missing[0]!r} (use --allow-missing to count them as wrong)",
+                f"{excerpt(missing[0])} (use --allow-missing to count them as wrong)",
             )
 
 

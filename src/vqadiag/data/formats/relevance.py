@@ -49,7 +49,7 @@ from vqadiag.data.model_inputs.geometry import (
     overlap_denominator_areas,
     strictly_ordered,
 )
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 IOU_THRESHOLD = 0.5
 OVERLAP_THRESHOLD = 0.25
@@ -261,7 +261,9 @@ def annotated_object_ids(record: Mapping[str, Any], path: Any = None, qid: str =
                     obj = str(obj)
                 else:
                     raise DataError(
-                        path, f"'annotations.{name}' has a non-id value {obj!r}", record_label(qid)
+                        path,
+                        f"'annotations.{name}' has a non-id value {excerpt(obj)}",
+                        record_label(qid),
                     )
             ids.add(obj)
     return sorted(ids)
@@ -366,7 +368,8 @@ def _compute(
         if scene is None:
             raise DataError(
                 scenes_path,
-                f"image {image_id!r} of question {entries[0][0]!r} is not in the scene graphs",
+                f"image {excerpt(image_id)} of question {excerpt(entries[0][0])} "
+                "is not in the scene graphs",
             )
         boxes = np.asarray(detections[image_id], dtype=np.float64).reshape(-1, 4)
         block.add_image(scene, entries, boxes, scenes_path, image_id)
@@ -421,8 +424,8 @@ class _Block:
             if obj is None:
                 raise DataError(
                     scenes_path,
-                    f"annotated object {obj_id!r} is not in the scene graph",
-                    f"image {image_id!r}",
+                    f"annotated object {excerpt(obj_id)} is not in the scene graph",
+                    f"image {excerpt(image_id)}",
                 )
             x, y = float(obj["x"]), float(obj["y"])
             self.annotated.append((x, y, x + float(obj["w"]), y + float(obj["h"])))

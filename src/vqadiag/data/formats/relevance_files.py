@@ -21,7 +21,7 @@ from vqadiag.data.formats.relevance import (
 )
 from vqadiag.data.io.jsonio import collector_paused_over, read_json, write_json
 from vqadiag.data.io.typed_json import KeyedRecord, read_keyed_records
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 
 def _index_list(value: Any, path: Path, label: str, field: str) -> list[int]:
@@ -150,7 +150,9 @@ def read_split_ids(path: str | Path) -> list[str]:
         ids = []
         for i, item in enumerate(data):
             if isinstance(item, bool) or not isinstance(item, (str, int)):
-                raise DataError(p, f"question id must be a string, got {item!r}", f"item {i}")
+                raise DataError(
+                    p, f"question id must be a string, got {excerpt(item)}", f"item {i}"
+                )
             ids.append(str(item))
     else:
         raise DataError(p, "expected a JSON list of question ids or a question dict")

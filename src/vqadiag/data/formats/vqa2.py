@@ -19,7 +19,7 @@ from typing import Any
 
 from vqadiag.data.formats.predictions import normalize_id
 from vqadiag.data.io.jsonio import paused_gc, read_json, require_field
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 
 def _records(path: Path, data: Any, key: str) -> list[Any]:
@@ -44,14 +44,16 @@ def _record_id(record: Any, path: Path, position: int) -> tuple[str, str]:
 def _string_field(record: Mapping[str, Any], field: str, path: Path, label: str) -> str:
     value = require_field(record, field, path, label)
     if not isinstance(value, str):
-        raise DataError(path, f"{field!r} must be a string, got {value!r}", label)
+        raise DataError(path, f"{field!r} must be a string, got {excerpt(value)}", label)
     return value
 
 
 def _image_id(record: Mapping[str, Any], path: Path, label: str) -> str:
     value = require_field(record, "image_id", path, label)
     if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-        raise DataError(path, f"'image_id' must be an integer or string, got {value!r}", label)
+        raise DataError(
+            path, f"'image_id' must be an integer or string, got {excerpt(value)}", label
+        )
     return str(value)
 
 
@@ -93,7 +95,7 @@ def _answer_strings(record: Mapping[str, Any], path: Path, label: str) -> list[s
     for k, item in enumerate(answers):
         value = require_field(item, "answer", path, f"{label}: answer {k}")
         if not isinstance(value, str):
-            raise DataError(path, f"answer {k} must be a string, got {value!r}", label)
+            raise DataError(path, f"answer {k} must be a string, got {excerpt(value)}", label)
         out.append(value)
     return out
 
@@ -199,13 +201,15 @@ def read_pairs(path: str | Path, known_ids: Collection[str] | None = None) -> li
     for i, item in enumerate(data):
         where = f"pair {i}"
         if not isinstance(item, (list, tuple)) or len(item) != 2:
-            raise DataError(p, f"expected [question_id_a, question_id_b], got {item!r}", where)
+            raise DataError(
+                p, f"expected [question_id_a, question_id_b], got {excerpt(item)}", where
+            )
         a, b = (normalize_id(v, p, where) for v in item)
         if a == b:
-            raise DataError(p, f"question {a!r} is paired with itself", where)
+            raise DataError(p, f"question {excerpt(a)} is paired with itself", where)
         key = frozenset((a, b))
         if key in seen:
-            raise DataError(p, f"pair [{a!r}, {b!r}] is listed twice", where)
+            raise DataError(p, f"pair [{excerpt(a)}, {excerpt(b)}] is listed twice", where)
         seen.add(key)
         if known_ids is not None:
             for qid in (a, b):

@@ -16,24 +16,39 @@ from typing import Any, TypeVar
 import orjson
 
 from vqadiag.data.io.binary_formats import binary_kind
+from vqadiag.data.io.bounded import input_file, read_input
 from vqadiag.data.io.json_keys import (
     count_top_level_members,
     first_duplicate_key,
     keys_surely_unique,
 )
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NON_FINITE = re.compile(rb"\s*-?(NaN|Infinity|inf|nan)\b")
 
 
 def _existing(path: str | Path) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise DataError(p, "file not found")
-    if p.is_dir():
-        raise DataError(p, "is a directory, expected a file")
-    return p
+    """An input file that can be read (:func:`vqadiag.data.io.bounded.input_file`)."""
+    return input_file(path)[0]
+
+
+#: bytes that can start a JSON text (after white space)
+_JSON_STARTS = frozenset(b'{["-0123456789tfn')
+
+
+def _refuse_non_json_start(p: Path, head: bytes, kind: str = "JSON") -> None:
+    """Refuse a file whose first bytes cannot start ``kind`` (a binary format, a NUL, a
+    byte order mark …) before reading the rest of it: a 2 GB file of zeros fails here."""
+    binary = binary_kind(head)
+    if binary is not None:
+        raise DataError(p, f"is {binary}, not {kind}")
+    text = head.lstrip(b" \t\r\n")
+    if text and text[0] not in _JSON_STARTS:
+        try:
+            orjson.loads(head)
+        except orjson.JSONDecodeError as err:
+            raise DataError(p, _decode_problem(head, err)) from None
 
 
 def _decode_problem(raw: bytes, err: orjson.JSONDecodeError) -> str:
@@ -126,7 +141,9 @@ def read_json(path: str | Path) -> Any:
     """Parse a whole JSON file with orjson; empty or malformed files, and a top-level object
     with a key twice (:mod:`vqadiag.data.io.json_keys`), raise DataError."""
     p = _existing(path)
-    raw = p.read_bytes()
+    with p.open("rb") as fh:
+        _refuse_non_json_start(p, fh.read(4096))
+    raw = read_input(p)
     if not raw or raw.isspace():  # no stripped copy of a large file
         raise DataError(p, "file is empty")
     try:
@@ -150,9 +167,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     p = _existing(path)
     seen = False
     with p.open("rb") as fh:
-        kind = binary_kind(fh.read(4096))
-        if kind is not None:
-            raise DataError(p, f"is {kind}, not JSON Lines")
+        _refuse_non_json_start(p, fh.read(4096), "JSON Lines")
         fh.seek(0)
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -173,14 +188,15 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
     p = _existing(path)
     if p.stat().st_size == 0:
         raise DataError(p, "file is empty")
+    with p.open("rb") as fh:
+        head = fh.read(4096)
+    kind = binary_kind(head) or ("binary (it holds NUL bytes)" if b"\0" in head else None)
+    if kind is not None:  # before pandas reads it all
+        raise DataError(p, f"is {kind}, not a CSV / TSV table")
     sep = "," if p.suffix.lower() == ".csv" else "\t"
     try:
         frame = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        with p.open("rb") as fh:
-            kind = binary_kind(fh.read(4096))
-        if kind is not None:
-            raise DataError(p, f"is {kind}, not a CSV / TSV table") from None
         raise DataError(p, f"malformed table: {err}") from None
     return frame.to_dict(orient="records")
 
@@ -230,10 +246,10 @@ def require_field(record: Mapping[str, Any], field: str, path: str | Path, label
 def finite_float(value: Any, path: str | Path, label: str, what: str) -> float:
     """Convert ``value`` to float, raising ``DataError`` for non-numbers, NaN and infinities."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DataError(path, f"{what} must be a number, got {value!r}", label)
+        raise DataError(path, f"{what} must be a number, got {excerpt(value)}", label)
     out = float(value)
     if not math.isfinite(out):
-        raise DataError(path, f"{what} is {value!r}, expected a finite number", label)
+        raise DataError(path, f"{what} is {excerpt(value)}, expected a finite number", label)
     return out
 
 

@@ -16,6 +16,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.io.bounded import read_input
 from vqadiag.errors import DataError
 
 
@@ -41,7 +42,7 @@ def load_plain_pickle(path: str | Path) -> Any:
     """The value in a pickle file made only of plain Python values (module docstring);
     a :class:`DataError` naming the file otherwise."""
     p = Path(path)
-    raw = p.read_bytes()
+    raw = read_input(p)
     if not raw:
         raise DataError(p, "file is empty")
     try:

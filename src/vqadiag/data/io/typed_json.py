@@ -17,12 +17,14 @@ import codecs
 import itertools
 import mmap
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import msgspec
 import numpy as np
 
+from vqadiag.data.io import bounded
 from vqadiag.data.io.json_keys import count_top_level_members
 from vqadiag.data.io.jsonio import FREEZE_BYTES, paused_gc
 
@@ -34,8 +36,12 @@ _UTF8_CHUNK = 1 << 23
 
 def map_file(path: str | Path) -> mmap.mmap | None:
     """A regular, non-empty file mapped read-only (no copy of its bytes is made), or None
-    (missing, a folder, empty, unreadable: the checked reader says which)."""
+    (missing, a folder, a device, empty, unreadable, over
+    :data:`~vqadiag.data.io.bounded.MAX_INPUT_BYTES`: the checked reader says which)."""
     try:
+        info = Path(path).stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > bounded.MAX_INPUT_BYTES:
+            return None
         with Path(path).open("rb") as fh:
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
@@ -94,13 +100,13 @@ def records_value(
     ``memoryview``) that runs past the list when something after it ends in ``]``; it is
     then not one JSON value, and a caller whose decode of it fails asks again with
     ``locate=False`` (the whole top level decoded)."""
-    if not is_utf8(raw):
-        return None
     start = _LEADING_SPACE.match(raw).end()
     first = raw[start : start + 1]
+    if first not in (b"[", b"{") or not is_utf8(raw):  # a file of zeros: no scan of it
+        return None
     if first == b"[":
         return raw
-    if first != b"{" or key is None:
+    if key is None:
         return None
     located = _located_list(raw, key) if locate else None
     if located is not None:
@@ -187,7 +193,8 @@ def read_keyed_records(
     or an id written twice (more records decoded than kept); the checked reader then
     names the problem."""
     raw = map_file(path)
-    if raw is None or not is_utf8(raw):
+    start = 0 if raw is None else _LEADING_SPACE.match(raw).end()
+    if raw is None or raw[start : start + 1] != b"{" or not is_utf8(raw):
         return None
     before = next(_DECODED)
     records = decode_or_none(raw, decoder)

@@ -13,11 +13,17 @@ are in the stored image's pixel coordinates, as GQA's and COCO's annotations are
 lazily and kept in a bounded LRU cache; a copy resized to a model's input size is
 cached separately (small). A missing or undecodable file is a :class:`DataError`
 naming the file (and the question, when the caller knows it).
+
+An image id is a name, never a path: one with a path separator, ``.`` / ``..`` or a
+drive is a :class:`DataError` naming the question (:func:`check_image_name`), and no
+path tried leaves its folder (docs/reliability.md, "Hostile and malformed inputs").
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.io.lru import ByteLRU
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, excerpt
 
 EXTENSIONS = (".jpg", ".png", ".jpeg")
 COCO_SPLITS = ("val2014", "train2014", "test2015")
@@ -36,6 +42,42 @@ RESIZED_CACHE_BYTES = 1 << 30
 
 def _nbytes(array: np.ndarray) -> int:
     return array.nbytes
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def name_problem(image_id: str) -> str | None:
+    """Why ``image_id`` cannot be an image's file name (it would name a path: a path
+    separator, ``.`` or ``..``, a drive, a NUL byte, nothing), or None when it can."""
+    if not image_id:
+        return "is empty"
+    if any(sep in image_id for sep in ("/", "\\", "\0")):
+        return "holds a path separator or a NUL byte"
+    if image_id in (".", ".."):
+        return f"is {image_id!r}"
+    if _DRIVE.match(image_id):
+        return "starts with a drive"
+    return None
+
+
+def check_image_name(image_id: str, question: str | None = None) -> None:
+    """Refuse an image id that would name a path instead of a file in the images folder:
+    one :class:`DataError` naming the id and the question (docs/reliability.md,
+    "Hostile and malformed inputs")."""
+    problem = name_problem(image_id)
+    if problem is not None:
+        label = f"question {excerpt(question)}" if question else None
+        raise DataError(
+            None, f"image id {excerpt(image_id)} {problem}: an image id is a name, not a path",
+            label,
+        )  # fmt: skip
+
+
+def _within(folder: Path, path: Path) -> bool:
+    """Whether ``path`` lies under ``folder`` once ``.`` and ``..`` are resolved."""
+    inside = os.path.abspath(folder)
+    return os.path.commonpath([inside, os.path.abspath(path)]) == inside
 
 
 def _coco_name(split: str, image_id: str) -> str | None:
@@ -68,33 +110,39 @@ class ImageFiles:
 
     # -- where ---------------------------------------------------------------------------
     def candidates(self, image_id: str) -> list[Path]:
-        """Every path tried for ``image_id``, in order."""
-        out: list[Path] = []
+        """Every path tried for ``image_id``, in order, each inside its folder (an id that
+        is not a file name: :func:`check_image_name`'s error)."""
+        check_image_name(image_id)
+        out: list[tuple[Path, Path]] = []
         if self.images_dir is not None:
-            out += [self.images_dir / f"{image_id}{ext}" for ext in EXTENSIONS]
+            out += [(self.images_dir, self.images_dir / f"{image_id}{ext}") for ext in EXTENSIONS]
         for root in self.roots:
             for folder in (root / "images", root.parent / "images"):
-                out += [folder / f"{image_id}{ext}" for ext in EXTENSIONS]
+                out += [(folder, folder / f"{image_id}{ext}") for ext in EXTENSIONS]
             for split in COCO_SPLITS:
                 name = _coco_name(split, image_id)
                 if name is not None:
-                    out.append(root / name)
-        return list(dict.fromkeys(out))
+                    out.append((root, root / name))
+        return list(dict.fromkeys(path for folder, path in out if _within(folder, path)))
 
-    def find(self, image_id: str) -> Path | None:
-        """The file of ``image_id`` or None when there is none."""
+    def find(self, image_id: str, question: str | None = None) -> Path | None:
+        """The file of ``image_id`` or None when there is none; an id that is not a file
+        name is one :class:`DataError` naming ``question`` (:func:`check_image_name`)."""
         if image_id not in self._paths:
+            check_image_name(image_id, question)
             found = (p for p in self.candidates(image_id) if p.is_file())
             self._paths[image_id] = next(found, None)
         return self._paths[image_id]
 
     def path(self, image_id: str, question: str | None = None) -> Path:
         """The file of ``image_id``; a missing image is one :class:`DataError`."""
-        found = self.find(image_id)
+        found = self.find(image_id, question)
         if found is None:
             where = self.images_dir or (self.roots[0] / "images" if self.roots else Path("."))
             label = f"question {question}" if question else None
-            raise DataError(where / f"{image_id}.*", f"no image file for image {image_id!r}", label)
+            raise DataError(
+                where / f"{image_id}.*", f"no image file for image {excerpt(image_id)}", label
+            )
         return found
 
     def available(self) -> bool:

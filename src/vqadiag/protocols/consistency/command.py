@@ -15,6 +15,7 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     existing_file,
+    float_option,
     optional_file,
     output_dir,
     output_file,
@@ -99,7 +100,13 @@ def consistency(
     ] = None,
     threshold: Annotated[
         float,
-        typer.Option(min=0.0, max=1.0, help="VQA accuracy at which a main counts as correct."),
+        float_option(
+            "--threshold",
+            help="VQA accuracy at which a main counts as correct.",
+            low=0,
+            high=1,
+            low_open=True,
+        ),
     ] = 1.0,
     lenient: Annotated[
         bool, typer.Option("--lenient", help="VQA: always normalize answers.")
@@ -113,8 +120,6 @@ def consistency(
     """Do right answers to Reasoning questions come with right answers to their sub-questions?"""
     from vqadiag.protocols.consistency.score import score_consistency
 
-    if threshold <= 0:
-        raise typer.BadParameter("must be above 0", param_hint="--threshold")
     if overall is not None and annotations is None:
         raise typer.BadParameter("needs --annotations", param_hint="--overall")
     result = score_consistency(

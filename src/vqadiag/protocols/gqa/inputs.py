@@ -24,7 +24,7 @@ from vqadiag.data.formats.gqa import (
     read_gqa_questions,
 )
 from vqadiag.data.formats.gqa_typed import Choices, ScoredQuestion, read_typed_questions
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 from vqadiag.protocols.gqa.formulas import (
     GQAQuestionColumns,
     question_columns,
@@ -58,7 +58,7 @@ def _check_string(parent: Mapping[str, Any], key: str, what: str, path: Path, la
     if key not in parent:
         raise DataError(path, f"missing field {what!r}", label)
     if not isinstance(parent[key], str):
-        raise DataError(path, f"{what!r} must be a string, got {parent[key]!r}", label)
+        raise DataError(path, f"{what!r} must be a string, got {excerpt(parent[key])}", label)
 
 
 def _check_scored_record(

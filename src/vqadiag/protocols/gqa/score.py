@@ -18,7 +18,7 @@ import numpy as np
 
 from vqadiag.data.formats.predictions import read_scored_answers
 from vqadiag.data.io.jsonio import collector_paused_over
-from vqadiag.errors import DataError, record_label
+from vqadiag.errors import DataError, excerpt, record_label
 from vqadiag.metrics.bootstrap import (
     Estimate,
     finite_or_none,
@@ -224,7 +224,8 @@ def _grounding(
         scene = scenes.get(str(record.get("imageId")))
         if scene is None or "width" not in scene or "height" not in scene:
             raise DataError(
-                s_path, f"no scene graph with width and height for image {record.get('imageId')!r}",
+                s_path, "no scene graph with width and height for image "
+                f"{excerpt(record.get('imageId'))}",
                 record_label(qid),
             )  # fmt: skip
         try:
@@ -235,8 +236,9 @@ def _grounding(
             )
         except KeyError as err:
             raise DataError(
-                s_path, f"the question's annotations name object {err.args[0]!r}, which is not "
-                f"in image {record.get('imageId')!r}", record_label(qid),
+                s_path, "the question's annotations name object "
+                f"{excerpt(err.args[0])}, which is not "
+                f"in image {excerpt(record.get('imageId'))}", record_label(qid),
             ) from None  # fmt: skip
     if not values:
         return None, None, missing

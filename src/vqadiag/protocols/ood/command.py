@@ -16,6 +16,7 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    float_option,
     fmt_rate,
     note_prediction_counts,
     optional_file,
@@ -91,7 +92,13 @@ def score_ood_command(
         optional_file("The released tail file (ood_testdev_tail.json), with --head."),
     ] = None,
     alpha: Annotated[
-        float, typer.Option(help="Tail size: tail answers have p < (1 + alpha) / K.")
+        float,
+        float_option(
+            "--alpha",
+            help="Tail size: tail answers have p < (1 + alpha) / K.",
+            low=-1,
+            low_open=True,
+        ),
     ] = 0.2,
     curve: Annotated[
         bool, typer.Option("--curve", help="acc-tail over the official alpha grid.")
@@ -117,8 +124,6 @@ def score_ood_command(
     delta."""
     from vqadiag.protocols.ood.score import score_ood
 
-    if alpha <= -1:
-        raise typer.BadParameter("alpha must be greater than -1", param_hint="--alpha")
     result = score_ood(
         questions,
         predictions,

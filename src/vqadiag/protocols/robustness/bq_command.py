@@ -13,6 +13,7 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     existing_file,
+    float_option,
     output_dir,
     output_file,
 )
@@ -89,7 +90,7 @@ def build(
     yes_no: Annotated[
         bool, typer.Option("--yes-no", help="Yes/No BQD: pool restricted to yes/no questions.")
     ] = False,
-    lam: Annotated[float, typer.Option("--lambda", help="LASSO λ (paper: 1e-6).")] = 1e-6,
+    lam: Annotated[float, float_option("--lambda", help="LASSO λ (paper: 1e-6).", low=0)] = 1e-6,
     backend: Annotated[str, typer.Option(help="local | ray.")] = "local",
     address: Annotated[
         str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")

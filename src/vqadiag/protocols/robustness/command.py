@@ -15,6 +15,7 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     existing_file,
+    float_option,
     fmt_rate,
     optional_file,
     rate_table,
@@ -80,8 +81,8 @@ def robustness(
             "(several paths after one --noisy, or --noisy repeated)."
         ),
     ],
-    t: Annotated[float, typer.Option("--t", help="R_score tolerance t (0 ≤ t < m).")] = DEFAULT_T,
-    m: Annotated[float, typer.Option("--m", help="R_score limit m (t < m ≤ 100).")] = DEFAULT_M,
+    t: Annotated[float, float_option("--t", help="R_score tolerance t (0 ≤ t < m).")] = DEFAULT_T,
+    m: Annotated[float, float_option("--m", help="R_score limit m (t < m ≤ 100).")] = DEFAULT_M,
     questions: Annotated[
         Path | None,
         optional_file("Only these questions (id list, VQA or GQA questions file)."),

@@ -15,6 +15,7 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     existing_file,
+    float_option,
     optional_file,
     output_file,
     rate_table,
@@ -99,7 +100,9 @@ def score_pairs_command(
     predictions: Annotated[Path, existing_file("Predictions (VQA results or any shape).")],
     pair_threshold: Annotated[
         float,
-        typer.Option(min=0.0, max=1.0, help="A question is correct when its VQA acc ≥ this."),
+        float_option(
+            "--pair-threshold", help="A question is correct when its VQA acc ≥ this.", low=0, high=1
+        ),
     ] = 1.0,
     lenient: Lenient = False,
     allow_missing: AllowMissing = False,
