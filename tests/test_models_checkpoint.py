@@ -55,3 +55,17 @@ def test_a_bit_flip_in_the_weights_is_refused(tmp_path):
     weights.write_bytes(bytes(raw))
     with pytest.raises(DataError, match="does not match the weights_sha256"):
         load_checkpoint(tmp_path / "run")
+
+
+def test_old_run_configs_are_upgraded_in_one_place():
+    from vqadiag.models.run_configs import OPTIONS_OF_OLD_RUNS, upgrade_options
+
+    # an option a config lacks has the value it had before it existed; saved ones win
+    assert upgrade_options("updn", {"epochs": 3}) == {
+        "feature_norm": "none", "pooling": "features", "epochs": 3,
+    }  # fmt: skip
+    assert upgrade_options("updn", {"pooling": "answers"})["pooling"] == "answers"
+    assert upgrade_options("pixel", {})["encoder"] == "grid"
+    assert upgrade_options("pixel", {})["attention_supervision"] == 0.0
+    assert upgrade_options("prior", {"a": 1}) == {"a": 1}  # no table: the config as saved
+    assert set(OPTIONS_OF_OLD_RUNS) == {"updn", "pixel"}

@@ -21,6 +21,7 @@ from vqadiag.models.reference.pixel_boxes import (
 )
 from vqadiag.models.reference.pixel_objective import GridObjective
 from vqadiag.models.registry import load_model
+from vqadiag.models.run_configs import upgrade_options
 
 torch = pytest.importorskip("torch")
 
@@ -219,7 +220,7 @@ def test_one_crop_in_training_mode_reads_running_statistics(frozen_run):
 
 def test_a_box_config_saved_before_these_options_loads_as_it_was_trained():
     saved = {"encoder": "boxes", "head": "tokens", "pretrain_epochs": 6, "epochs": 8}
-    options = PixelModel.resolve_options(PixelModel.legacy_options(saved))
+    options = PixelModel.resolve_options(upgrade_options("pixel", saved))
     assert options["encoder"] == "boxes" and options["pretrain_epochs"] == 6
     assert options["crop_pooling"] == "mean" and options["attribute_loss"] == "mean"
     assert options["freeze_encoder"] is False
@@ -336,7 +337,7 @@ def test_a_bad_lr_schedule_is_refused_and_older_or_grid_runs_keep_a_constant_one
     assert PixelModel.resolve_options({})["lr_schedule"] == "cosine"
     assert PixelModel.resolve_options({"encoder": "grid"})["lr_schedule"] == "constant"
     saved = {"encoder": "boxes", "head": "tokens", "pretrain_epochs": 6, "epochs": 8}
-    assert PixelModel.resolve_options(PixelModel.legacy_options(saved))["lr_schedule"] == (
+    assert PixelModel.resolve_options(upgrade_options("pixel", saved))["lr_schedule"] == (
         "constant"
     )
 

@@ -23,6 +23,7 @@ from vqadiag.models.reference.pixel_boxes import (
 )
 from vqadiag.models.reference.pixel_objective import GridObjective
 from vqadiag.models.registry import load_model
+from vqadiag.models.run_configs import upgrade_options
 
 
 def test_iou_on_hand_worked_boxes():
@@ -192,7 +193,7 @@ def test_grid_runs_keep_their_config_and_bad_box_options_are_refused():
     assert PixelModel.resolve_options({"encoder": "grid", "head": "tokens"})["head"] == "tokens"
     # a config without these keys is a grid run saved before they existed
     assert PixelModel.omitted_options["encoder"] == "grid"
-    legacy = PixelModel.resolve_options(PixelModel.legacy_options({"epochs": 8}))
+    legacy = PixelModel.resolve_options(upgrade_options("pixel", {"epochs": 8}))
     assert legacy["encoder"] == "grid" and legacy["head"] == "grid"
     assert legacy["pretrain_epochs"] == 0 and legacy["attention_supervision"] == 0.0
     with pytest.raises(ValueError, match="encoder must be one of grid, boxes"):

@@ -37,6 +37,7 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, QuestionBatch
 from vqadiag.models.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
+from vqadiag.models.run_configs import upgrade_options
 from vqadiag.models.vocab import AnswerVocab, WordVocab, vocab_config, words_from_config
 from vqadiag.progress import LOSS_ACC, progress_bar
 
@@ -193,12 +194,6 @@ class TorchModel:
         return fit(cls, data, split=split, seed=seed, progress=progress, options=opts)
 
     @classmethod
-    def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
-        """The options a saved config means (a subclass fills in the values of options
-        that did not exist when older runs were saved)."""
-        return dict(config_options)
-
-    @classmethod
     def batch_order(
         cls,
         qids: Sequence[str],
@@ -320,7 +315,7 @@ class TorchModel:
         path = Path(run_dir) / "config.json"
         try:
             words = words_from_config(config)
-            options = cls.resolve_options(cls.legacy_options(config["options"]))
+            options = cls.resolve_options(upgrade_options(cls.name, config["options"]))
             feature_dim = int(config.get("feature_dim", 0))
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(path, f"not a {cls.name!r} config: {err}") from None

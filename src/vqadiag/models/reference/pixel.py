@@ -84,6 +84,7 @@ from vqadiag.models.reference.pixel_objective import (
     grid_vocab,
     pretrain_box_encoder,
 )
+from vqadiag.models.run_configs import PIXEL_BEFORE_BOXES
 from vqadiag.models.training import (
     LR_SCHEDULES,
     TRAINING_DEFAULTS,
@@ -113,18 +114,8 @@ def box_cell_overlap(boxes: np.ndarray, grid: int, size: int) -> np.ndarray:
 HEADS = ("grid", "tokens")
 
 #: What a config without these options means: it was saved before they existed, by a grid
-#: run (the pixel model's :attr:`~PixelModel.omitted_options`)
-OPTIONS_BEFORE_BOXES: dict[str, Any] = {
-    "head": "grid",
-    "token_supervision": 1.0,
-    "encoder": "grid",
-    "crop_size": 24,
-    "pretrain_epochs": 0,
-    "freeze_encoder": False,
-    "crop_pooling": "mean",
-    "attribute_loss": "mean",
-    "lr_schedule": "constant",
-}
+#: run (the pixel model's :attr:`~PixelModel.omitted_options`; docs in ``run_configs``)
+OPTIONS_BEFORE_BOXES: dict[str, Any] = PIXEL_BEFORE_BOXES
 #: What ``encoder`` ``grid`` changes in the defaults, unless given: the grid's own head and
 #: no pre-training (``-o encoder=grid`` is the pixel model as it was before the box encoder)
 GRID_DEFAULTS: dict[str, Any] = {
@@ -140,9 +131,6 @@ BOX_ONLY = ("crop_pooling", "pretrain_epochs", "freeze_encoder")
 #: ``attribute_loss`` values: the units' attribute BCE averaged over the attributes too,
 #: or summed over them (each attribute one binary label of the unit)
 ATTRIBUTE_LOSSES = ("mean", "sum")
-
-#: What a config saved before ``attention_supervision`` existed means.
-LEGACY_ATTENTION_SUPERVISION = 0.0
 
 
 def pixel_net_config(n_words: int, n_answers: int, options: Mapping[str, Any]) -> Any:
@@ -292,17 +280,6 @@ class PixelModel(TorchModel):
         if frozen and not pre:
             raise ValueError("freeze_encoder needs pretrain_epochs > 0 (a pre-trained encoder)")
         return opts
-
-    @classmethod
-    def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
-        """A config saved before ``attention_supervision`` existed was trained without it;
-        an option missing from a config has its :attr:`omitted_options` value (a grid run
-        saved before the box encoder was the default stays a grid run)."""
-        return {
-            "attention_supervision": LEGACY_ATTENTION_SUPERVISION,
-            **cls.omitted_options,
-            **config_options,
-        }
 
     @classmethod
     def build_net(

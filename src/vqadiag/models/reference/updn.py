@@ -52,6 +52,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vqadiag.models.base import Capabilities, ObjectInput, QuestionBatch
+from vqadiag.models.run_configs import UPDN_BEFORE_NORM_AND_POOLING
 from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
 
 FEATURE_NORMS = ("none", "layer", "l2")
@@ -67,10 +68,9 @@ OPTIONAL_DEFAULTS: dict[str, Any] = {
     "hint": 0.0,
     "hint_margin": 0.0,
 }
-#: What a config without ``feature_norm`` (saved before the option existed) means.
-LEGACY_FEATURE_NORM = "none"
-#: What a config without ``pooling`` (saved before the option existed) means.
-LEGACY_POOLING = "features"
+#: What a config without ``feature_norm`` / ``pooling`` (saved before they existed) means.
+LEGACY_FEATURE_NORM = UPDN_BEFORE_NORM_AND_POOLING["feature_norm"]
+LEGACY_POOLING = UPDN_BEFORE_NORM_AND_POOLING["pooling"]
 
 
 def build_updn_net(
@@ -157,16 +157,6 @@ class UpDnModel(TorchModel):
                 raise ValueError(f"{key} must be a number >= 0, got {value!r}")
             opts[key] = float(value)
         return opts
-
-    @classmethod
-    def legacy_options(cls, config_options: Mapping[str, Any]) -> dict[str, Any]:
-        """Options of a saved config: a config from before ``feature_norm`` existed
-        used raw features, one from before ``pooling`` existed pooled features."""
-        return {
-            "feature_norm": LEGACY_FEATURE_NORM,
-            "pooling": LEGACY_POOLING,
-            **config_options,
-        }
 
     def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
         """Cross-entropy, or the remedy losses the options ask for (docs/remedies.md)."""
