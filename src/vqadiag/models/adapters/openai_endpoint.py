@@ -30,8 +30,8 @@ import hashlib
 import io
 import os
 import threading
-from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -275,9 +275,30 @@ class EndpointModel:
     ) -> Iterator[tuple[list[int], ModelOutput]]:
         """``([i], output of question i)`` as each answer arrives, ``in_flight`` at a time.
         A request that still fails after its retries stops the run with one line naming
-        the question, after the requests already running have been handed over (the
-        ones not started are cancelled)."""
-        images = pixel_images(batch, visual)
+        the question, once the requests already running have been handed over (no
+        other request is started), however many questions are queued."""
+        data_url = self._data_urls(pixel_images(batch, visual))
+
+        def one(i: int) -> str:
+            return self.ask(batch.questions[i], data_url(i))
+
+        failed: tuple[int, EndpointError] | None = None
+        for i, text in self._as_answered(one, len(batch)):
+            if isinstance(text, EndpointError):
+                failed = failed or (i, text)
+                continue
+            yield [i], ModelOutput([self.generation.answer(text)], None, None, [text])
+        if failed is not None:
+            i, err = failed
+            raise DataError(
+                self.url,
+                f"question {batch.question_ids[i]}: the server failed after retries: "
+                f"{first_line(err)}",
+            )
+
+    def _data_urls(self, images: list[np.ndarray]) -> Callable[[int], str]:
+        """``data_url(i)``: the ``data:`` URL of ``images[i]``, encoded once per image
+        object however many questions (threads) ask for it."""
         encoded: dict[int, Future[str]] = {}
         lock = threading.Lock()
 
@@ -295,34 +316,39 @@ class EndpointModel:
                     fut.set_exception(err)
             return fut.result()
 
-        def one(i: int) -> str:
-            return self.ask(batch.questions[i], data_url(i))
+        return data_url
 
+    def _as_answered(
+        self, one: Callable[[int], str], n: int
+    ) -> Iterator[tuple[int, str | EndpointError]]:
+        """``(i, one(i))`` for ``i < n`` as each finishes, ``in_flight`` running at a time
+        (an :class:`EndpointError` is handed over, not raised). After the first one no
+        other call starts; the running ones are waited for. No future is ever cancelled,
+        so nothing is waited for that will not finish."""
         pool = ThreadPoolExecutor(max_workers=self.in_flight)
-        failed: tuple[int, EndpointError] | None = None
+        queued = iter(range(n))
+        running: dict[Future[str], int] = {}
+        stopped = False
         try:
-            futures = {pool.submit(one, i): i for i in range(len(batch))}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                if fut.cancelled():
-                    continue
-                try:
-                    text = fut.result()
-                except EndpointError as err:
-                    if failed is None:  # stop asking; hand over what still comes back
-                        failed = (i, err)
-                        pool.shutdown(wait=False, cancel_futures=True)
-                    continue
-                yield [i], ModelOutput([self.generation.answer(text)], None, None, [text])
+            while True:
+                while not stopped and len(running) < self.in_flight:
+                    i = next(queued, None)
+                    if i is None:
+                        break
+                    running[pool.submit(one, i)] = i
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in sorted(done, key=running.__getitem__):
+                    i = running.pop(fut)
+                    err = fut.exception()
+                    if isinstance(err, EndpointError):
+                        stopped = True
+                        yield i, err
+                    else:
+                        yield i, fut.result()  # another error is raised as it is
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
-        if failed is not None:
-            i, err = failed
-            raise DataError(
-                self.url,
-                f"question {batch.question_ids[i]}: the server failed after retries: "
-                f"{first_line(err)}",
-            )
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
         """Every answer of ``batch`` in order (:meth:`predict_stream` collected)."""
