@@ -1,5 +1,6 @@
 """``openai:URL`` against a server that misbehaves (docs/reliability.md, "Model servers
-that misbehave"): failures with more questions queued than ``in_flight``.
+that misbehave"): replies that are not chat completions, failures with more questions
+queued than ``in_flight``.
 
 Each test starts a fault-injecting ``ThreadingHTTPServer`` on 127.0.0.1 and runs the
 prediction in a worker thread with a deadline, so a hang fails the test instead of
@@ -105,6 +106,23 @@ def reply(status: int, body: Any, **headers: str) -> Fault:
     return lambda h: h.send_bytes(_head(status, len(data), extra) + data)
 
 
+def completion(content: Any) -> dict:
+    return {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}]}  # fmt: skip
+
+
+def in_turn(*faults: Fault) -> Fault:
+    """The n-th request gets the n-th fault; the last one repeats."""
+    seen = []
+
+    def fault(h: FaultHandler) -> None:
+        seen.append(1)
+        faults[min(len(seen), len(faults)) - 1](h)
+
+    return fault
+
+
 def never_answers(h: FaultHandler) -> None:
     h.server.stop.wait(30)
     h.close_connection = True
@@ -154,6 +172,55 @@ def _one_line_error(got: object, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in message, message
     return message
+
+
+# -- 1. a reply that is not a chat completion ---------------------------------------------------
+
+
+NOT_COMPLETIONS = {
+    "other_json": {"foo": [1, 2]},
+    "content_null": completion(None),
+    "no_message": {"choices": [{"index": 0}]},
+    "no_choices": {"choices": []},
+    "a_list": [1, 2],
+    "not_json": b"<html>hello</html>",
+    "parts_without_text": completion([{"type": "image_url", "image_url": {"url": "x"}}]),
+    "text_part_not_a_string": completion([{"type": "text", "text": 5}]),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("body", NOT_COMPLETIONS.values(), ids=NOT_COMPLETIONS.keys())
+def test_a_reply_without_text_is_retried_then_one_line_naming_the_question(serve, body):
+    server = serve(reply(200, body))
+    got, _ = _predict_within(_model(server, max_retries=2), 1, 10)
+    _one_line_error(got, "question q0", "after 2 retries")
+    assert server.requests == 3  # the request and its two retries
+
+
+@pytest.mark.timeout(30)
+def test_a_reply_without_text_then_a_good_one_gives_the_good_answer(serve):
+    server = serve(in_turn(reply(200, {"foo": [1, 2]}), reply(200, completion("Yes."))))
+    got, _ = _predict_within(_model(server), 1, 10)
+    assert isinstance(got, ModelOutput) and got.answers == ["yes"] and got.texts == ["Yes."]
+    assert server.requests == 2
+
+
+@pytest.mark.timeout(30)
+def test_content_parts_are_the_text_parts_joined_in_order(serve):
+    parts = [{"type": "text", "text": "Ye"}, {"type": "image_url", "image_url": {"url": "x"}},
+             {"type": "text", "text": "s, it is."}]  # fmt: skip
+    server = serve(reply(200, completion(parts)))
+    got, _ = _predict_within(_model(server), 1, 10)
+    assert isinstance(got, ModelOutput)
+    assert got.texts == ["Yes, it is."] and got.answers == ["yes"]
+
+
+@pytest.mark.timeout(30)
+def test_an_empty_string_is_an_answer_not_an_error(serve):
+    server = serve(reply(200, completion("")))
+    got, _ = _predict_within(_model(server), 1, 10)
+    assert isinstance(got, ModelOutput) and got.texts == [""] and server.requests == 1
 
 
 # -- 9. a failure with more questions queued than in flight ------------------------------------
