@@ -1,6 +1,6 @@
 """``openai:URL`` against a server that misbehaves (docs/reliability.md, "Model servers
 that misbehave"): replies that are not chat completions, failures with more questions
-queued than ``in_flight``.
+queued than ``in_flight``, bodies trickled byte by byte, replies too large to keep.
 
 Each test starts a fault-injecting ``ThreadingHTTPServer`` on 127.0.0.1 and runs the
 prediction in a worker thread with a deadline, so a hang fails the test instead of
@@ -25,6 +25,7 @@ from vqadiag.errors import DataError
 pytest.importorskip("urllib3")
 
 from vqadiag.models.adapters.openai_endpoint import EndpointModel
+from vqadiag.models.adapters.openai_reply import MAX_REPLY_BYTES
 from vqadiag.models.base import ModelOutput, PixelInput, QuestionBatch
 
 Fault = Callable[["FaultHandler"], None]
@@ -130,6 +131,39 @@ def never_answers(h: FaultHandler) -> None:
 
 def truncated(h: FaultHandler) -> None:
     h.send_bytes(_head(200, 500) + b'{"choices": [')
+    h.close_connection = True
+
+
+def trickles(whole_reply: bool) -> Fault:
+    """A valid completion sent one byte every 0.1 s (the body only, or everything)."""
+    body = json.dumps(completion("yes" + " " * 300)).encode()
+
+    def fault(h: FaultHandler) -> None:
+        head = _head(200, len(body))
+        data = head + body if whole_reply else body
+        if not whole_reply and not h.send_bytes(head):
+            return
+        for byte in data:
+            if h.server.stop.wait(0.1) or not h.send_bytes(bytes([byte])):
+                break
+        h.close_connection = True
+
+    return fault
+
+
+def declares_a_huge_body(h: FaultHandler) -> None:
+    if h.send_bytes(_head(200, 50 * 2**20) + b" " * 65536):
+        h.server.stop.wait(30)
+    h.close_connection = True
+
+
+def streams_forever(h: FaultHandler) -> None:
+    """A chunked body with no end (no Content-Length to refuse it by)."""
+    chunk = b" " * 65536
+    framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    if h.send_bytes(_head(200, None, {"Transfer-Encoding": "chunked"})):
+        while not h.server.stop.is_set() and h.send_bytes(framed):
+            pass
     h.close_connection = True
 
 
@@ -244,6 +278,37 @@ def test_a_failure_with_more_questions_than_in_flight_stops_promptly(serve, faul
     _one_line_error(got, "question q", says)
     assert seconds < 6
     assert server.requests <= 4  # two questions in flight, one retry each; none after
+
+
+# -- 10. the timeout bounds the attempt; replies have a size cap --------------------------------
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("whole_reply", [False, True], ids=["body", "headers_and_body"])
+def test_a_trickled_reply_times_out_after_timeout_seconds(serve, whole_reply):
+    server = serve(trickles(whole_reply))  # a whole reply would take over 30 s
+    got, seconds = _predict_within(_model(server, timeout=1, max_retries=0), 1, 10)
+    _one_line_error(got, "question q0", "no complete reply within 1 s")
+    assert seconds < 2.5
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("fault", [declares_a_huge_body, streams_forever])
+def test_a_reply_over_the_size_cap_is_refused_without_reading_it(serve, fault):
+    server = serve(fault)
+    got, seconds = _predict_within(_model(server, max_retries=3, timeout=5), 1, 10)
+    _one_line_error(got, "question q0", f"larger than {MAX_REPLY_BYTES // 2**20} MiB")
+    assert server.requests == 1  # refused, not retried
+    assert server.bytes_sent < MAX_REPLY_BYTES + 8 * 2**20  # at most the cap and buffers
+    assert seconds < 5
+
+
+@pytest.mark.timeout(30)
+def test_a_large_reply_under_the_cap_is_read(serve):
+    body = completion("Yes." + " " * (MAX_REPLY_BYTES // 2))
+    server = serve(reply(200, body))
+    got, _ = _predict_within(_model(server), 1, 10)
+    assert isinstance(got, ModelOutput) and got.texts == ["Yes."]
 
 
 @pytest.mark.timeout(60)

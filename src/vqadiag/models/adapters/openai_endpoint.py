@@ -10,9 +10,10 @@ Each question is one request: a user message with the image as a base64 ``data:`
 (PNG by default, lossless, so the server sees exactly the pixels of the condition)
 followed by ``prompt.format(question=…)``, ``temperature`` 0, ``max_tokens`` =
 ``max_new_tokens``. ``in_flight`` requests run at once over one ``urllib3`` connection
-pool (bodies written and read with ``orjson``; :mod:`.openai_http`): each attempt times
-out after ``timeout`` seconds; connection errors, timeouts, 408, 409, 429, 5xx and
-replies without text are retried up to ``max_retries`` times with
+pool (bodies written and read with ``orjson``; :mod:`.openai_http`): each attempt has
+``timeout`` seconds for all of it (connect, send, the whole reply) and a reply over
+``MAX_REPLY_BYTES`` (4 MiB) is refused unread; connection errors, timeouts, 408, 409,
+429, 5xx and replies without text are retried up to ``max_retries`` times with
 exponential backoff (0.5 s, 1 s, 2 s … at most 30 s, with jitter; a ``Retry-After``
 header wins) by ``urllib3.util.Retry``. The answer is ``choices[0].message.content``, a
 string or the ``type: "text"`` parts of a list joined in order. Answers are handed to the

@@ -11,6 +11,9 @@ import orjson
 
 from vqadiag.errors import first_line
 
+#: the largest reply read (4 MiB; a chat completion of a short answer is about 1 KB)
+MAX_REPLY_BYTES = 4 * 2**20
+
 
 class EndpointError(Exception):
     """A request that failed (after its retries, where retried); the message says how."""
@@ -18,6 +21,14 @@ class EndpointError(Exception):
 
 class ReplyError(EndpointError):
     """A reply that arrived but cannot be used (not JSON, no text): retried like a 5xx."""
+
+
+class ReplyTooLarge(EndpointError):
+    """A reply over :data:`MAX_REPLY_BYTES`: refused unread, not retried."""
+
+
+class AttemptTimeout(EndpointError):
+    """An attempt that had no complete reply within ``timeout`` seconds: retried."""
 
 
 def excerpt(data: bytes, size: int = 80) -> str:
