@@ -270,9 +270,8 @@ class Transport:
                 retry = retry.increment(method, url, response=response)
             retry.sleep(response)
         except MaxRetryError:
-            raise EndpointError(
-                f"the server failed after {self.max_retries} retries: {describe(failure)}"
-            ) from None
+            retries = f"{self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
+            raise EndpointError(f"the server failed after {retries}: {describe(failure)}") from None
         except InvalidHeader as err:  # a Retry-After that is neither seconds nor a date
             raise EndpointError(f"{describe(failure)}; {first_line(err)}") from None
         except TRANSPORT_ERRORS:  # urllib3 re-raises an error it will not retry
