@@ -10,13 +10,15 @@ Each question is one request: a user message with the image as a base64 ``data:`
 (PNG by default, lossless, so the server sees exactly the pixels of the condition)
 followed by ``prompt.format(question=…)``, ``temperature`` 0, ``max_tokens`` =
 ``max_new_tokens``. ``in_flight`` requests run at once over one ``urllib3`` connection
-pool (bodies written and read with ``orjson``); each attempt times out after ``timeout``
-seconds,
-and connection errors, timeouts, 408, 409, 429 and 5xx are retried up to ``max_retries``
-times with exponential backoff (0.5 s, 1 s, 2 s … at most 30 s, with jitter; a
-``Retry-After`` header wins) by ``urllib3.util.Retry``. Answers
-are handed to the caller as they arrive (:meth:`EndpointModel.predict_stream`), so the
-prediction store holds every finished answer of a killed run.
+pool (bodies written and read with ``orjson``; :mod:`.openai_http`): each attempt has
+``timeout`` seconds for all of it (connect, send, the whole reply) and a reply over
+``MAX_REPLY_BYTES`` (4 MiB) is refused unread; connection errors, timeouts, 408, 409,
+429, 5xx and replies without text are retried up to ``max_retries`` times with
+exponential backoff (0.5 s, 1 s, 2 s … at most 30 s, with jitter; a ``Retry-After``
+header wins) by ``urllib3.util.Retry``. The answer is ``choices[0].message.content``, a
+string or the ``type: "text"`` parts of a list joined in order. Answers are handed to the
+caller as they arrive (:meth:`EndpointModel.predict_stream`), so the prediction store
+holds every finished answer of a killed run.
 
 The fingerprint covers the URL, the served model's name, ``revision`` (a free label:
 change it when other weights are served under the same name) and every setting that
@@ -30,17 +32,17 @@ import hashlib
 import io
 import os
 import threading
-from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
-import orjson
 
 from vqadiag.data.io.png import rgb_png
 from vqadiag.errors import DataError, first_line
 from vqadiag.models.adapters.generated_answer import Generation, read_generation
+from vqadiag.models.adapters.openai_reply import EndpointError, completion_text, json_reply
 from vqadiag.models.base import (
     TEXT_GENERATOR,
     ModelOutput,
@@ -53,8 +55,6 @@ from vqadiag.models.model_args import ModelArgs
 
 NAME = "openai"
 IMAGE_FORMATS = ("png", "jpeg")
-#: statuses retried with backoff (besides connection errors and timeouts)
-RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
 def api_root(url: str) -> str:
@@ -91,22 +91,6 @@ def image_data_url(image: np.ndarray, image_format: str = "png") -> str:
     return f"data:image/{image_format};base64," + base64.b64encode(data).decode()
 
 
-def _server_message(data: bytes) -> str:
-    """The ``error.message`` of an OpenAI-style error reply, else its first 200 bytes."""
-    try:
-        reply = orjson.loads(data)
-        message = reply["error"]["message"] if isinstance(reply.get("error"), dict) else None
-        message = message or reply.get("error") or reply.get("detail") or reply.get("message")
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
-        message = None
-    text = str(message) if message else data[:200].decode("utf-8", "replace")
-    return first_line(text) if text.strip() else "(empty reply)"
-
-
-class EndpointError(Exception):
-    """A request that failed after its retries (the message says how)."""
-
-
 class EndpointModel:
     """A served chat VLM (module docstring)."""
 
@@ -128,8 +112,8 @@ class EndpointModel:
         generation: Generation | None = None,
     ) -> None:
         try:
-            import urllib3
-        except ImportError:
+            from vqadiag.models.adapters.openai_http import Transport
+        except ImportError:  # urllib3, an optional dependency
             raise DataError(
                 "--model", "openai:URL needs urllib3: pip install 'vqadiag[openai]'"
             ) from None
@@ -140,27 +124,14 @@ class EndpointModel:
         self.image_format = image_format
         self.revision = revision
         self.generation = generation or Generation()
-        self._urllib3 = urllib3
-        retries = urllib3.util.Retry(
-            total=int(max_retries),
-            backoff_factor=0.5,
-            backoff_max=30.0,
-            backoff_jitter=0.25,
-            status_forcelist=RETRIED_STATUS,
-            allowed_methods=None,  # POST too: a chat completion changes nothing
-            respect_retry_after_header=True,
-            raise_on_status=False,  # the last response is reported with its message
+        key = os.environ.get(api_key_env) or "EMPTY"
+        self._http = Transport(
+            self.url,
+            {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+            in_flight=self.in_flight,
+            timeout=float(timeout),
+            max_retries=int(max_retries),
         )
-        self._pool = urllib3.PoolManager(
-            maxsize=self.in_flight,
-            block=True,
-            retries=retries,
-            timeout=urllib3.util.Timeout(total=float(timeout)),
-        )
-        self._headers = {
-            "Content-Type": "application/json",
-            "Authorization": f"Bearer {os.environ.get(api_key_env) or 'EMPTY'}",
-        }
         self.served_model = served_model or self._only_served_model()
         self.answer_vocab: list[str] = []
         self.capabilities = TEXT_GENERATOR
@@ -184,31 +155,10 @@ class EndpointModel:
         reader.finish()  # every setting checked before the server is asked anything
         return cls(spec, **settings)
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        """One API call (with the retries of the module docstring): the JSON reply, or
-        :class:`EndpointError` with the server's own message."""
-        urllib3 = self._urllib3
-        try:
-            response = self._pool.request(
-                method,
-                self.url + path,
-                body=None if body is None else orjson.dumps(body),
-                headers=self._headers,
-            )
-        except urllib3.exceptions.HTTPError as err:
-            reason = getattr(err, "reason", None) or err
-            raise EndpointError(f"{type(reason).__name__}: {first_line(reason)}") from None
-        if response.status >= 400:
-            raise EndpointError(f"HTTP {response.status}: {_server_message(response.data)}")
-        try:
-            return orjson.loads(response.data)
-        except orjson.JSONDecodeError:
-            raise EndpointError(f"the reply is not JSON: {response.data[:80]!r}") from None
-
     def _only_served_model(self) -> str:
         """The server's one model (``GET /models``); several or none is an error."""
         try:
-            reply = self._call("GET", "/models")
+            reply = self._http.call("GET", "/models", None, json_reply)
             names = sorted(str(m["id"]) for m in reply["data"])
         except (EndpointError, KeyError, TypeError) as err:
             raise DataError(
@@ -242,10 +192,11 @@ class EndpointModel:
 
     # -- prediction -------------------------------------------------------------------
     def ask(self, question: str, image_url: str) -> str:
-        """One chat completion: the generated text ("" when the server sends none)."""
+        """One chat completion: its generated text (:func:`.openai_reply.completion_text`;
+        a reply without text is retried, then :class:`EndpointError`)."""
         with self._count_lock:
             self.requests_sent += 1
-        reply = self._call(
+        return self._http.call(
             "POST",
             "/chat/completions",
             {
@@ -262,22 +213,34 @@ class EndpointModel:
                     }
                 ],
             },
+            completion_text,
         )
-        try:
-            choices = reply.get("choices") or []
-            content = choices[0]["message"].get("content") if choices else None
-        except (AttributeError, KeyError, TypeError, IndexError):
-            raise EndpointError(f"not a chat completion: {str(reply)[:80]}") from None
-        return str(content or "").strip()
 
     def predict_stream(
         self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None
     ) -> Iterator[tuple[list[int], ModelOutput]]:
         """``([i], output of question i)`` as each answer arrives, ``in_flight`` at a time.
         A request that still fails after its retries stops the run with one line naming
-        the question, after the requests already running have been handed over (the
-        ones not started are cancelled)."""
-        images = pixel_images(batch, visual)
+        the question, once the requests already running have been handed over (no
+        other request is started), however many questions are queued."""
+        data_url = self._data_urls(pixel_images(batch, visual))
+
+        def one(i: int) -> str:
+            return self.ask(batch.questions[i], data_url(i))
+
+        failed: tuple[int, EndpointError] | None = None
+        for i, text in self._as_answered(one, len(batch)):
+            if isinstance(text, EndpointError):
+                failed = failed or (i, text)
+                continue
+            yield [i], ModelOutput([self.generation.answer(text)], None, None, [text])
+        if failed is not None:
+            i, err = failed
+            raise DataError(self.url, f"question {batch.question_ids[i]}: {first_line(err)}")
+
+    def _data_urls(self, images: list[np.ndarray]) -> Callable[[int], str]:
+        """``data_url(i)``: the ``data:`` URL of ``images[i]``, encoded once per image
+        object however many questions (threads) ask for it."""
         encoded: dict[int, Future[str]] = {}
         lock = threading.Lock()
 
@@ -295,34 +258,39 @@ class EndpointModel:
                     fut.set_exception(err)
             return fut.result()
 
-        def one(i: int) -> str:
-            return self.ask(batch.questions[i], data_url(i))
+        return data_url
 
+    def _as_answered(
+        self, one: Callable[[int], str], n: int
+    ) -> Iterator[tuple[int, str | EndpointError]]:
+        """``(i, one(i))`` for ``i < n`` as each finishes, ``in_flight`` running at a time
+        (an :class:`EndpointError` is handed over, not raised). After the first one no
+        other call starts; the running ones are waited for. No future is ever cancelled,
+        so nothing is waited for that will not finish."""
         pool = ThreadPoolExecutor(max_workers=self.in_flight)
-        failed: tuple[int, EndpointError] | None = None
+        queued = iter(range(n))
+        running: dict[Future[str], int] = {}
+        stopped = False
         try:
-            futures = {pool.submit(one, i): i for i in range(len(batch))}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                if fut.cancelled():
-                    continue
-                try:
-                    text = fut.result()
-                except EndpointError as err:
-                    if failed is None:  # stop asking; hand over what still comes back
-                        failed = (i, err)
-                        pool.shutdown(wait=False, cancel_futures=True)
-                    continue
-                yield [i], ModelOutput([self.generation.answer(text)], None, None, [text])
+            while True:
+                while not stopped and len(running) < self.in_flight:
+                    i = next(queued, None)
+                    if i is None:
+                        break
+                    running[pool.submit(one, i)] = i
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in sorted(done, key=running.__getitem__):
+                    i = running.pop(fut)
+                    err = fut.exception()
+                    if isinstance(err, EndpointError):
+                        stopped = True
+                        yield i, err
+                    else:
+                        yield i, fut.result()  # another error is raised as it is
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
-        if failed is not None:
-            i, err = failed
-            raise DataError(
-                self.url,
-                f"question {batch.question_ids[i]}: the server failed after retries: "
-                f"{first_line(err)}",
-            )
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
         """Every answer of ``batch`` in order (:meth:`predict_stream` collected)."""
