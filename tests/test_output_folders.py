@@ -1,0 +1,163 @@
+"""Output folders, locks and links (docs/reliability.md, "Output folders, locks and links"):
+vqadiag writes only into folders it marked as its own, never through a link, and never
+over one of a command's inputs."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from vqadiag.data.atomic import LOCK_NAME, FolderLock
+from vqadiag.data.gqa_data import GQAData
+from vqadiag.errors import DataError
+from vqadiag.models.registry import model_class
+from vqadiag.synth import generate_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("folders") / "world"
+    generate_world(root, images=40, seed=3, render=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def prior(world, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run") / "prior"
+    model_class("prior").train(GQAData(world), progress=False).save(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def result(world, prior, tmp_path_factory):
+    """A finished result folder (read only by the tests)."""
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    out = tmp_path_factory.mktemp("res") / "res"
+    diagnose(world, str(prior), out, suites="accuracy", n_bootstrap=20, max_questions=40)
+    return out
+
+
+def _diagnose_args(world, prior, out):
+    return ("diagnose", "--data", world, "--model", prior, "--out", out,
+            "--suite", "accuracy", "--n-bootstrap", "20", "--max-questions", "40")  # fmt: skip
+
+
+def _one_line(res, *parts):
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    line = res.stderr.strip()
+    assert "\n" not in line and line.startswith("error: "), line
+    for part in parts:
+        assert str(part) in line, (part, line)
+    return line
+
+
+def _user_database(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (body TEXT)")
+    db.execute("INSERT INTO notes VALUES ('mine')")
+    db.commit()
+    db.close()
+
+
+def _tables(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+    finally:
+        db.close()
+
+
+# -- 4: the lock is never followed through a link -----------------------------------------
+
+
+def test_a_lock_that_is_a_link_is_refused_and_its_target_untouched(
+    run_cli, world, prior, result, tmp_path
+):
+    victim = tmp_path / "thesis.tex"
+    victim.write_text("my thesis")
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / LOCK_NAME).symlink_to(victim)
+    _one_line(run_cli(*_diagnose_args(world, prior, out)), LOCK_NAME, "is a link")
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    (rep / LOCK_NAME).symlink_to(victim)
+    _one_line(run_cli("report", result, "--out", rep), LOCK_NAME, "is a link")
+    with pytest.raises(DataError, match="is a link"), FolderLock(rep):
+        pass
+    assert victim.read_text() == "my thesis"
+    assert not (out / "results.json").exists() and not (rep / "report.html").exists()
+
+
+def test_a_lock_that_is_a_hard_link_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine")
+    (tmp_path / "out").mkdir()
+    os.link(victim, tmp_path / "out" / LOCK_NAME)
+    with pytest.raises(DataError, match="not a lock file of its own"), FolderLock(tmp_path / "out"):
+        pass
+    assert victim.read_text() == "mine"
+
+
+def test_a_store_that_is_a_link_is_refused(tmp_path):
+    from vqadiag.probes.store import PredictionStore
+
+    theirs = tmp_path / "theirs.sqlite"
+    _user_database(theirs)
+    (tmp_path / "store.sqlite").symlink_to(theirs)
+    with pytest.raises(DataError, match="is a link"):
+        PredictionStore(tmp_path / "store.sqlite")
+    assert _tables(theirs) == ["notes"]
+
+
+# -- 5: a folder is vqadiag's only when vqadiag marked it so -------------------------------
+
+
+def test_the_store_never_adds_its_tables_to_another_database(tmp_path):
+    from vqadiag.probes.store import PredictionStore
+
+    _user_database(tmp_path / "store.sqlite")
+    with pytest.raises(DataError, match="not a vqadiag prediction store: it holds other tables"):
+        PredictionStore(tmp_path / "store.sqlite")
+    assert _tables(tmp_path / "store.sqlite") == ["notes"]
+
+
+# -- 8: a result folder refuses links that leave it ----------------------------------------
+
+
+# -- 6: an output equal to an input is refused ---------------------------------------------
+
+
+# -- messages -------------------------------------------------------------------------------
+
+
+def test_a_full_disk_while_creating_the_store_names_the_file(tmp_path, monkeypatch):
+    from vqadiag.probes.store import PredictionStore
+
+    real = sqlite3.connect
+
+    def tiny(*args, **kwargs):  # a database that cannot grow: SQLite's "disk is full"
+        db = real(*args, **kwargs)
+        db.execute("PRAGMA max_page_count=1")
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", tiny)
+    with pytest.raises(DataError) as err:
+        PredictionStore(tmp_path / "store.sqlite")
+    text = str(err.value)
+    assert str(tmp_path / "store.sqlite") in text and "database or disk is full" in text
+    assert "not a vqadiag prediction store" not in text
+
+
+def test_a_write_error_names_the_file(run_cli, result, tmp_path, monkeypatch):
+    def full(_fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "table.csv"
+    res = run_cli("export", result, "--out", out)
+    assert _one_line(res) == f"error: {out}: No space left on device"
