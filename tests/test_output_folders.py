@@ -4,6 +4,7 @@ over one of a command's inputs."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from vqadiag.data.atomic import LOCK_NAME, FolderLock
+from vqadiag.data.folders import MARKER
 from vqadiag.data.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.registry import model_class
@@ -117,6 +119,32 @@ def test_a_store_that_is_a_link_is_refused(tmp_path):
 # -- 5: a folder is vqadiag's only when vqadiag marked it so -------------------------------
 
 
+def test_a_users_store_results_config_and_report_are_not_taken_as_ours(
+    run_cli, world, prior, result, tmp_path
+):
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    _user_database(store_dir / "store.sqlite")
+    _one_line(run_cli(*_diagnose_args(world, prior, store_dir)), store_dir,
+              "not a folder vqadiag wrote")  # fmt: skip
+    assert _tables(store_dir / "store.sqlite") == ["notes"]
+    assert sorted(p.name for p in store_dir.iterdir()) == ["store.sqlite"]
+    cases = [
+        ("results.json", '{"accuracy": 0.9}', _diagnose_args(world, prior, tmp_path / "r")),
+        ("config.json", '{"lr": 0.1}',
+         ("train", "--data", world, "--model", "prior", "--out", tmp_path / "c")),
+        ("report.html", "<p>mine</p>", ("report", result, "--out", tmp_path / "h")),
+        ("report.json", '{"kind": "mine"}', ("report", result, "--out", tmp_path / "j")),
+    ]  # fmt: skip
+    for name, text, args in cases:
+        folder = Path(args[args.index("--out") + 1])
+        folder.mkdir()
+        (folder / name).write_text(text)
+        _one_line(run_cli(*args), folder, "not a folder vqadiag wrote")
+        assert [p.name for p in folder.iterdir()] == [name]
+        assert (folder / name).read_text() == text
+
+
 def test_the_store_never_adds_its_tables_to_another_database(tmp_path):
     from vqadiag.probes.store import PredictionStore
 
@@ -126,7 +154,57 @@ def test_the_store_never_adds_its_tables_to_another_database(tmp_path):
     assert _tables(tmp_path / "store.sqlite") == ["notes"]
 
 
+def test_a_folder_of_another_kind_is_refused(run_cli, world, result, tmp_path):
+    res = run_cli("train", "--data", world, "--model", "prior", "--out", result)
+    _one_line(res, result, "is a vqadiag result folder, not a run folder")
+
+
+def test_folders_of_earlier_versions_are_accepted_and_marked(run_cli, world, prior, tmp_path):
+    out = tmp_path / "res"
+    assert run_cli(*_diagnose_args(world, prior, out)).exit_code == 0
+    assert json.loads((out / MARKER).read_text())["folder"] == "result folder"
+    (out / MARKER).unlink()  # as an earlier vqadiag left it: results.json says whose it is
+    assert run_cli(*_diagnose_args(world, prior, out)).exit_code == 0
+    assert (out / MARKER).is_file()
+    for name in (MARKER, "results.json", "per_question.jsonl", "timing.json"):
+        (out / name).unlink()  # killed before results.json: the store's schema says so
+    shutil_rmtree(out / "predictions")
+    assert run_cli(*_diagnose_args(world, prior, out)).exit_code == 0
+    assert (out / MARKER).is_file() and (out / "results.json").is_file()
+    rep = tmp_path / "rep"
+    assert run_cli("report", out, "--out", rep, "--n-bootstrap", "10").exit_code == 0
+    (rep / MARKER).unlink()  # an earlier report: its report.json says so
+    assert run_cli("report", out, "--out", rep, "--n-bootstrap", "10").exit_code == 0
+    assert (rep / MARKER).is_file()
+    run = tmp_path / "run"
+    model_class("prior").train(GQAData(world), progress=False).save(run)  # no marker
+    res = run_cli("train", "--data", world, "--model", "prior", "--out", run)
+    assert res.exit_code == 0, res.stderr
+    assert json.loads((run / MARKER).read_text())["folder"] == "run folder"
+
+
+def shutil_rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path)
+
+
 # -- 8: a result folder refuses links that leave it ----------------------------------------
+
+
+def test_a_link_out_of_the_result_folder_is_refused(run_cli, world, prior, tmp_path):
+    out = tmp_path / "res"
+    assert run_cli(*_diagnose_args(world, prior, out)).exit_code == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil_rmtree(out / "predictions")
+    (out / "predictions").symlink_to(elsewhere, target_is_directory=True)
+    _one_line(run_cli(*_diagnose_args(world, prior, out)), out / "predictions",
+              "is a link out of the folder")  # fmt: skip
+    assert list(elsewhere.iterdir()) == []
+    (out / "predictions").unlink()
+    (out / "predictions").symlink_to(out / "inputs", target_is_directory=True)  # stays inside
+    assert run_cli(*_diagnose_args(world, prior, out)).exit_code == 0
 
 
 # -- 6: an output equal to an input is refused ---------------------------------------------
@@ -161,3 +239,15 @@ def test_a_write_error_names_the_file(run_cli, result, tmp_path, monkeypatch):
     out = tmp_path / "table.csv"
     res = run_cli("export", result, "--out", out)
     assert _one_line(res) == f"error: {out}: No space left on device"
+
+
+def test_diagnose_on_an_empty_folder_or_an_unknown_split_is_one_line(
+    run_cli, world, prior, tmp_path
+):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for data, split in ((empty, "val"), (world, "vall")):
+        res = run_cli("diagnose", "--data", data, "--model", prior, "--out", tmp_path / "o",
+                      "--split", split)  # fmt: skip
+        _one_line(res, data, f"no GQA or VQA v2 question file for split '{split}'")
+        assert not (tmp_path / "o").exists()

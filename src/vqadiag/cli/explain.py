@@ -9,7 +9,6 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
-    RUN_FILES,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -187,11 +186,12 @@ def train_command(
 ) -> None:
     """Train the two-headed counter-example model (answering + explaining head)."""
     from vqadiag.cli.models import parse_options
+    from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.explain import train
 
     result = train(
         data,
-        output_dir(out, RUN_FILES),
+        output_dir(out, RUN_FOLDER),
         epochs=epochs,
         seed=seed,
         lambda_=lambda_,

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import orjson
 import typer
 
+from vqadiag.data.folders import FolderKind
 from vqadiag.errors import DataError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -180,20 +181,20 @@ def output_file(path: Path | None) -> Path | None:
     return None if path is None else writable_file(path)
 
 
-#: what a run folder holds (``vqadiag.models.checkpoint``; weights first, config last):
-#: any of them marks a folder an earlier, maybe killed, run of vqadiag wrote
-RUN_FILES = ("config.json", "weights.safetensors", "answers.json")
-
-
-def output_dir(path: Path | None, ours: tuple[str, ...] = ()) -> Path | None:
+def output_dir(path: Path | None, ours: tuple[str, ...] | FolderKind = ()) -> Path | None:
     """An optional output folder, checked before the work (not created: a run that fails
-    on its inputs leaves nothing behind): writable; with ``ours`` (the names the command
-    writes there) a non-empty folder holding none of them is refused, so a user's own
-    files are never written among."""
+    on its inputs leaves nothing behind): writable; with ``ours`` a non-empty folder that
+    is not vqadiag's is refused, so a user's own files are never written among. ``ours``
+    is a :class:`~vqadiag.data.folders.FolderKind` (the folder must be marked as one, or
+    be an earlier vqadiag's, :func:`~vqadiag.data.folders.owned_folder`) or the names the
+    command writes there (one of them must be present)."""
     from vqadiag.data.atomic import output_folder, writable_folder
+    from vqadiag.data.folders import owned_folder
 
     if path is None:
         return None
+    if isinstance(ours, FolderKind):
+        return owned_folder(path, ours)
     if ours:
         return output_folder(path, ours, create=False)
     return writable_folder(path, create=False)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.data.folders import claim_folder
 from vqadiag.data.pair_candidates import PairCandidates, candidates_path, read_pair_candidates
 from vqadiag.data.vqa2_data import VQA2Data
 from vqadiag.errors import DataError, option_errors, record_label
@@ -38,7 +39,7 @@ from vqadiag.metrics.counterexample import (
     target_ranks,
     vqa_model_scores,
 )
-from vqadiag.models.checkpoint import CONFIG, run_fingerprint
+from vqadiag.models.checkpoint import CONFIG, RUN_FOLDER, run_fingerprint
 from vqadiag.models.training import has_split
 
 RECALL_KS = (1, 5, 10)
@@ -168,7 +169,7 @@ def train(
             **opts,
         )
     seconds = time.perf_counter() - start
-    run = Path(out)
+    run = claim_folder(out, RUN_FOLDER)
     model.save(run)
     return {
         "model": model.name,
