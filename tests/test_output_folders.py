@@ -210,6 +210,55 @@ def test_a_link_out_of_the_result_folder_is_refused(run_cli, world, prior, tmp_p
 # -- 6: an output equal to an input is refused ---------------------------------------------
 
 
+def test_an_output_that_is_an_input_is_refused_before_any_work(run_cli, world, result, tmp_path):
+    gqa, vqa = world / "gqa", world / "vqa2"
+    questions = tmp_path / "questions.json"
+    questions.write_bytes((gqa / "val_balanced_questions.json").read_bytes())
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(predictions)
+    table = result / "per_question.jsonl"
+    before = {p: p.read_bytes() for p in (questions, predictions, table)}
+    cases = [
+        (("relevance", "--questions", questions, "--scenes", gqa / "val_sceneGraphs.json",
+          "--detections", gqa / "objects", "--out", questions), "--questions"),
+        (("score", "vqa", "--questions", vqa / "v2_OpenEnded_mscoco_val2014_questions.json",
+          "--annotations", vqa / "v2_mscoco_val2014_annotations.json",
+          "--predictions", predictions, "--per-question", predictions), "--predictions"),
+        (("score", "vqa", "--questions", vqa / "v2_OpenEnded_mscoco_val2014_questions.json",
+          "--annotations", vqa / "v2_mscoco_val2014_annotations.json",
+          "--predictions", link, "--per-question", predictions), "--predictions"),
+        (("export", result, "--out", table), "RESULT_DIR"),
+        (("report", result, "--out", result), "not a report folder"),
+        (("report", result, "--out", result / "report"), "RESULT_DIR"),
+        (("predict", "--model", f"files:{predictions}", "--data", world, "--out", predictions),
+         "--model"),
+        (("classify-questions", "--questions", questions, "--out", questions), "--questions"),
+    ]  # fmt: skip
+    for args, flag in cases:
+        _one_line(run_cli(*args), flag)
+    assert {p: p.read_bytes() for p in before} == before
+    os.link(predictions, tmp_path / "hard.json")  # a hard link is the same file too
+    vqa_files = ("--questions", vqa / "v2_OpenEnded_mscoco_val2014_questions.json",
+                 "--annotations", vqa / "v2_mscoco_val2014_annotations.json")  # fmt: skip
+    res = run_cli("score", "vqa", *vqa_files, "--predictions", predictions,
+                  "--per-question", tmp_path / "hard.json")  # fmt: skip
+    _one_line(res, "hard.json", "--predictions")
+
+
+def test_an_output_folder_holding_an_input_is_refused(run_cli, world, tmp_path):
+    gqa = world / "gqa"
+    split = tmp_path / "split"
+    split.mkdir()
+    head = split / "ood_head.json"
+    head.write_text("{}")
+    res = run_cli("score", "ood", "--questions", gqa / "val_balanced_questions.json",
+                  "--head", head, "--tail", head, "--write-split", split)  # fmt: skip
+    _one_line(res, split, "holds the input --head")
+    assert head.read_text() == "{}"
+
+
 # -- messages -------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from vqadiag.console.common import (
     fmt_rate,
     optional_file,
     output_dir,
+    outputs_apart,
     rate_table,
 )
 
@@ -189,6 +190,10 @@ def train_command(
     from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.explain import train
 
+    outputs_apart(
+        {"--out": out},
+        {"--data": data, "--candidates": candidates, "--val-candidates": val_candidates},
+    )
     result = train(
         data,
         output_dir(out, RUN_FOLDER),

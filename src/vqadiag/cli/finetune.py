@@ -15,6 +15,7 @@ from vqadiag.console.common import (
     emit,
     fmt_rate,
     output_dir,
+    outputs_apart,
 )
 
 
@@ -83,6 +84,7 @@ def finetune_command(
     from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.finetune import finetune
 
+    outputs_apart({"--out": out}, {"--model": model, "--data": data, "--introspect": introspect})
     result = finetune(
         model,
         data,
