@@ -17,6 +17,7 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     optional_file,
+    outputs_apart,
 )
 
 conditions_app = typer.Typer(
@@ -80,6 +81,7 @@ def export_command(
     """Write every condition's inputs (images and prompts) for a harness to answer."""
     from vqadiag.workflows.conditions import export_conditions
 
+    outputs_apart({"--out": out}, {"--data": data, "--images": images, "--bqd": bqd})
     result = export_conditions(
         data, out, fmt=format.value, suites=suite, split=split, max_questions=max_questions,
         max_objects=max_objects, images=images, pixel_fill=pixel_fill.value,

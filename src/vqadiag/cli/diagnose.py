@@ -20,6 +20,8 @@ from vqadiag.console.common import (
     emit,
     model_settings,
     optional_file,
+    outputs_apart,
+    spec_path,
 )
 
 
@@ -176,6 +178,10 @@ def _run_diagnose(
     from vqadiag.diagnosis.diagnose import diagnose
 
     settings = model_settings(model_args, device, dtype)
+    outputs_apart(
+        {"--out": out},
+        {"--data": data, "--model": spec_path(model), "--bqd": bqd, "--images": images},
+    )
     return diagnose(
         data,
         model,

@@ -9,7 +9,6 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
-    RUN_FILES,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -20,6 +19,7 @@ from vqadiag.console.common import (
     fmt_rate,
     optional_file,
     output_dir,
+    outputs_apart,
     rate_table,
 )
 
@@ -188,11 +188,16 @@ def train_command(
 ) -> None:
     """Train the two-headed counter-example model (answering + explaining head)."""
     from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
+    from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.explain import train
 
+    outputs_apart(
+        {"--out": out},
+        {"--data": data, "--candidates": candidates, "--val-candidates": val_candidates},
+    )
     result = train(
         data,
-        output_dir(out, RUN_FILES),
+        output_dir(out, RUN_FOLDER),
         epochs=epochs,
         seed=seed,
         lambda_=lambda_,

@@ -8,7 +8,6 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
-    RUN_FILES,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -17,6 +16,7 @@ from vqadiag.console.common import (
     float_option,
     fmt_rate,
     output_dir,
+    outputs_apart,
 )
 
 
@@ -82,12 +82,14 @@ def finetune_command(
 ) -> None:
     """Fine-tune an UpDn run on VQA-introspect sub-questions (subq) or with SQuINT."""
     from vqadiag.cli.models import parse_options
+    from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.finetune import finetune
 
+    outputs_apart({"--out": out}, {"--model": model, "--data": data, "--introspect": introspect})
     result = finetune(
         model,
         data,
-        output_dir(out, (*RUN_FILES, "introspect_val_before.json")),
+        output_dir(out, RUN_FOLDER),
         method=method,
         epochs=epochs,
         lr=lr,

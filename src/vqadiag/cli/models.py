@@ -19,7 +19,9 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     model_settings,
+    outputs_apart,
     rate_table,
+    spec_path,
 )
 from vqadiag.errors import DataError, excerpt
 
@@ -114,6 +116,7 @@ def train_command(
     """Train a reference model on GQA (or VQA v2) data and save its run folder."""
     from vqadiag.workflows.models import train
 
+    outputs_apart({"--out": out}, {"--data": data, "--images": images})
     options = parse_options(option or [], TRAIN_OWN_OPTIONS)
     if mode is not None:
         if model != "prior":
@@ -168,7 +171,7 @@ def predict_command(
     from vqadiag.workflows.models import predict
 
     load_plugins(plugin or ())
-
+    outputs_apart({"--out": out}, {"--model": spec_path(model), "--data": data, "--images": images})
     result = predict(
         model,
         data,

@@ -15,6 +15,8 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    output_dir,
+    outputs_apart,
 )
 
 
@@ -42,9 +44,11 @@ def report_command(
 ) -> None:
     """Compare diagnosed models: report card with paired tests, plots, example failures."""
     from vqadiag.plugins import load_plugins
-    from vqadiag.workflows.report import report
+    from vqadiag.workflows.report import REPORT_FOLDER, report
 
     load_plugins(plugin or ())
+    output_dir(out, REPORT_FOLDER)  # a file in its place or a user's folder: said first
+    outputs_apart({"--out": out}, {}, read_whole={"RESULT_DIR": result_dirs})
 
     result = report(
         result_dirs,
@@ -131,6 +135,7 @@ def export_command(
     from vqadiag.workflows.report import export
 
     load_plugins(plugin or ())
+    outputs_apart({"--out": out}, {}, read_whole={"RESULT_DIR": result_dirs})
 
     emit(export(result_dirs, out, table=table), as_json, _render_export)
 

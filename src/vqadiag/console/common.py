@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sqlite3
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -13,6 +14,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import orjson
 import typer
 
+from vqadiag.data.io.folders import FolderKind
 from vqadiag.errors import DataError, excerpt, one_line, shown_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -239,23 +241,93 @@ def output_file(path: Path | None) -> Path | None:
     return None if path is None else writable_file(path)
 
 
-#: what a run folder holds (``vqadiag.models.checkpoint``; weights first, config last):
-#: any of them marks a folder an earlier, maybe killed, run of vqadiag wrote
-RUN_FILES = ("config.json", "weights.safetensors", "answers.json")
-
-
-def output_dir(path: Path | None, ours: tuple[str, ...] = ()) -> Path | None:
+def output_dir(path: Path | None, ours: tuple[str, ...] | FolderKind = ()) -> Path | None:
     """An optional output folder, checked before the work (not created: a run that fails
-    on its inputs leaves nothing behind): writable; with ``ours`` (the names the command
-    writes there) a non-empty folder holding none of them is refused, so a user's own
-    files are never written among."""
+    on its inputs leaves nothing behind): writable; with ``ours`` a non-empty folder that
+    is not vqadiag's is refused, so a user's own files are never written among. ``ours``
+    is a :class:`~vqadiag.data.io.folders.FolderKind` (the folder must be marked as one, or
+    be an earlier vqadiag's, :func:`~vqadiag.data.io.folders.owned_folder`) or the names the
+    command writes there (one of them must be present)."""
     from vqadiag.data.io.atomic import output_folder, writable_folder
+    from vqadiag.data.io.folders import owned_folder
 
     if path is None:
         return None
+    if isinstance(ours, FolderKind):
+        return owned_folder(path, ours)
     if ours:
         return output_folder(path, ours, create=False)
     return writable_folder(path, create=False)
+
+
+def outputs_apart(
+    outputs: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+    read_whole: Mapping[str, Any] | None = None,
+    write_whole: Mapping[str, Any] | None = None,
+) -> None:
+    """Refuse, before any work, an output that would replace one of the command's inputs:
+    one :class:`DataError` naming the output and the input's option.
+
+    Each mapping takes an option (``--out``) to a path, a list of paths, or None (not
+    given). ``outputs``: files or folders the command writes; ``inputs``: files or folders
+    it reads; ``read_whole``: input folders it may read any file of (result folders), so
+    an output inside one is refused too; ``write_whole``: output folders it writes files
+    of its own naming into, so an input inside one is refused too. Paths are compared
+    after resolving links, and by device and inode, so a link or hard link to an input
+    is the same file."""
+    sources = [*_given(inputs), *_given(read_whole or {})]
+    targets = [*_given(outputs), *_given(write_whole or {})]
+    for out_flag, out in targets:
+        for in_flag, source in sources:
+            if _same_path(out, source):
+                why = f"is also the input {in_flag} ({source}); give another {out_flag}"
+                raise DataError(out, why)
+    for out_flag, out in targets:
+        for in_flag, folder in _given(read_whole or {}):
+            if _inside(out, folder):
+                why = f"lies inside {in_flag} {folder}, which this command reads"
+                raise DataError(out, f"{why}; write {out_flag} elsewhere")
+    for out_flag, folder in _given(write_whole or {}):
+        for in_flag, source in sources:
+            if _inside(source, folder):
+                why = f"holds the input {in_flag} ({source}), which this command could replace"
+                raise DataError(folder, f"{why}; give another {out_flag}")
+
+
+def spec_path(spec: str | Path) -> str:
+    """The file or folder a ``--model`` reads: a run folder, or the ``SPEC`` of an
+    adapter's ``KIND:SPEC`` (``files:P`` reads ``P``), for :func:`outputs_apart`."""
+    text = str(spec)
+    kind, sep, rest = text.partition(":")
+    if sep and kind.isidentifier() and len(kind) > 1 and not Path(text).exists():
+        return rest
+    return text
+
+
+def _given(paths: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """``(option, path)`` for every path given (None skipped, lists flattened)."""
+    out: list[tuple[str, Path]] = []
+    for flag, value in paths.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        out.extend((flag, Path(v)) for v in values if v is not None and str(v) != "")
+    return out
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file or folder (links resolved; hard links too)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies strictly inside ``folder`` (links resolved)."""
+    inner, outer = os.path.realpath(path), os.path.realpath(folder)
+    return inner != outer and os.path.commonpath([inner, outer]) == outer
 
 
 #: ``--all-questions`` of the GQA scorers

@@ -29,23 +29,38 @@ from typing import Any
 import orjson
 
 from vqadiag.data.io.atomic import (
-    LOCK_NAME,
     FolderLock,
     atomic_write,
     file_digest,
-    output_folder,
 )
+from vqadiag.data.io.folders import FolderKind, claim_folder, owned_folder, read_json_file
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.models.registry import load_model_spec
 from vqadiag.probes.conditions import FILLS
 from vqadiag.probes.fingerprints import combined_fingerprint, dataset_fingerprint
-from vqadiag.probes.store import PredictionStore
+from vqadiag.probes.store import PredictionStore, is_prediction_store
 from vqadiag.suites.base import SuiteSkipped, figures, registered_suites
 from vqadiag.suites.declared import declarations
 from vqadiag.suites.state import REPLACEMENTS, DiagnoseState, Options
 
 SCHEMA_VERSION = 1
+RESULTS_KIND = "vqadiag.results"
+
+
+def _earlier_result_folder(folder: Path) -> bool:
+    """A result folder an earlier vqadiag wrote: its ``results.json`` is of kind
+    ``vqadiag.results``, or its ``store.sqlite`` is a prediction store."""
+    results = read_json_file(folder / "results.json")
+    if isinstance(results, dict) and results.get("kind") == RESULTS_KIND:
+        return True
+    return is_prediction_store(folder / "store.sqlite")
+
+
+#: ``diagnose --out``
+RESULT_FOLDER = FolderKind(
+    "result folder", "vqadiag results (results.json / store.sqlite)", _earlier_result_folder
+)
 
 
 def summary_keys() -> list[str]:
@@ -147,6 +162,8 @@ def diagnose(
     root = Path(data)
     if not root.is_dir():
         raise DataError(root, "data folder not found")
+    require_questions(root, split)
+    owned_folder(out, RESULT_FOLDER)  # refused before the model loads
     options = Options(
         suites=parse_suites(suites),
         split=split,
@@ -169,9 +186,28 @@ def diagnose(
         the_model = load_model_spec(model, model_args)
     else:  # a model object (the Python API; conditions export's recorder)
         the_model, model = model, str(getattr(model, "name", type(model).__name__))
-    out_dir = output_folder(out, ("results.json", "store.sqlite", LOCK_NAME))
+    out_dir = claim_folder(out, RESULT_FOLDER)
     with FolderLock(out_dir):
         return _diagnose_into(the_model, model, options, out_dir, root)
+
+
+def require_questions(root: Path, split: str) -> None:
+    """One :class:`DataError` when the data folder holds no GQA or VQA v2 question file
+    of ``split`` (an empty folder, a misspelt ``--split``): every suite would be skipped."""
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
+
+    for reader in (GQAData, VQA2Data):
+        try:
+            reader(root).questions_path(split)
+            return
+        except DataError:
+            continue
+    raise DataError(
+        root,
+        f"no GQA or VQA v2 question file for split {split!r}: no suite could run "
+        "(check --data and --split)",
+    )
 
 
 def _diagnose_into(
@@ -248,7 +284,7 @@ def _results(
     plain = {n: combined_fingerprint(r.data_fingerprints) for n, r in state.runs.items()}
     data_fp = dataset_fingerprint(root, options.split)
     return {
-        "kind": "vqadiag.results",
+        "kind": RESULTS_KIND,
         "schema_version": SCHEMA_VERSION,
         "vqadiag_version": _versions()["vqadiag"],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

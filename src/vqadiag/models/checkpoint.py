@@ -18,12 +18,28 @@ import numpy as np
 
 from vqadiag import __version__
 from vqadiag.data.io.atomic import file_digest, writable_folder, write_bytes_atomic
+from vqadiag.data.io.folders import FolderKind, read_json_file
 from vqadiag.data.io.jsonio import read_json, require_field, write_json
 from vqadiag.errors import DataError
 
 CONFIG = "config.json"
 WEIGHTS = "weights.safetensors"
 ANSWERS = "answers.json"
+
+
+def _earlier_run_folder(folder: Path) -> bool:
+    """A run folder an earlier vqadiag wrote: its ``config.json`` names the model and the
+    vqadiag version that saved it (every checkpoint's config has both)."""
+    config = read_json_file(folder / CONFIG)
+    return (
+        isinstance(config, dict)
+        and isinstance(config.get("model"), str)
+        and isinstance(config.get("vqadiag_version"), str)
+    )
+
+
+#: ``train --out``, ``explain train --out``, ``finetune --out``
+RUN_FOLDER = FolderKind("run folder", "vqadiag run (config.json)", _earlier_run_folder)
 
 
 def save_checkpoint(

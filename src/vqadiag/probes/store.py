@@ -79,6 +79,51 @@ class Answer:
 
 Key = tuple[str, str, str, str]
 
+#: the tables a prediction store holds (a store killed while being created may hold some)
+TABLES = frozenset({"answers", "meta"})
+#: SQLite's result codes for a file that is not a database, or a damaged one
+_NOT_A_STORE = {"SQLITE_NOTADB", "SQLITE_CORRUPT"}
+
+
+def _foreign_tables(db: sqlite3.Connection) -> list[str]:
+    """The tables of ``db`` a prediction store does not have (a user's own database)."""
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    return sorted(names - TABLES)
+
+
+def _foreign_text(foreign: list[str]) -> str:
+    """Why a database with ``foreign`` tables is refused."""
+    shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
+    return f"not a vqadiag prediction store: it holds other tables ({shown}); left unchanged"
+
+
+def store_error_text(err: sqlite3.DatabaseError) -> str:
+    """The one-line reason a store cannot be opened or written: ``not a vqadiag prediction
+    store`` only when SQLite says the file is not a database (or is damaged); otherwise the
+    error itself (a full disk, permission denied, an I/O error)."""
+    if getattr(err, "sqlite_errorname", None) in _NOT_A_STORE:
+        return f"not a vqadiag prediction store: {err}"
+    return f"cannot use the prediction store: {err}"
+
+
+def is_prediction_store(path: str | Path) -> bool:
+    """Whether ``path`` is (or could only be) a prediction store: an SQLite database holding
+    no table but a store's, or an empty file. Read only; a file that is not a database is
+    one :class:`DataError` (``not a vqadiag prediction store``)."""
+    target = Path(path)
+    if target.is_symlink() or not target.is_file():
+        return False
+    if target.stat().st_size == 0:
+        return True
+    try:
+        db = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return not _foreign_tables(db)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as err:
+        raise DataError(target, store_error_text(err)) from None
+
 
 class PredictionStore:
     """``RESULT_DIR/store.sqlite``: get / put answers by (model, data, condition, qid)."""
@@ -86,18 +131,26 @@ class PredictionStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_symlink():
+            raise DataError(self.path, "is a link; vqadiag does not follow links for its store")
         try:
             self.db = sqlite3.connect(str(self.path))
+            foreign = _foreign_tables(self.db)
+            if foreign:
+                self.db.close()
+                raise DataError(self.path, _foreign_text(foreign))
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
             row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                self.db.commit()
         except sqlite3.DatabaseError as err:
-            raise DataError(self.path, f"not a vqadiag prediction store: {err}") from None
+            raise DataError(self.path, store_error_text(err)) from None
         if row is None:
-            self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-            self.db.commit()
-        elif row[0] in UPGRADABLE:
+            return
+        if row[0] in UPGRADABLE:
             self._upgrade()
         elif row[0] != SCHEMA_VERSION:
             raise DataError(
@@ -157,11 +210,14 @@ class PredictionStore:
             top = None if a.top is None else orjson.dumps(a.top)
             vec = None if a.vector is None else np.asarray(a.vector, np.float32).tobytes()
             rows.append((*key, a.answer, a.p_answer, a.ref, a.p_ref, top, vec, a.raw))
-        with self.db:
-            self.db.executemany(
-                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
-            write_point("store batch before commit")
+        try:
+            with self.db:
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                )
+                write_point("store batch before commit")
+        except sqlite3.DatabaseError as err:  # a full disk, an I/O error: name the store
+            raise DataError(self.path, store_error_text(err)) from None
         write_point("store batch after commit")
 
     def count(self, model: str | None = None) -> int:

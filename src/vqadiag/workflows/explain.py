@@ -28,6 +28,7 @@ from vqadiag.data.formats.pair_candidates import (
     candidates_path,
     read_pair_candidates,
 )
+from vqadiag.data.io.folders import claim_folder
 from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 from vqadiag.errors import DataError, option_errors, record_label
 from vqadiag.metrics.bootstrap import mcnemar_exact, mean_ci, paired_bootstrap
@@ -42,7 +43,7 @@ from vqadiag.metrics.counterexample import (
     target_ranks,
     vqa_model_scores,
 )
-from vqadiag.models.checkpoint import CONFIG, run_fingerprint
+from vqadiag.models.checkpoint import CONFIG, RUN_FOLDER, run_fingerprint
 from vqadiag.models.training import has_split
 
 RECALL_KS = (1, 5, 10)
@@ -172,7 +173,7 @@ def train(
             **opts,
         )
     seconds = time.perf_counter() - start
-    run = Path(out)
+    run = claim_folder(out, RUN_FOLDER)
     model.save(run)
     return {
         "model": model.name,

@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.formats.introspect import Introspect, read_introspect
+from vqadiag.data.io.folders import claim_folder
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.base import QuestionBatch
+from vqadiag.models.checkpoint import RUN_FOLDER
 
 INTROSPECT_FILE = "VQAIntrospect_{split}v1.0.json"
 CONSISTENCY_KEYS = (
@@ -188,8 +190,7 @@ def finetune(
     data, intro, val_path, do_eval = _finetune_data(
         data_dir, split, val_split, introspect, evaluate
     )
-    run = Path(out)
-    run.mkdir(parents=True, exist_ok=True)
+    run = claim_folder(out, RUN_FOLDER)
     opts = _finetune_options(options, epochs, lr)
     start = time.perf_counter()
     before, ci_before = _maybe_evaluate(

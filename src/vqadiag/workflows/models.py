@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.io.atomic import output_folder, writable_file
+from vqadiag.data.io.atomic import writable_file
+from vqadiag.data.io.folders import claim_folder, owned_folder
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
-from vqadiag.models.checkpoint import run_fingerprint
+from vqadiag.models.checkpoint import RUN_FOLDER, run_fingerprint
 from vqadiag.models.predict import accuracy_values, predict_split, write_prediction_file
 from vqadiag.models.registry import MODELS, TRAINABLE, load_model_spec, model_class
 from vqadiag.models.training import has_split
@@ -85,9 +86,7 @@ def train(
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
     cls = model_class(model)
-    output_folder(
-        out, ("config.json", "weights.safetensors", "answers.json")
-    )  # before training, not after
+    owned_folder(out, RUN_FOLDER)  # before training, not after
     data = open_data(data_dir, dataset, images)
     data.questions(split)  # bad or missing question files fail before any work
     start = time.perf_counter()
@@ -96,7 +95,7 @@ def train(
             data, split=split, epochs=epochs, seed=seed, progress=progress, **dict(options or {})
         )
     seconds = time.perf_counter() - start
-    run = Path(out)
+    run = claim_folder(out, RUN_FOLDER)
     trained.save(run)
     log = getattr(trained, "training_log", None) or {}
     result: dict[str, Any] = {

@@ -8,7 +8,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.io.folders import FolderKind, read_json_file
 from vqadiag.report.drilldown import DEFAULT_EXAMPLES
+
+
+def _earlier_report_folder(folder: Path) -> bool:
+    """A report folder an earlier vqadiag wrote: its ``report.json`` is of kind
+    ``vqadiag.report``."""
+    from vqadiag.report.build import REPORT_KIND
+
+    report_json = read_json_file(folder / "report.json")
+    return isinstance(report_json, dict) and report_json.get("kind") == REPORT_KIND
+
+
+#: ``report --out``
+REPORT_FOLDER = FolderKind("report folder", "vqadiag report (report.json)", _earlier_report_folder)
 
 
 def report(
@@ -29,7 +43,8 @@ def report(
     object plus ``files: {json, html}``.
     """
     from vqadiag import __version__
-    from vqadiag.data.io.atomic import LOCK_NAME, FolderLock, output_folder, write_bytes_atomic
+    from vqadiag.data.io.atomic import FolderLock, write_bytes_atomic
+    from vqadiag.data.io.folders import claim_folder, owned_folder
     from vqadiag.data.io.jsonio import write_json
     from vqadiag.report.build import build_report
     from vqadiag.report.html import render_html
@@ -37,7 +52,7 @@ def report(
     from vqadiag.report.results import load_result_dirs
     from vqadiag.report.thumbnails import drilldown_thumbnails
 
-    output_folder(out, ("report.json", "report.html", LOCK_NAME))  # before the work
+    owned_folder(out, REPORT_FOLDER)  # before the work
     sets = load_result_dirs(list(result_dirs))
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     result = build_report(
@@ -49,7 +64,7 @@ def report(
         created=created,
         version=__version__,
     )
-    folder = Path(out)
+    folder = claim_folder(out, REPORT_FOLDER)
     with FolderLock(folder):
         json_path = write_json(folder / "report.json", result, indent=True)
         html_path = folder / "report.html"

@@ -11,18 +11,22 @@
 * :class:`FolderLock`: an exclusive ``fcntl.flock`` on ``FOLDER/.vqadiag.lock`` held
   while a run writes the folder; a second run refuses with one line naming the holder
   (pid, host, start time, command). The kernel releases the lock when the holder
-  dies, so a killed run never leaves a stale lock. Where ``fcntl`` does not exist
+  dies, so a killed run never leaves a stale lock. The lock file is opened without
+  following a link (``O_NOFOLLOW``): a lock that is a link, a hard link or not a regular
+  file is refused and left untouched. Where ``fcntl`` does not exist
   (Windows) the lock is not taken. Taking the lock removes the temporary files killed
   writers left in the folder (:func:`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import secrets
 import socket
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -54,10 +58,25 @@ def atomic_write(path: str | Path) -> Iterator[BinaryIO]:
         write_point(f"before rename {target.name}")
         os.replace(tmp, target)
         write_point(f"after rename {target.name}")
+    except OSError as err:
+        with suppress(OSError):
+            tmp.unlink()
+        named = named_os_error(err, target)
+        if named is err:
+            raise
+        raise named from err
     except BaseException:
         with suppress(OSError):
             tmp.unlink()
         raise
+
+
+def named_os_error(err: OSError, path: str | Path) -> OSError:
+    """``err`` itself when it names a file, else the same error naming ``path`` (a write
+    that fails for a full disk names no file)."""
+    if err.filename is not None or err.errno is None:
+        return err
+    return type(err)(err.errno, err.strerror or str(err), str(path))
 
 
 def remove_stale_temporaries(
@@ -83,6 +102,11 @@ def remove_stale_temporaries(
 
 #: the name :func:`atomic_write` gives its temporary files: ``.{name}.{pid}.{8 hex}.tmp``
 _TEMPORARY = re.compile(r"^\..+\.([0-9]{1,10})\.[0-9a-f]{8}\.tmp$", re.ASCII)
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` is one :func:`atomic_write` gives its temporary files."""
+    return _TEMPORARY.match(name) is not None
 
 
 def pid_alive(pid: int) -> bool:
@@ -126,7 +150,7 @@ class FolderLock:
         except ImportError:  # Windows: no advisory locks here
             return self
         self.folder.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+b")
+        fh = open_lock_file(self.path)
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -135,6 +159,21 @@ class FolderLock:
             fh.close()
             why = f"in use by another vqadiag run ({holder}); wait for it or use another --out"
             raise DataError(self.folder, why) from None
+        try:
+            self._write_holder(fh)
+        except OSError as err:
+            fh.close()
+            named = named_os_error(err, self.path)
+            if named is err:
+                raise
+            raise named from err
+        self._fh = fh
+        remove_stale_temporaries(self.folder, recursive=True)
+        return self
+
+    @staticmethod
+    def _write_holder(fh: BinaryIO) -> None:
+        """Replace the lock file's record by this process's (pid, host, start, command)."""
         fh.seek(0)
         fh.truncate()
         fh.write(
@@ -148,9 +187,6 @@ class FolderLock:
             )
         )
         fh.flush()
-        self._fh = fh
-        remove_stale_temporaries(self.folder, recursive=True)
-        return self
 
     def __exit__(
         self,
@@ -161,6 +197,27 @@ class FolderLock:
         if self._fh is not None:
             self._fh.close()  # closing releases the lock
             self._fh = None
+
+
+def open_lock_file(path: Path) -> BinaryIO:
+    """``path`` opened for reading and writing (created when missing) without following
+    a link: a lock that is a link, or not a regular file of its own (a hard link to
+    another file, a device, a pipe), is one :class:`DataError` and is left untouched."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NONBLOCK", 0)  # a pipe in its place must not hang the open
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP or path.is_symlink():
+            why = "is a link; vqadiag does not follow links for its lock: remove it"
+            raise DataError(path, why) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        why = "is not a lock file of its own (a hard link, device or pipe): remove it"
+        raise DataError(path, why)
+    return os.fdopen(fd, "r+b")
 
 
 def _holder_text(raw: bytes) -> str:

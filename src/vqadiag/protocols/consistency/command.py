@@ -19,6 +19,7 @@ from vqadiag.console.common import (
     optional_file,
     output_dir,
     output_file,
+    outputs_apart,
     print_json,
     rate_table,
 )
@@ -152,6 +153,7 @@ def introspect_questions(
     """
     from vqadiag.protocols.consistency.score import introspect_questions as run
 
+    outputs_apart({}, {"--introspect": introspect}, write_whole={"--out": out})
     result = run(introspect, output_dir(out), _types(sub_types))
     if as_json:
         print_json(result)
@@ -178,6 +180,7 @@ def classify_questions(
     """Label questions Perception or Reasoning with the SQuINT paper's Table 2 rules."""
     from vqadiag.protocols.consistency.score import classify_questions as run
 
+    outputs_apart({"--out": out}, {"--questions": questions})
     result = run(questions, output_file(out), seed=seed, n_bootstrap=n_bootstrap)
     if as_json:
         print_json(result)

@@ -19,6 +19,7 @@ from vqadiag.console.common import (
     existing_file,
     optional_file,
     output_file,
+    outputs_apart,
     rate_table,
 )
 from vqadiag.protocols.fpvg.formulas import CATEGORIES, FPVG_MINUS, FPVG_PLUS
@@ -66,6 +67,10 @@ def relevance_command(
     """Find each question's relevant and irrelevant detected boxes (FPVG, docs/protocols.md §5)."""
     from vqadiag.data.formats.relevance_files import relevance
 
+    outputs_apart(
+        {"--out": out},
+        {"--questions": questions, "--scenes": scenes, "--detections": detections},
+    )
     result = relevance(
         questions,
         scenes,

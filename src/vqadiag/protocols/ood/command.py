@@ -22,6 +22,7 @@ from vqadiag.console.common import (
     optional_file,
     output_dir,
     output_file,
+    outputs_apart,
     rate_table,
 )
 
@@ -124,6 +125,13 @@ def score_ood_command(
     delta."""
     from vqadiag.protocols.ood.score import score_ood
 
+    if alpha <= -1:
+        raise typer.BadParameter("alpha must be greater than -1", param_hint="--alpha")
+    outputs_apart(
+        {"--plot": plot},
+        {"--questions": questions, "--predictions": predictions, "--head": head, "--tail": tail},
+        write_whole={"--write-split": write_split},
+    )
     result = score_ood(
         questions,
         predictions,

@@ -16,6 +16,7 @@ from vqadiag.console.common import (
     float_option,
     output_dir,
     output_file,
+    outputs_apart,
 )
 
 bq_app = typer.Typer(
@@ -111,6 +112,7 @@ def build(
     """Rank a pool of basic questions for every main question (General or Yes/No BQD)."""
     from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
 
+    outputs_apart({"--out": out}, {"--pool": pool, "--main": main, "--meteor-jar": meteor_jar})
     result = build_bqd(
         pool,
         main,
@@ -148,10 +150,12 @@ def noise(
     """Write one noisy copy of the main questions per partition, in the input's format."""
     from vqadiag.protocols.robustness.basic_questions.bqd_build import make_noise
 
+    folder = output_dir(out, ("manifest.json", "partition_1"))
+    outputs_apart({}, {"--bqd": bqd, "--questions": questions}, write_whole={"--out": out})
     result = make_noise(
         bqd,
         questions,
-        output_dir(out, ("manifest.json", "partition_1")),
+        folder,
         partitions=partitions,
         size=size,
         max_words=max_words or None,

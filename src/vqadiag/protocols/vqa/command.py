@@ -18,6 +18,7 @@ from vqadiag.console.common import (
     float_option,
     optional_file,
     output_file,
+    outputs_apart,
     rate_table,
 )
 
@@ -63,6 +64,10 @@ def score_vqa_command(
     """Official VQA v2 accuracy: overall, per answer type, per question type."""
     from vqadiag.protocols.vqa.score import score_vqa
 
+    outputs_apart(
+        {"--per-question": per_question},
+        {"--questions": questions, "--annotations": annotations, "--predictions": predictions},
+    )
     result = score_vqa(
         questions,
         annotations,
