@@ -10,7 +10,7 @@ import pytest
 from vqadiag.errors import DataError
 from vqadiag.suites.base import registered_suites, unregister_suite
 from vqadiag.suites.declared import (
-    PLUGIN_TEST,
+    FUNCTION_TEST,
     declared_suite,
     register_declared,
     suite_declaration,
@@ -31,7 +31,7 @@ def test_every_built_in_suite_round_trips(name):
     assert declared.findings == suite.findings
     assert declared.plot_figures == suite.plot_figures
     for fig, back in zip(suite.figures, declared.figures, strict=True):
-        expected = PLUGIN_TEST if callable(fig.test) else fig.test
+        expected = FUNCTION_TEST if callable(fig.test) else fig.test
         assert (back.key, back.label, back.unit, back.direction, back.decimals, back.test) == (
             fig.key, fig.label, fig.unit, fig.direction, fig.decimals, expected,
         )  # fmt: skip
@@ -53,7 +53,7 @@ def test_failure_rules_come_back_as_the_same_rule():
 def test_a_custom_paired_test_is_declared_as_the_plugins():
     data = suite_declaration(registered_suites()["ood"])
     tests = {f["key"]: f["test"] for f in data["figures"]}
-    assert tests["delta"] == PLUGIN_TEST and tests["acc_tail"] == "rate"
+    assert tests["delta"] == FUNCTION_TEST and tests["acc_tail"] == "rate"
 
 
 def test_declared_suites_register_only_when_no_code_provides_them():

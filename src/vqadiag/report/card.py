@@ -29,7 +29,7 @@ from vqadiag.metrics.bootstrap import PairedComparison
 from vqadiag.metrics.compare import compare_rates
 from vqadiag.report.results import ResultSet
 from vqadiag.suites.base import Figure, Suite, figure, figures
-from vqadiag.suites.declared import PLUGIN_TEST
+from vqadiag.suites.declared import FUNCTION_TEST
 
 ALPHA = 0.05
 
@@ -119,7 +119,7 @@ def compare_pair(
             "test": None,
             "significant": False,
         }
-    if fig.test == PLUGIN_TEST:
+    if fig.test == FUNCTION_TEST:
         return base | {
             "paired": False,
             "pairing": pairing,

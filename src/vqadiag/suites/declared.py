@@ -8,10 +8,11 @@ finding rules, its drill-down rule and the figures it plots. ``report`` and
 plug-in's result folder renders with the plug-in's own labels and bar chart
 without the plug-in installed (:func:`register_declared`).
 
-What a declaration cannot carry is code: a figure whose paired test is the
-plug-in's own function is declared ``"test": "plugin"`` and the report says the
-test needs the plug-in; a drill-down rule other than :func:`~vqadiag.suites.base.is_zero`
-or :func:`~vqadiag.suites.base.below_one` is left out.
+What a declaration cannot carry is code: a figure whose paired test is its suite's own
+function (as GQA-OOD's Δ, or a plug-in's) is declared ``"test": "function"``, and when
+no loaded code provides the suite the report says the test needs its plug-in; a
+drill-down rule other than :func:`~vqadiag.suites.base.is_zero` or
+:func:`~vqadiag.suites.base.below_one` is left out.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from vqadiag.suites.base import (
     registered_suites,
 )
 
-#: ``Figure.test`` of a declared figure whose paired test is code of the plug-in
-PLUGIN_TEST = "plugin"
+#: ``Figure.test`` of a declared figure whose paired test is its suite's own function
+FUNCTION_TEST = "function"
 _FAILURE_RULES = {"is_zero": is_zero, "below_one": below_one}
 _FIGURE_FIELDS = {f.name: f for f in dataclasses.fields(Figure)}
 _RULE_FIELDS = {f.name for f in dataclasses.fields(FindingRule)}
@@ -42,10 +43,10 @@ _RULE_FIELDS = {f.name for f in dataclasses.fields(FindingRule)}
 
 def figure_declaration(fig: Figure) -> dict[str, Any]:
     """One figure as JSON: every field of :class:`~vqadiag.suites.base.Figure`, a callable
-    test as ``"plugin"``."""
+    test as ``"function"``."""
     out = dataclasses.asdict(fig)
     if callable(fig.test):
-        out["test"] = PLUGIN_TEST
+        out["test"] = FUNCTION_TEST
     return out
 
 
