@@ -9,22 +9,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vqadiag.models.networks.question import QuestionEncoder, QuestionEncoderConfig
-from vqadiag.models.networks.updn import masked_softmax
-from vqadiag.models.training import SPATIAL_DIM
+from vqadiag.models.networks.question import QuestionEncoder
+from vqadiag.models.networks.updn import ObjectNetSizes, masked_softmax
 
 
 @dataclass(frozen=True)
-class CounterExampleNetConfig:
+class CounterExampleNetConfig(ObjectNetSizes):
     """Sizes and options of :class:`CounterExampleNet` (``pooling``: ``"attention"`` or
     ``"mean"``; ``count_feature`` applies to attention pooling only)."""
 
-    n_words: int
-    n_answers: int
-    feature_dim: int
-    embedding_dim: int
-    hidden_dim: int
-    dropout: float
     k_candidates: int
     explain_dim: int
     pooling: str
@@ -32,19 +25,9 @@ class CounterExampleNetConfig:
     count_feature: bool
 
     @property
-    def object_dim(self) -> int:
-        """Width of one object ``v``: its features and its 5 spatial features."""
-        return self.feature_dim + SPATIAL_DIM
-
-    @property
     def counting(self) -> bool:
         """Whether the soft count of attended objects is appended to ``v̂``."""
         return self.count_feature and self.pooling == "attention"
-
-    @property
-    def question(self) -> QuestionEncoderConfig:
-        """The config of the network's question encoder."""
-        return QuestionEncoderConfig(self.n_words, self.embedding_dim, self.hidden_dim)
 
 
 class CounterExampleNet(nn.Module):

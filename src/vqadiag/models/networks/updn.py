@@ -24,9 +24,9 @@ def masked_softmax(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class UpDnNetConfig:
-    """Sizes and architecture options of :class:`UpDnNet` (``feature_norm``, ``pooling``
-    and ``debias`` as the model's options, already validated)."""
+class ObjectNetSizes:
+    """What every question-and-objects network is sized by: vocabularies, object feature
+    width, embedding and hidden widths, dropout (UpDn's and the counter-example net's)."""
 
     n_words: int
     n_answers: int
@@ -34,9 +34,6 @@ class UpDnNetConfig:
     embedding_dim: int
     hidden_dim: int
     dropout: float
-    feature_norm: str
-    pooling: str
-    debias: str
 
     @property
     def object_dim(self) -> int:
@@ -47,6 +44,16 @@ class UpDnNetConfig:
     def question(self) -> QuestionEncoderConfig:
         """The config of the network's question encoder."""
         return QuestionEncoderConfig(self.n_words, self.embedding_dim, self.hidden_dim)
+
+
+@dataclass(frozen=True)
+class UpDnNetConfig(ObjectNetSizes):
+    """Sizes and architecture options of :class:`UpDnNet` (``feature_norm``, ``pooling``
+    and ``debias`` as the model's options, already validated)."""
+
+    feature_norm: str
+    pooling: str
+    debias: str
 
 
 class UpDnNet(nn.Module):
