@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The CPU build of PyTorch first: a plain `pip install torch` would pull CUDA packages.
 python3 -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-python3 -m pip install --quiet --disable-pip-version-check -e ".[dev,torch,hf,ray,minilm,parquet,xlsx,openai,serving]"
+python3 -m pip install --quiet --disable-pip-version-check -e ".[dev,torch,hf,ray,minilm,parquet,datasets,xlsx,openai,serving]"
 # Headless Chromium for the report's browser test (Debian's package), when it is missing.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   sudo_cmd=""

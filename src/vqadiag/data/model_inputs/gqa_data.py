@@ -1,7 +1,8 @@
 """GQA-format training and evaluation data for models: questions, scene graphs, objects.
 
-A data folder is either a synthetic world (``vqadiag synth --out DIR``) or a real
-GQA download laid out the same way::
+A data folder is a synthetic world (``vqadiag synth --out DIR``), a real GQA download
+laid out the same way, or the prepared copy of a Hugging Face dataset or VLMEvalKit
+TSV (docs/data-sources.md), whose images stay in the copy::
 
     DIR/gqa/{split}_balanced_questions.json      (or DIR/{split}_balanced_questions.json)
     DIR/gqa/{split}_sceneGraphs.json             (optional: symbolic training)
@@ -31,6 +32,7 @@ from vqadiag.data.formats.gqa import (
 from vqadiag.data.io.lru import ByteLRU
 from vqadiag.data.model_inputs.images import ImageFiles
 from vqadiag.data.model_inputs.inputs import ObjectInput, PixelInput, QuestionBatch, padded_boxes
+from vqadiag.data.sources.embedded_images import EmbeddedImages
 from vqadiag.errors import DataError
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -44,6 +46,9 @@ def _gqa_dir(data_dir: Path) -> Path:
 class GQAData:
     """Questions, scene graphs and detector objects of a GQA-format data folder."""
 
+    #: the section of a prepared copy's image index this data reads
+    dataset = "gqa"
+
     def __init__(
         self,
         data_dir: str | Path,
@@ -56,7 +61,11 @@ class GQAData:
         if not self.root.is_dir():
             raise DataError(self.root, "data folder not found")
         self.gqa_dir = _gqa_dir(self.root)
-        self.images = ImageFiles(self.image_roots(), images_dir=images)
+        self.images = ImageFiles(
+            self.image_roots(),
+            images_dir=images,
+            embedded=EmbeddedImages.beside(self.root, self.dataset),
+        )
         self._detections_path = Path(detections) if detections else self.gqa_dir / "objects"
         self._detections: Detections | None = None
         self._questions: dict[str, GQAQuestions] = {}

@@ -6,7 +6,11 @@ Where an image is looked up (first hit wins; docs/diagnose.md, "Images"):
 2. a GQA folder: ``images/{imageId}.jpg`` next to the question files or one level up
    (the real GQA download), ``images/{imageId}.png`` (the synthetic world);
 3. VQA v2 / COCO: ``{split}2014/COCO_{split}2014_{id:012d}.jpg`` for val, train and
-   test (``test2015``), under the VQA folder or the data root.
+   test (``test2015``), under the VQA folder or the data root;
+
+and, for a prepared copy of a Hugging Face dataset or a VLMEvalKit TSV, before 2. and
+3.: the image's cell in the copy (``images.index.json``,
+:mod:`vqadiag.data.sources.embedded_images`), whose bytes are those of the file.
 
 Pixels are decoded with Pillow, converted to RGB, **without** EXIF rotation (boxes
 are in the stored image's pixel coordinates, as GQA's and COCO's annotations are),
@@ -22,6 +26,7 @@ path tried leaves its folder (docs/reliability.md, "Hostile and malformed inputs
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 from collections.abc import Sequence
@@ -31,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.io.lru import ByteLRU
+from vqadiag.data.sources.embedded_images import EmbeddedImages
 from vqadiag.errors import DataError, excerpt
 
 EXTENSIONS = (".jpg", ".png", ".jpeg")
@@ -95,8 +101,10 @@ class ImageFiles:
         *,
         images_dir: str | Path | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        embedded: EmbeddedImages | None = None,
     ) -> None:
         self.images_dir = None if images_dir is None else Path(images_dir)
+        self.embedded = embedded
         if self.images_dir is not None and not self.images_dir.is_dir():
             raise DataError(self.images_dir, "images folder not found")
         self.roots = [Path(r) for r in dict.fromkeys(roots)]
@@ -126,13 +134,51 @@ class ImageFiles:
         return list(dict.fromkeys(path for folder, path in out if _within(folder, path)))
 
     def find(self, image_id: str, question: str | None = None) -> Path | None:
-        """The file of ``image_id`` or None when there is none; an id that is not a file
-        name is one :class:`DataError` naming ``question`` (:func:`check_image_name`)."""
+        """The file of ``image_id`` (for an image inside a dataset copy: the file whose
+        cell holds it) or None when there is none; an id that is not a file name is one
+        :class:`DataError` naming ``question`` (:func:`check_image_name`)."""
         if image_id not in self._paths:
             check_image_name(image_id, question)
-            found = (p for p in self.candidates(image_id) if p.is_file())
-            self._paths[image_id] = next(found, None)
+            self._paths[image_id] = self._located(image_id)
         return self._paths[image_id]
+
+    def _located(self, image_id: str) -> Path | None:
+        """``--images DIR`` first, then the dataset copy's cell, then the data folders."""
+        tried = self.candidates(image_id)
+        if self.images_dir is not None:
+            given = next((p for p in tried if p.parent == self.images_dir and p.is_file()), None)
+            if given is not None:
+                return given
+        if self.embedded is not None and image_id in self.embedded:
+            return self.embedded.container(image_id)
+        return next((p for p in tried if p.is_file()), None)
+
+    def _inside_copy(self, image_id: str, question: str | None) -> bool:
+        """Whether ``image_id`` is read from a dataset copy's cell, not a file."""
+        found = self.find(image_id, question)
+        return (
+            self.embedded is not None
+            and image_id in self.embedded
+            and found == self.embedded.container(image_id)
+        )
+
+    def read_bytes(self, image_id: str, question: str | None = None) -> bytes:
+        """The bytes of ``image_id``'s image file (or of its cell in a dataset copy)."""
+        if self._inside_copy(image_id, question):
+            assert self.embedded is not None
+            return self.embedded.read(image_id, question)
+        path = self.path(image_id, question)
+        try:
+            return path.read_bytes()
+        except OSError as err:
+            raise DataError(path, f"cannot read the image: {err.strerror or err}") from None
+
+    def _open(self, image_id: str, question: str | None) -> Any:
+        """The image as a Pillow RGB image (file or dataset cell)."""
+        if self._inside_copy(image_id, question):
+            return open_rgb(io.BytesIO(self.read_bytes(image_id, question)), question,
+                            shown=self.path(image_id, question))  # fmt: skip
+        return open_rgb(self.path(image_id, question), question)
 
     def path(self, image_id: str, question: str | None = None) -> Path:
         """The file of ``image_id``; a missing image is one :class:`DataError`."""
@@ -147,7 +193,7 @@ class ImageFiles:
 
     def available(self) -> bool:
         """Whether the folder has any image at all (cheap: looks for the folders)."""
-        if self.images_dir is not None:
+        if self.images_dir is not None or self.embedded:
             return True
         return any(
             (r / "images").is_dir() or (r.parent / "images").is_dir() or (r / s).is_dir()
@@ -160,11 +206,7 @@ class ImageFiles:
         """BLAKE2b (16 hex chars) of the image file's bytes."""
         hit = self._digests.get(image_id)
         if hit is None:
-            path = self.path(image_id, question)
-            try:
-                data = path.read_bytes()
-            except OSError as err:
-                raise DataError(path, f"cannot read the image: {err.strerror or err}") from None
+            data = self.read_bytes(image_id, question)
             hit = self._digests[image_id] = hashlib.blake2b(data, digest_size=8).hexdigest()
         return hit
 
@@ -177,7 +219,7 @@ class ImageFiles:
         hit = self._pixels.get(image_id)
         if hit is not None:
             return hit
-        array = decode(self.path(image_id, question), question)
+        array = np.asarray(self._open(image_id, question), dtype=np.uint8)
         array.setflags(write=False)
         if not keep:
             return array
@@ -197,10 +239,7 @@ class ImageFiles:
         full = self._pixels.get(image_id, touch=False)
         # a model that reads resized copies never needs the full-size array: decode and
         # resize in Pillow (the same pixels as resizing the cached array), keep the copy
-        if full is not None:
-            image = Image.fromarray(full)
-        else:
-            image = open_rgb(self.path(image_id, question), question)
+        image = Image.fromarray(full) if full is not None else self._open(image_id, question)
         original = image.size
         small = np.asarray(image.resize(key[1:], Image.BILINEAR), np.uint8)
         small.setflags(write=False)
@@ -213,20 +252,24 @@ def decode(path: Path, question: str | None = None) -> np.ndarray:
     return np.asarray(open_rgb(path, question), dtype=np.uint8)
 
 
-def open_rgb(path: Path, question: str | None = None) -> Any:
-    """The image file decoded as a Pillow RGB image (no EXIF rotation); problems are one
-    :class:`DataError` naming the file (and ``question``)."""
+def open_rgb(
+    path: Path | io.BytesIO, question: str | None = None, shown: Path | None = None
+) -> Any:
+    """The image file (or its bytes, ``shown`` naming where they are) decoded as a Pillow
+    RGB image (no EXIF rotation); problems are one :class:`DataError` naming the file
+    (and ``question``)."""
     from PIL import Image, UnidentifiedImageError
 
     label = f"question {question}" if question else None
+    named = shown if shown is not None else path
     try:
         with Image.open(path) as img:
             img.load()
             rgb = img.convert("RGB")
     except FileNotFoundError:
-        raise DataError(path, "image file not found", label) from None
+        raise DataError(named, "image file not found", label) from None
     except PermissionError:
-        raise DataError(path, "permission denied", label) from None
+        raise DataError(named, "permission denied", label) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise DataError(path, f"cannot decode the image: {err}", label) from None
+        raise DataError(named, f"cannot decode the image: {err}", label) from None
     return rgb
