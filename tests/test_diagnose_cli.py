@@ -244,7 +244,10 @@ def test_missing_datasets_are_skipped_with_reasons(world, prior, tmp_path):
     (gqa_only / "gqa" / "val_sceneGraphs.json").unlink()
     result = diagnose(gqa_only, str(prior), tmp_path / "res", n_bootstrap=20, bq_ranker="bleu1")
     assert "accuracy" in result["suites"]
-    assert result["skipped"]["fpvg"] == "no scene graphs for split 'val' (val_sceneGraphs.json)"
+    assert result["skipped"]["fpvg"] == (
+        "no scene graphs for split 'val' (val_sceneGraphs.json; GQA publishes them for train "
+        "and val: add them with --scene-graphs FILE)"
+    )
     assert result["skipped"]["pairs"] == "no VQA v2 questions for split 'val'"
     assert result["skipped"]["consistency"] == "no introspect data (VQAIntrospect_valv1.0.json)"
     assert result["summary"]["fpvg_plus"] is None and result["summary"]["accuracy"] is not None

@@ -46,8 +46,41 @@ class PixelFill(str, Enum):
 _DataOption = Annotated[
     Path,
     typer.Option(
-        ..., help="Data folder: a synthetic world or gqa/ (+ vqa2/, introspect/) folders."
+        ...,
+        help="The data: a synthetic world or the official gqa/ (+ vqa2/, introspect/) "
+        "folders; a Hugging Face copy (its folder, a .parquet/.arrow file, or its name, "
+        "e.g. lmms-lab/GQA, from the local cache); or a VLMEvalKit .tsv.",
     ),
+]
+
+
+class DataFormat(str, Enum):
+    """How ``--data`` is read (docs/data-sources.md)."""
+
+    auto = "auto"
+    official = "official"
+    huggingface = "huggingface"
+    vlmevalkit = "vlmevalkit"
+
+
+_DataFormatOption = Annotated[
+    DataFormat, typer.Option(help="How --data is read (auto: detected from what it is).")
+]
+_SceneGraphsOption = Annotated[
+    Path | None, optional_file("Scene graphs of the split (FPVG, importance), beside any --data.")
+]
+_PairsOption = Annotated[
+    Path | None,
+    optional_file("VQA v2 complementary pairs of the split (pairs suite), beside any --data."),
+]
+_OODSplitOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Folder of GQA-OOD's released ood_{split}_head.json / _tail.json (ood suite).",
+    ),
+]
+_ChoicesOption = Annotated[
+    Path | None, optional_file("GQA choices file of the split (plausibility), beside any --data.")
 ]
 _ModelOption = Annotated[
     str,
@@ -129,6 +162,11 @@ def diagnose_command(
     images: _ImagesOption = None,
     pixel_fill: _PixelFillOption = PixelFill.mean,
     allow_missing: _AllowMissingFlag = False,
+    data_format: _DataFormatOption = DataFormat.auto,
+    scene_graphs: _SceneGraphsOption = None,
+    pairs: _PairsOption = None,
+    ood_split: _OODSplitOption = None,
+    choices: _ChoicesOption = None,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     model_args: ModelArgsOption = None,
@@ -144,6 +182,8 @@ def diagnose_command(
         max_objects=max_objects, images=images, pixel_fill=pixel_fill,
         allow_missing=allow_missing, seed=seed, n_bootstrap=n_bootstrap,
         model_args=model_args, device=device, dtype=dtype, plugin=plugin,
+        extras={"data_format": data_format.value, "scene_graphs": scene_graphs, "pairs": pairs,
+                "ood_split": ood_split, "choices": choices},
     )  # fmt: skip
     emit(result, as_json, _render)
 
@@ -171,6 +211,7 @@ def _run_diagnose(
     device: str | None,
     dtype: str | None,
     plugin: list[str] | None,
+    extras: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check the adapter settings (``--model-args``, ``--device``, ``--dtype``) and run
     :func:`vqadiag.diagnosis.diagnose.diagnose` with the command's options, progress
@@ -180,8 +221,10 @@ def _run_diagnose(
     settings = model_settings(model_args, device, dtype)
     outputs_apart(
         {"--out": out},
-        {"--data": data, "--model": spec_path(model), "--bqd": bqd, "--images": images},
-    )
+        {"--data": data, "--model": spec_path(model), "--bqd": bqd, "--images": images,
+         **{f"--{k.replace('_', '-')}": v for k, v in (extras or {}).items()
+            if isinstance(v, Path)}},
+    )  # fmt: skip
     return diagnose(
         data,
         model,
@@ -203,6 +246,7 @@ def _run_diagnose(
         pixel_fill=pixel_fill.value,
         allow_missing_images=allow_missing,
         model_args=settings,
+        **(extras or {}),
     )
 
 

@@ -35,6 +35,8 @@ from vqadiag.data.io.atomic import (
 )
 from vqadiag.data.io.folders import FolderKind, claim_folder, owned_folder, read_json_file
 from vqadiag.data.io.jsonio import write_json
+from vqadiag.data.sources.prepared import prepared_copy
+from vqadiag.data.sources.resolve import DataSource, resolve_source
 from vqadiag.errors import DataError
 from vqadiag.models.registry import load_model_spec
 from vqadiag.probes.conditions import FILLS
@@ -137,8 +139,19 @@ def diagnose(
     pixel_fill: str = "mean",
     allow_missing_images: bool = False,
     model_args: Mapping[str, Any] | None = None,
+    data_format: str = "auto",
+    scene_graphs: str | Path | None = None,
+    pairs: str | Path | None = None,
+    ood_split: str | Path | None = None,
+    choices: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
+
+    ``data``: the official folders, a Hugging Face dataset copy (its folder, a table
+    file or its name in the local caches) or a VLMEvalKit TSV, detected unless
+    ``data_format`` names it (docs/data-sources.md); a copy is read through its
+    prepared copy in ``out``. ``scene_graphs``, ``pairs``, ``ood_split`` (GQA-OOD's
+    released files' folder) and ``choices`` add those files beside any source.
 
     ``images``: the folder of the image files (default: found in the data folder);
     ``pixel_fill``: how a pixel model's replaced pixels are filled (mean, blur, noise);
@@ -159,10 +172,11 @@ def diagnose(
         raise DataError("--replacement", f"must be one of {', '.join(REPLACEMENTS)}")
     if max_questions is not None and max_questions < 1:
         raise DataError("--max-questions", "must be at least 1")
-    root = Path(data)
-    if not root.is_dir():
-        raise DataError(root, "data folder not found")
-    require_questions(root, split)
+    source = resolve_source(data, data_format)
+    extras = _extra_files(scene_graphs=scene_graphs, pairs=pairs, ood_split=ood_split,
+                          choices=choices)  # fmt: skip
+    if source.official:
+        require_questions(source.location, split)
     owned_folder(out, RESULT_FOLDER)  # refused before the model loads
     options = Options(
         suites=parse_suites(suites),
@@ -180,6 +194,7 @@ def diagnose(
         images=None if images is None else str(Path(images).resolve()),
         fill=pixel_fill,
         allow_missing_images=bool(allow_missing_images),
+        **extras,
     )
     if isinstance(model, (str, os.PathLike)):
         model = str(model)
@@ -188,12 +203,34 @@ def diagnose(
         the_model, model = model, str(getattr(model, "name", type(model).__name__))
     out_dir = claim_folder(out, RESULT_FOLDER)
     with FolderLock(out_dir):
-        return _diagnose_into(the_model, model, options, out_dir, root)
+        root = source.location
+        if not source.official:
+            root = prepared_copy(source, out_dir, split)
+            require_questions(root, split, shown=source.location)
+        return _diagnose_into(the_model, model, options, out_dir, root, source)
 
 
-def require_questions(root: Path, split: str) -> None:
+def _extra_files(**given: str | Path | None) -> dict[str, str]:
+    """The extra files' options that were given, checked (a file; ``ood_split`` a
+    folder), as absolute paths."""
+    out: dict[str, str] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        path = Path(value)
+        wanted = path.is_dir() if name == "ood_split" else path.is_file()
+        if not wanted:
+            kind = "folder" if name == "ood_split" else "file"
+            raise DataError(path, f"--{name.replace('_', '-')}: {kind} not found")
+        out[name] = str(path.resolve())
+    return out
+
+
+def require_questions(root: Path, split: str, shown: Path | None = None) -> None:
     """One :class:`DataError` when the data folder holds no GQA or VQA v2 question file
-    of ``split`` (an empty folder, a misspelt ``--split``): every suite would be skipped."""
+    of ``split`` (an empty folder, a misspelt ``--split``): every suite would be skipped.
+    ``shown``: the source a prepared copy was made from (named instead, with its
+    splits)."""
     from vqadiag.data.model_inputs.gqa_data import GQAData
     from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 
@@ -203,6 +240,14 @@ def require_questions(root: Path, split: str) -> None:
             return
         except DataError:
             continue
+    if shown is not None:
+        from vqadiag.data.sources.prepared import available_splits
+
+        held = ", ".join(available_splits(root)) or "none"
+        raise DataError(
+            shown, f"holds no GQA or VQA v2 questions of split {split!r} (it holds: {held}); "
+            "give one of those with --split",
+        )  # fmt: skip
     raise DataError(
         root,
         f"no GQA or VQA v2 question file for split {split!r}: no suite could run "
@@ -211,7 +256,7 @@ def require_questions(root: Path, split: str) -> None:
 
 
 def _diagnose_into(
-    the_model: Any, model: str, options: Options, out_dir: Path, root: Path
+    the_model: Any, model: str, options: Options, out_dir: Path, root: Path, source: DataSource
 ) -> dict[str, Any]:
     """Run the suites into the locked ``out_dir``; per_question.jsonl is written before
     results.json, which records its row count and digest and so commits it."""
@@ -224,7 +269,7 @@ def _diagnose_into(
         _run_suites(ran, the_model, state, options, registry)
     finally:
         store.close()
-    results = _results(the_model, model, options, root, state, registry, ran)
+    results = _results(the_model, model, options, root, source, state, registry, ran)
     _write_per_question(out_dir / "per_question.jsonl", ran.rows, results)
     write_json(out_dir / "results.json", results, indent=True)
     _write_timing(out_dir / "timing.json", the_model, state, started)
@@ -275,6 +320,7 @@ def _results(
     model: str,
     options: Options,
     root: Path,
+    source: DataSource,
     state: DiagnoseState,
     registry: Mapping[str, Any],
     ran: _SuiteRuns,
@@ -282,7 +328,7 @@ def _results(
     """The ``results.json`` object, without the per_question.jsonl row count and digest."""
     model_fp = the_model.fingerprint()
     plain = {n: combined_fingerprint(r.data_fingerprints) for n, r in state.runs.items()}
-    data_fp = dataset_fingerprint(root, options.split)
+    data_fp = _data_fingerprint(root, options)
     return {
         "kind": RESULTS_KIND,
         "schema_version": SCHEMA_VERSION,
@@ -298,6 +344,7 @@ def _results(
         "data": {
             "root": str(root.resolve()),
             "fingerprint": data_fp,
+            **({} if source.official else {"source": source.describe()}),
             "datasets": _datasets(state),
             **({"missing_images": len(state.missing_images)} if state.missing_images else {}),
         },
@@ -316,6 +363,28 @@ def _results(
         "conditions": {n: r.counts() for n, r in sorted(state.runs.items())},
         "per_question": "per_question.jsonl",
     }
+
+
+def _data_fingerprint(root: Path, options: Options) -> str:
+    """The data folder's fingerprint (:func:`dataset_fingerprint`), with a prepared copy's
+    source fingerprint and the extra files' digests when there are any
+    (docs/data-sources.md, "Fingerprints")."""
+    from vqadiag.data.sources.prepared import recorded_source
+
+    base = dataset_fingerprint(root, options.split)
+    recorded = recorded_source(root)
+    extras = {
+        name: file_digest(path) if Path(path).is_file() else dataset_fingerprint(path, "ood_")
+        for name, path in (
+            ("scene_graphs", options.scene_graphs), ("pairs", options.pairs),
+            ("ood_split", options.ood_split), ("choices", options.choices),
+        )
+        if path is not None
+    }  # fmt: skip
+    if recorded is None and not extras:
+        return base
+    source = recorded["fingerprint"] if recorded is not None else None
+    return combined_fingerprint([base, source, extras])
 
 
 def _write_per_question(table: Path, rows: list[dict[str, Any]], results: dict[str, Any]) -> None:

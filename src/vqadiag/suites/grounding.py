@@ -51,9 +51,14 @@ def grounding_runs(state: DiagnoseState) -> GroundingRuns:
 
     _check_objects(state, "FPVG needs the model under removed objects")
     src, all_run = plain_run(state)
-    scenes = src.data.gqa_dir / f"{state.options.split}_sceneGraphs.json"
+    scenes = state.extra_file(
+        "scene_graphs", src.data.gqa_dir / f"{state.options.split}_sceneGraphs.json"
+    )
     if not scenes.is_file():
-        raise SuiteSkipped(f"no scene graphs for split {state.options.split!r} ({scenes.name})")
+        raise SuiteSkipped(
+            f"no scene graphs for split {state.options.split!r} ({scenes.name}; GQA publishes "
+            "them for train and val: add them with --scene-graphs FILE)"
+        )
     rel_path = state.inputs / "relevance.json"
     summary = relevance(src.questions_file, scenes, src.data.detections_path, rel_path)
     summary.pop("out", None)  # RESULT_DIR/inputs/relevance.json

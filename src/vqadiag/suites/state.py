@@ -43,6 +43,12 @@ class Options:
     images: str | None = None
     fill: str = "mean"
     allow_missing_images: bool = False
+    #: files added beside any data source (docs/data-sources.md, "Extra files"):
+    #: scene graphs, complementary pairs, GQA-OOD's released split folder, choices
+    scene_graphs: str | None = None
+    pairs: str | None = None
+    ood_split: str | None = None
+    choices: str | None = None
 
     def config(self) -> dict[str, Any]:
         """The ``config`` object of ``results.json``."""
@@ -61,6 +67,16 @@ class Options:
             "images": self.images,
             "pixel_fill": self.fill,
             "allow_missing_images": self.allow_missing_images,
+            **{
+                name: value
+                for name, value in (
+                    ("scene_graphs", self.scene_graphs),
+                    ("pairs", self.pairs),
+                    ("ood_split", self.ood_split),
+                    ("choices", self.choices),
+                )
+                if value is not None
+            },
         }
 
 
@@ -77,6 +93,12 @@ class DiagnoseState:
     memo: dict[str, Any] = field(default_factory=dict)
     contexts: dict[str, ProbeContext] = field(default_factory=dict)
     missing_images: set[str] = field(default_factory=set)
+
+    def extra_file(self, name: str, default: Path) -> Path:
+        """The file given by the option ``name`` (``scene_graphs``, ``pairs``,
+        ``ood_split``, ``choices``), else ``default`` (where the official layout has it)."""
+        given = getattr(self.options, name)
+        return Path(given) if given is not None else default
 
     @property
     def inputs(self) -> Path:

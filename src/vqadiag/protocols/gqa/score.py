@@ -134,6 +134,47 @@ def score_inputs(
     )
 
 
+#: the record fields eval.py's metrics beyond accuracy read
+EVAL_FIELDS = ("types", "groups", "semantic")
+
+
+def missing_eval_field(records: Mapping[str, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """``(question id, field)`` of the first record without one of :data:`EVAL_FIELDS`
+    (questions from a copy that keeps only question and answer), else None."""
+    for qid, record in records.items():
+        for name in EVAL_FIELDS:
+            if name not in record:
+                return qid, name
+    return None
+
+
+def score_accuracy_only(
+    records: Mapping[str, Mapping[str, Any]],
+    answers: Mapping[str, str],
+    *,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    prediction_counts: Mapping[str, int] | None = None,
+) -> GQAScore:
+    """eval.py's accuracy alone, 100 · mean [answer = gold] over the balanced questions
+    (docs/protocols.md §7), for questions that carry no types, groups or programs (a
+    VLMEvalKit TSV): the other metrics are None, never guessed."""
+    from vqadiag.data.formats.gqa import is_balanced
+
+    scored = [q for q, r in records.items() if is_balanced(r)]
+    correct = np.array(
+        [answers.get(q) is not None and answers.get(q) == records[q]["answer"] for q in scored],
+        dtype=np.float64,
+    )
+    value, interval = official_rate_ci(correct, official_rate(correct.tolist()), seed, n_bootstrap)
+    values = {"accuracy": value, "metrics": "accuracy only (the questions carry no "
+              "types, groups or programs)"}  # fmt: skip
+    units = {"ids": scored, "accuracy": correct}
+    return GQAScore(
+        values, {"accuracy": interval}, len(scored), True, dict(prediction_counts or {}), units
+    )
+
+
 @collector_paused_over("questions", "predictions", "choices", "attentions", "scene_graphs")
 def score_gqa(
     questions: str | Path,

@@ -49,21 +49,26 @@ def accuracy_suite(state: DiagnoseState) -> SuiteOutput:
     scored from its answers in memory; the prediction file is written for ``vqadiag score
     gqa`` to re-score."""
     from vqadiag.protocols.gqa.inputs import gqa_inputs_of
-    from vqadiag.protocols.gqa.score import score_inputs
+    from vqadiag.protocols.gqa.score import missing_eval_field, score_accuracy_only, score_inputs
 
     src, run = plain_run(state)
     write_predictions(state, "accuracy", "all", src.qids, run.answers)
-    choices = src.data.gqa_dir / f"{state.options.split}_choices.json"
+    choices = state.extra_file("choices", src.data.gqa_dir / f"{state.options.split}_choices.json")
     o = state.options
-    inputs = gqa_inputs_of(src.records, src.questions_file, choices if choices.is_file() else None)
     answer_of = {q: a.answer for q, a in zip(src.qids, run.answers, strict=True)}
-    score = score_inputs(
-        inputs,
-        answer_of,
-        seed=o.seed,
-        n_bootstrap=o.n_bootstrap,
-        prediction_counts=in_memory_counts(),
-    )
+    if missing_eval_field(src.records) is not None:  # question and answer only (a TSV)
+        score = score_accuracy_only(
+            src.records, answer_of, seed=o.seed, n_bootstrap=o.n_bootstrap,
+            prediction_counts=in_memory_counts(),
+        )  # fmt: skip
+    else:
+        inputs = gqa_inputs_of(
+            src.records, src.questions_file, choices if choices.is_file() else None
+        )
+        score = score_inputs(
+            inputs, answer_of, seed=o.seed, n_bootstrap=o.n_bootstrap,
+            prediction_counts=in_memory_counts(),
+        )  # fmt: skip
     units = score.units
     accuracy_of = dict(zip(units["ids"], units["accuracy"].tolist(), strict=True))
     rows = [

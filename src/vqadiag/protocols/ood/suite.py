@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vqadiag.data.formats.predictions import in_memory_counts
+from vqadiag.errors import DataError, SuiteSkipped
 from vqadiag.metrics.compare import compare_statistic
 from vqadiag.protocols.ood.formulas import ood_delta_columns, ood_delta_statistic
 from vqadiag.protocols.ood.plots import PLOTS
@@ -16,7 +17,7 @@ from vqadiag.suites.base import (
     below_one,
     register_suite,
 )
-from vqadiag.suites.sources import plain_run, unit_row
+from vqadiag.suites.sources import GQASource, plain_run, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 
@@ -77,23 +78,52 @@ class OODSuite(Suite):
 def ood_suite(state: DiagnoseState) -> SuiteOutput:
     """GQA-OOD head / tail, Δ and the acc-tail curve (``score ood --curve``, protocols.md §3),
     scored from the plain run's answers in memory; the prediction file is written for
-    ``vqadiag score ood`` to re-score."""
-    from vqadiag.protocols.ood.score import built_inputs, score_split
+    ``vqadiag score ood`` to re-score. The split is GQA-OOD's released one when its files
+    are given or lie beside the questions (:mod:`vqadiag.protocols.ood.released`; no
+    curve then), else built from the diagnosed questions' answer groups."""
+    from vqadiag.protocols.ood.score import score_split
 
     src, run = plain_run(state)
-    write_predictions(state, "ood", "all", src.qids, run.answers)
     o = state.options
+    inputs, to_diagnosed = _split_inputs(state, src)
+    write_predictions(state, "ood", "all", src.qids, run.answers)
     answer_of = {q: a.answer for q, a in zip(src.qids, run.answers, strict=True)}
-    inputs = built_inputs(src.records, source=src.questions_file)
+    released = to_diagnosed is not None
+    if released:
+        answer_of = {r: answer_of[q] for r, q in to_diagnosed.items()}
     score = score_split(
-        inputs, answer_of, curve=True, seed=o.seed, n_bootstrap=o.n_bootstrap,
+        inputs, answer_of, curve=not released, seed=o.seed, n_bootstrap=o.n_bootstrap,
         prediction_counts=in_memory_counts(),
     )  # fmt: skip
+    diagnosed_id = to_diagnosed.get if released else (lambda q: q)
     rows = [
-        unit_row("ood", q, src.records[q], answers={"all": answer_of[q]}, values={key: int(value)})
+        unit_row("ood", q, src.records[q], answers={"all": answer_of[r]}, values={key: int(value)})
         for key in ("acc_head", "acc_tail")
-        for q, value in score.units[key].items()
+        for r, value in score.units[key].items()
+        if (q := diagnosed_id(r)) is not None
     ]
     result = score.to_dict()
     summary = {k: estimate_of(result["ci"], k) for k in ("acc_head", "acc_tail", "delta")}
     return SuiteOutput(result, rows, summary)
+
+
+def _split_inputs(state: DiagnoseState, src: GQASource):
+    """The released split joined to the diagnosed questions and ``{released id:
+    diagnosed id}``, or the split built from their groups and None."""
+    from vqadiag.protocols.ood.released import join_released, released_files
+    from vqadiag.protocols.ood.score import built_inputs, released_inputs
+
+    split = state.options.split
+    folder = state.extra_file("ood_split", src.data.gqa_dir)
+    files = released_files(folder, split)
+    if files is None and state.options.ood_split is not None:
+        raise DataError(folder, f"--ood-split: no ood_{split}_head.json and ood_{split}_tail.json")
+    if files is not None:
+        return join_released(released_inputs(*files, None), src.records, files[0])
+    lacking = next((q for q, r in src.records.items() if "groups" not in r), None)
+    if lacking is not None:
+        raise SuiteSkipped(
+            f"the questions carry no answer groups to build the GQA-OOD split from (question "
+            f"{lacking}): give GQA-OOD's released files with --ood-split DIR"
+        )
+    return built_inputs(src.records, source=src.questions_file), None

@@ -114,12 +114,7 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
         from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
     except ImportError:
         raise SuiteSkipped("no --bqd and basic-question ranking is not available") from None
-    try:
-        pool = src.data.questions_path("train")
-    except DataError:
-        raise SuiteSkipped(
-            "no --bqd and no GQA train questions for the basic-question pool"
-        ) from None
+    pool, pool_split = _pool_file(src, o.split)
     from vqadiag.probes.fingerprints import stable_hash
 
     out = state.out / "bqd.json"
@@ -133,7 +128,10 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
         }
     )
     meta_path = state.out / "bqd.meta.json"
-    meta = {"key": key, "pool": str(pool), "ranker": o.bq_ranker, "embedder": "lsa"}
+    meta = {
+        "key": key, "pool": str(pool), "pool_split": pool_split, "ranker": o.bq_ranker,
+        "embedder": "lsa",
+    }  # fmt: skip
     cached = _bqd_cached(out, meta_path, key)
     if not cached:
         # bqd.meta.json commits bqd.json: it goes first and comes back last, with the
@@ -145,6 +143,18 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
         )
         write_json(meta_path, {**meta, "sha256": file_digest(out)})
     return read_bqd(out), {"path": out.name, "built": True, "cached": cached, **meta}
+
+
+def _pool_file(src: GQASource, split: str) -> tuple[Path, str]:
+    """The basic-question pool: the GQA train questions, else (data that holds one split
+    only, e.g. a testdev copy) the diagnosed split's own questions; a main question is
+    never its own basic question (docs/basic-questions.md, "The pool")."""
+    for pool_split in ("train", split):
+        try:
+            return src.data.questions_path(pool_split), pool_split
+        except DataError:
+            continue
+    raise SuiteSkipped("no --bqd and no GQA questions for the basic-question pool")
 
 
 def _bqd_cached(out: Path, meta_path: Path, key: str) -> bool:

@@ -51,9 +51,13 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     needs_visual(state, data)
     split = state.options.split
     name = data.questions_path(split).name.replace("v2_OpenEnded_mscoco_", "v2_mscoco_")
-    pairs_path = data.vqa_dir / name.replace("_questions.json", "_complementary_pairs.json")
+    pairs_path = state.extra_file(
+        "pairs", data.vqa_dir / name.replace("_questions.json", "_complementary_pairs.json")
+    )
     if not pairs_path.is_file():
-        raise SuiteSkipped(f"no complementary pairs file ({pairs_path.name})")
+        raise SuiteSkipped(
+            f"no complementary pairs file ({pairs_path.name}; add it with --pairs FILE)"
+        )
     records = data.questions(split)
     pairs = read_pairs(pairs_path, records)
     limit = state.options.max_questions
