@@ -51,7 +51,9 @@ def test_gain_and_mcnemar_hand_worked():
 
 
 def test_variants_follow_what_the_model_can_be_asked():
-    assert no_image_variant(TEXT_GENERATOR) == "blank"  # a served model declares text_only
+    # the shared capabilities of generative models (harness answers to exported images
+    # among them) get a blank image; the chat adapters declare text_only themselves
+    assert no_image_variant(TEXT_GENERATOR) == "blank"
     assert no_image_variant(Capabilities(visual="pixels", text_only=True)) == "text-only"
     assert no_image_variant(Capabilities(visual="objects")) == "no-objects"
     assert no_image_variant(Capabilities(visual="objects", object_masking=False)) is None
@@ -288,3 +290,25 @@ def test_a_chat_vlm_is_asked_with_the_text_alone(run_cli, world, tmp_path, monke
     assert True in asked and False in asked  # text alone for no-image, images otherwise
     rows = [json.loads(x) for x in (tmp_path / "vlm" / "per_question.jsonl").open()]
     assert all(set(r["raw"]) == {"all", "noimage"} for r in rows if r["suite"] == "gain")
+
+
+def test_a_served_chat_model_is_sent_the_text_alone():
+    pytest.importorskip("urllib3")
+    from vqadiag.models.adapters.openai_endpoint import EndpointModel
+    from vqadiag.models.base import QuestionBatch
+
+    model = EndpointModel("http://127.0.0.1:9/v1", served_model="m", in_flight=1)
+    assert model.capabilities.text_only
+    sent = []
+
+    def call(method, path, body, parse):
+        sent.append(body["messages"][0]["content"])
+        return "Yes."
+
+    model._http = SimpleNamespace(call=call)
+    batch = QuestionBatch(["q1"], ["Is it red?"], ["img"])
+    assert model.predict(batch, None).answers == ["yes"]
+    model.predict(batch, PixelInput([np.zeros((4, 4, 3), np.uint8)]))
+    assert [[part["type"] for part in content] for content in sent] == [
+        ["text"], ["image_url", "text"]
+    ]  # fmt: skip
