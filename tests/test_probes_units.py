@@ -224,7 +224,7 @@ def test_runner_reference_probability(tmp_path):
 
 # ----------------------------------------------------------------- options
 def test_parse_suites_and_subsample():
-    assert parse_suites("all")[0] == "accuracy" and len(parse_suites("all")) == 7
+    assert parse_suites("all")[0] == "accuracy" and len(parse_suites("all")) == 8
     assert parse_suites("fpvg, accuracy") == ("accuracy", "fpvg")
     with pytest.raises(DataError, match="unknown suite"):
         parse_suites("accuracy,speed")

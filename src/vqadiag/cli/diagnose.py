@@ -95,7 +95,7 @@ _OutOption = Annotated[Path, typer.Option(..., help="Result folder (results.json
 _SuiteOption = Annotated[
     str,
     typer.Option(
-        help="all, or a comma list of accuracy,pairs,ood,fpvg,importance,robustness,"
+        help="all, or a comma list of accuracy,pairs,gain,ood,fpvg,importance,robustness,"
         "consistency (and plug-in suites; vqadiag suites lists them)."
     ),
 ]

@@ -2,7 +2,7 @@
 
 :func:`diagnose` loads the model (a run folder or an adapter spec,
 :func:`vqadiag.models.registry.load_model_spec`), runs every requested suite of
-the registry (:mod:`vqadiag.suites`: ``accuracy, pairs, ood, fpvg, importance,
+the registry (:mod:`vqadiag.suites`: ``accuracy, pairs, gain, ood, fpvg, importance,
 robustness, consistency`` and any plug-in's) through
 the SQLite prediction store in ``RESULT_DIR/store.sqlite`` (resumable: a
 restarted run computes only what is not stored), scores each suite with the

@@ -58,7 +58,9 @@ class Capabilities:
     ``probabilities``: returns ``ModelOutput.probs``; ``generative_text``: answers
     are generated text (post-processed to a short answer); ``reruns``: it can be
     asked again under a changed input (False for prediction files, which hold the
-    answers of one plain run).
+    answers of one plain run); ``text_only``: it can be asked with no image at all
+    (``predict(batch, None)``: a chat template's turn of text alone), which its no-image
+    condition then does (docs/diagnose.md, "The model without its image").
     """
 
     visual: str = "objects"
@@ -68,6 +70,7 @@ class Capabilities:
     probabilities: bool = True
     generative_text: bool = False
     reruns: bool = True
+    text_only: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -101,6 +104,7 @@ class Capabilities:
             "pixel_input": self.pixel_input,
             "generative_text": self.generative_text,
             "reruns": self.reruns,
+            "text_only": self.text_only,
         }
 
 

@@ -199,6 +199,14 @@ def _filler(image: np.ndarray, fill: str, seed_text: str) -> np.ndarray:
     raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
 
 
+def filler_image(image: np.ndarray, fill: str, seed_text: str) -> np.ndarray:
+    """What replaced pixels of ``image`` become under ``fill``, as a full ``(H, W, 3)``
+    uint8 image (module docstring; ``seed_text`` seeds the ``noise`` fill)."""
+    if fill not in FILLS:
+        raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
+    return _filler(image, fill, seed_text)
+
+
 def apply_pixel_condition(
     visual: PixelInput, probes: Sequence[Probe], fill: str = "mean"
 ) -> PixelInput:

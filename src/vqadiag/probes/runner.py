@@ -44,6 +44,14 @@ from vqadiag.probes.fingerprints import (
     object_digest,
     stable_hash,
 )
+from vqadiag.probes.no_image import (
+    BLANK,
+    NO_IMAGE,
+    TEXT_ONLY,
+    blank_pixels,
+    condition_variant,
+    no_objects,
+)
 from vqadiag.probes.store import Answer, Key, PredictionStore
 from vqadiag.progress import progress_bar
 
@@ -82,9 +90,13 @@ class ConditionRun:
     cached: int
     seconds: float
 
-    def counts(self) -> dict[str, int]:
-        """``{questions, computed, cached}`` (what ``results.json`` reports per condition)."""
-        return {"questions": len(self.answers), "computed": self.computed, "cached": self.cached}
+    def counts(self) -> dict[str, Any]:
+        """``{questions, computed, cached}`` (what ``results.json`` reports per condition),
+        with the ``variant`` (and ``fill``) of a no-image condition."""
+        out = {"questions": len(self.answers), "computed": self.computed, "cached": self.cached}
+        if self.condition.kind == NO_IMAGE:
+            out |= condition_variant(self.condition)
+        return out
 
 
 class ProbeContext:
@@ -175,9 +187,11 @@ class ProbeContext:
         """The visual input of a batch of probes under ``condition`` (None for blind models):
         an ``ObjectInput``, or a ``PixelInput`` passed through the model's
         ``prepare_pixels`` when it has one (the box encoder cuts its crops there, in the
-        prefetch worker)."""
+        prefetch worker). The no-image condition (:mod:`vqadiag.probes.no_image`) gives
+        None (``text-only``), blank images or an input without objects."""
         kind = self.model.capabilities.visual
-        if kind == "none":
+        no_image = condition.params.get("variant") if condition.kind == NO_IMAGE else None
+        if kind == "none" or no_image == TEXT_ONLY:
             return None
         if kind == "pixels":  # images decode in parallel: GQAData locks its detector reads
             pixels = self.data.pixel_input(
@@ -188,6 +202,8 @@ class ProbeContext:
             )
             if condition.kind == "objects":
                 pixels = apply_pixel_condition(pixels, probes, condition.fill)
+            elif no_image == BLANK:
+                pixels = blank_pixels(pixels, probes, condition.fill)
             prepare = getattr(self.model, "prepare_pixels", None)
             return pixels if prepare is None else prepare(pixels)
         if kind != "objects":
@@ -201,6 +217,8 @@ class ProbeContext:
                     self.data.image_objects(self.donors.get(i, i))[0][: self.max_objects]
                     for i in image_ids
                 ]
+        if no_image is not None:
+            return no_objects(vis)
         if condition.kind != "objects":
             return vis
         keep = np.stack([visible_mask(p, vis.mask[i]) for i, p in enumerate(probes)])

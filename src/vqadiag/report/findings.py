@@ -8,6 +8,11 @@ A rule reads one summary figure of one model and one test:
   model's figure against the same figure of the strongest blind model in the report
   (``capabilities.visual == "none"``, highest accuracy); the p-value and the test
   (McNemar's exact test, or a paired bootstrap) are the pairwise table's;
+* against the model's own run (``compare="own"``): a figure that is a difference within
+  the model (the multi-modal gain: accuracy with its image − without it) is tested by the
+  paired test its suite recorded in ``results.json`` ``suites[suite].tests[key]``
+  (McNemar's exact test of correct(all) vs correct(no image) on the same questions, or a
+  paired bootstrap; docs/protocols.md §9), so one model alone gets the verdict;
 * against a threshold (``compare=<number>``): the figure's 95% bootstrap interval,
   read as a normal one: ``se = (hi − lo) / (2 · 1.959964)``, ``z = (value − threshold) /
   se``, two-sided ``p = 2 · (1 − Φ(|z|))`` (an interval of width 0 gives p = 0 when the
@@ -21,7 +26,9 @@ p < α and the difference positive); ``"below"`` — significantly below; ``"not
 even *unadjusted* it does not show the figure above, so neither the correction nor a
 larger report can create one. Between the two (unadjusted p < α, adjusted not) the
 rules on that figure say nothing. Optional ``min_value`` / ``max_value`` bound
-the figure's value. A rule whose figure, baseline or pairing is missing says nothing.
+the figure's value. A rule whose figure, baseline or pairing is missing says nothing, and
+so does one whose ``superseded_by`` figure the model has (the blind comparison's "uses the
+image" gives way to the model's own no-image run).
 """
 
 from __future__ import annotations
@@ -73,6 +80,9 @@ TEST_NAMES = {
     "paired_bootstrap": "paired bootstrap",
     "interval": "95% interval vs threshold",
 }
+
+#: ``against`` of a test of the model's own run (``compare="own"``) in the family
+OWN = "no image"
 
 
 def is_blind(rs: ResultSet) -> bool:
@@ -134,6 +144,29 @@ def _blind_test(
     }
 
 
+def _own_test(rs: ResultSet, suite: str, key: str, anchor: str | None) -> dict[str, Any] | None:
+    """The test of figure ``key`` = 0 that its suite recorded (``suites[suite].tests[key]``:
+    ``p_value``, ``test``, ``accuracy_noimage``, ``n_bootstrap``); None without a finite p."""
+    result = rs.suites.get(suite)
+    tests = result.get("tests") if isinstance(result, Mapping) else None
+    recorded = tests.get(key) if isinstance(tests, Mapping) else None
+    if not isinstance(recorded, Mapping):
+        return None
+    p = recorded.get("p_value")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
+        return None
+    resamples = recorded.get("n_bootstrap")
+    return {
+        "p": float(p),
+        "difference": rs.summary[key]["value"],
+        "test": str(recorded.get("test")),
+        "evidence": anchor,
+        "other": None,
+        "other_value": recorded.get("accuracy_noimage"),
+        "resamples": resamples if isinstance(resamples, int) else None,
+    }
+
+
 def _threshold_test(
     est: Mapping[str, Any], threshold: float, anchor: str | None
 ) -> dict[str, Any] | None:
@@ -178,7 +211,9 @@ def findings(
         notes.append(
             "No blind model among the results: the verdicts that compare a model with a "
             "blind baseline (language priors, grounding) need one, e.g. a question-only run "
-            "(vqadiag train --model question-only, then diagnose it on the same data)."
+            "(vqadiag train --model question-only, then diagnose it on the same data). "
+            "Whether a model uses the image is decided by its own run without the image "
+            "(the gain suite)."
         )
     return {
         "alpha": alpha,
@@ -214,7 +249,15 @@ def _plan_tests(
             est = rs.summary.get(rule.key)
             if estimate_value(est) is None:
                 continue
-            if rule.compare == "blind":
+            superseded = rule.superseded_by and rs.summary.get(rule.superseded_by)
+            if superseded and estimate_value(superseded) is not None:
+                continue
+            if rule.compare == "own":
+                test_id, test = (
+                    (rs.label, rule.key, OWN),
+                    _own_test(rs, suite.name, rule.key, anchors.get((rs.label, rule.key))),
+                )
+            elif rule.compare == "blind":
                 if baseline is None or is_blind(rs):
                     continue
                 test_id, test = (
@@ -313,7 +356,9 @@ def _sentence(rule: FindingRule, rs: ResultSet, test: Mapping[str, Any], n_boots
     )
     found = figure(key)
     label = found[1].label if found else key
-    resamples = n_bootstrap if test["test"] == "paired_bootstrap" else None
+    resamples = None
+    if test["test"] == "paired_bootstrap":
+        resamples = test.get("resamples") or n_bootstrap
     return rule.sentence.format(
         label=label,
         value=fmt(est["value"], key),

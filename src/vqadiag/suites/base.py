@@ -106,14 +106,22 @@ def is_zero(column: str) -> FailureRule:
     return failed
 
 
+#: what a finding rule compares a figure with, besides a number (:class:`FindingRule`)
+COMPARES = ("blind", "own")
+
+
 @dataclass(frozen=True)
 class FindingRule:
     """A verdict the report states about a model when one figure's test supports it
     (docs/report.md, "Findings"; evaluated by :mod:`vqadiag.report.findings`).
 
     ``key``: the summary figure; ``compare``: ``"blind"`` (the paired test against the
-    strongest blind model's figure) or a number (a threshold the figure's 95% interval
-    is tested against); ``fires``: ``"above"`` / ``"below"`` (significantly, after Holm's
+    strongest blind model's figure), ``"own"`` (the figure is a difference within the
+    model, e.g. its multi-modal gain, and its suite recorded the paired test of that
+    difference = 0 in ``results.json`` ``suites[suite].tests[key]``) or a number (a
+    threshold the figure's 95% interval is tested against); ``superseded_by``: another
+    figure that tests the same claim more directly (the rule says nothing about a model
+    that has it); ``fires``: ``"above"`` / ``"below"`` (significantly, after Holm's
     correction) or ``"not_above"`` (the test does not show the figure above);
     ``min_value`` ≤ value < ``max_value``: optional bounds on the value itself;
     ``verdict``: a few words; ``sentence``: its evidence, a format string with the
@@ -130,12 +138,15 @@ class FindingRule:
     tone: str = "neutral"
     min_value: float | None = None
     max_value: float | None = None
+    superseded_by: str | None = None
 
     def __post_init__(self) -> None:
         if self.fires not in ("above", "below", "not_above"):
             raise ValueError(f"FindingRule.fires must be above, below or not_above: {self.fires!r}")
-        if self.compare != "blind" and not isinstance(self.compare, (int, float)):
-            raise ValueError(f"FindingRule.compare must be 'blind' or a number: {self.compare!r}")
+        if self.compare not in COMPARES and not isinstance(self.compare, (int, float)):
+            raise ValueError(
+                f"FindingRule.compare must be 'blind', 'own' or a number: {self.compare!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -229,6 +240,7 @@ _LOADED_PLUGINS: set[str] = set()
 BUILTIN_MODULES = (
     "vqadiag.protocols.gqa.suite",
     "vqadiag.protocols.vqa.suite",
+    "vqadiag.protocols.gain.suite",
     "vqadiag.protocols.ood.suite",
     "vqadiag.protocols.fpvg.suite",
     "vqadiag.protocols.importance.suite",

@@ -9,6 +9,8 @@ the text ``prompt.format(question=…)``, with the generation prompt appended; a
 is padded on the left, and ``generate`` decodes greedily (``do_sample=False``) at most
 ``max_new_tokens`` tokens. The new tokens, decoded with special tokens skipped, are the
 raw text; :class:`vqadiag.models.adapters.generated_answer.Generation` turns it into the answer.
+Asked with no image (``visual`` None: the no-image condition, docs/diagnose.md, "The model
+without its image"), the user turn is the text alone and the processor gets no image.
 
 Settings (``--model-args``): ``device`` (``cpu``; ``cuda`` …), ``dtype`` (``auto``:
 float32 on CPU, the weights' own dtype elsewhere; ``float32``, ``bfloat16``,
@@ -98,7 +100,7 @@ class ChatVLM:
         self._torch = torch
         self.answer_vocab: list[str] = []
         self.capabilities = replace(
-            TEXT_GENERATOR, extra={"architecture": type(self.model).__name__}
+            TEXT_GENERATOR, text_only=True, extra={"architecture": type(self.model).__name__}
         )
         self._fingerprint: str | None = None
 
@@ -164,19 +166,14 @@ class ChatVLM:
         return self._fingerprint
 
     # -- prediction -------------------------------------------------------------------
-    def prompts(self, questions: Sequence[str]) -> list[str]:
-        """The chat-template text of each question (one user turn: image, then text)."""
+    def prompts(self, questions: Sequence[str], *, image: bool = True) -> list[str]:
+        """The chat-template text of each question (one user turn: image, then text; the
+        text alone when ``image`` is False)."""
         out = []
         for q in questions:
-            messages = [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "image"},
-                        {"type": "text", "text": self.generation.ask(q)},
-                    ],
-                }
-            ]
+            content: list[dict[str, str]] = [{"type": "image"}] if image else []
+            content.append({"type": "text", "text": self.generation.ask(q)})
+            messages = [{"role": "user", "content": content}]
             out.append(
                 self.processor.apply_chat_template(
                     messages, add_generation_prompt=True, tokenize=False
@@ -185,21 +182,23 @@ class ChatVLM:
         return out
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
-        """Generated answers, ``batch_size`` questions per ``generate`` call."""
-        images = pixel_images(batch, visual)
+        """Generated answers, ``batch_size`` questions per ``generate`` call; ``visual``
+        None asks each question with no image (module docstring)."""
+        images = None if visual is None else pixel_images(batch, visual)
         texts: list[str] = []
         for start in range(0, len(batch), self.batch_size):
             stop = start + self.batch_size
-            texts += self._generate(images[start:stop], list(batch.questions[start:stop]))
+            some = None if images is None else images[start:stop]
+            texts += self._generate(some, list(batch.questions[start:stop]))
         return ModelOutput([self.generation.answer(t) for t in texts], None, None, texts)
 
-    def _generate(self, images: list[np.ndarray], questions: list[str]) -> list[str]:
+    def _generate(self, images: list[np.ndarray] | None, questions: list[str]) -> list[str]:
         torch = self._torch
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
         tokenizer.padding_side = "left"
         enc = self.processor(
-            images=[[im] for im in images],
-            text=self.prompts(questions),
+            images=None if images is None else [[im] for im in images],
+            text=self.prompts(questions, image=images is not None),
             return_tensors="pt",
             padding=True,
         )

@@ -18,7 +18,9 @@ exponential backoff (0.5 s, 1 s, 2 s … at most 30 s, with jitter; a ``Retry-Af
 header wins) by ``urllib3.util.Retry``. The answer is ``choices[0].message.content``, a
 string or the ``type: "text"`` parts of a list joined in order. Answers are handed to the
 caller as they arrive (:meth:`EndpointModel.predict_stream`), so the prediction store
-holds every finished answer of a killed run.
+holds every finished answer of a killed run. Asked with no image (``visual`` None: the
+no-image condition, docs/diagnose.md, "The model without its image"), the user message is
+the text alone.
 
 The fingerprint covers the URL, the served model's name, ``revision`` (a free label:
 change it when other weights are served under the same name) and every setting that
@@ -34,6 +36,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -134,7 +137,7 @@ class EndpointModel:
         )
         self.served_model = served_model or self._only_served_model()
         self.answer_vocab: list[str] = []
-        self.capabilities = TEXT_GENERATOR
+        self.capabilities = replace(TEXT_GENERATOR, text_only=True)
         self.requests_sent = 0
         self._count_lock = threading.Lock()
 
@@ -191,11 +194,16 @@ class EndpointModel:
         return hashlib.sha256(repr(sorted(keep.items())).encode()).hexdigest()[:16]
 
     # -- prediction -------------------------------------------------------------------
-    def ask(self, question: str, image_url: str) -> str:
+    def ask(self, question: str, image_url: str | None) -> str:
         """One chat completion: its generated text (:func:`.openai_reply.completion_text`;
-        a reply without text is retried, then :class:`EndpointError`)."""
+        a reply without text is retried, then :class:`EndpointError`); ``image_url`` None
+        sends the text alone."""
         with self._count_lock:
             self.requests_sent += 1
+        content: list[dict[str, Any]] = []
+        if image_url is not None:
+            content.append({"type": "image_url", "image_url": {"url": image_url}})
+        content.append({"type": "text", "text": self.generation.ask(question)})
         return self._http.call(
             "POST",
             "/chat/completions",
@@ -203,15 +211,7 @@ class EndpointModel:
                 "model": self.served_model,
                 "temperature": 0,
                 "max_tokens": self.generation.max_new_tokens,
-                "messages": [
-                    {
-                        "role": "user",
-                        "content": [
-                            {"type": "image_url", "image_url": {"url": image_url}},
-                            {"type": "text", "text": self.generation.ask(question)},
-                        ],
-                    }
-                ],
+                "messages": [{"role": "user", "content": content}],
             },
             completion_text,
         )
@@ -223,10 +223,10 @@ class EndpointModel:
         A request that still fails after its retries stops the run with one line naming
         the question, once the requests already running have been handed over (no
         other request is started), however many questions are queued."""
-        data_url = self._data_urls(pixel_images(batch, visual))
+        data_url = None if visual is None else self._data_urls(pixel_images(batch, visual))
 
         def one(i: int) -> str:
-            return self.ask(batch.questions[i], data_url(i))
+            return self.ask(batch.questions[i], None if data_url is None else data_url(i))
 
         failed: tuple[int, EndpointError] | None = None
         for i, text in self._as_answered(one, len(batch)):

@@ -30,7 +30,7 @@ class AccuracySuite(Suite):
         FindingRule(
             "accuracy", "blind", "above", "uses the image",
             "accuracy {value} vs {other_value} for blind {other} ({diff}; {test}, {p})",
-            tone="good",
+            tone="good", superseded_by="gain_gqa",  # its own no-image run decides
         ),
         FindingRule(
             "accuracy", "blind", "not_above", "relies on language priors",
