@@ -197,7 +197,9 @@ def _answers(out: Path, suite: str, key=("question",)) -> list:
     )
 
 
-GQA_SUITES = ("--split", "testdev", "--suite", "accuracy,ood,robustness", "--bq-ranker", "bleu1")
+GQA_SUITES = (
+    "--split", "testdev", "--suite", "accuracy,ood,robustness,gain", "--bq-ranker", "bleu1",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +231,8 @@ def _same_figures(a: dict, b: dict) -> None:
 
 def test_official_layout_runs_the_three_gqa_suites(official):
     results, _ = official
-    assert set(results["suites"]) == {"accuracy", "ood", "robustness"}
+    assert set(results["suites"]) == {"accuracy", "ood", "robustness", "gain"}
+    assert results["summary"]["gain_gqa"]["value"] is not None
     assert results["suites"]["ood"]["split"]["source"] == "released"
     assert results["suites"]["ood"]["split"]["joined_on"] == "id"
     assert results["summary"]["accuracy"]["value"] is not None
