@@ -23,6 +23,7 @@ from vqadiag.console.common import (
     outputs_apart,
     spec_path,
 )
+from vqadiag.errors import DataError
 
 
 class Replacement(str, Enum):
@@ -78,6 +79,18 @@ _OODSplitOption = Annotated[
     typer.Option(
         help="Folder of GQA-OOD's released ood_{split}_head.json / _tail.json (ood suite).",
     ),
+]
+_PlanFlag = Annotated[
+    bool,
+    typer.Option(
+        "--plan",
+        help="Call no model and write nothing: per suite and condition, the calls a run "
+        "would send, their images and the answers already stored in --out.",
+    ),
+]
+_RateOption = Annotated[
+    float | None,
+    typer.Option(min=0.0, help="With --plan: the model's questions per second, to estimate time."),
 ]
 _ChoicesOption = Annotated[
     Path | None, optional_file("GQA choices file of the split (plausibility), beside any --data.")
@@ -167,6 +180,8 @@ def diagnose_command(
     pairs: _PairsOption = None,
     ood_split: _OODSplitOption = None,
     choices: _ChoicesOption = None,
+    plan: _PlanFlag = False,
+    rate: _RateOption = None,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     model_args: ModelArgsOption = None,
@@ -176,6 +191,8 @@ def diagnose_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Run a model under every diagnostic condition (cached, resumable) and score it all."""
+    if rate is not None and not plan:
+        raise DataError("--rate", "goes with --plan (it estimates the plan's time)")
     result = _run_diagnose(
         data, model, out, suite=suite, split=split, batch_size=batch_size, workers=workers,
         replacement=replacement, bqd=bqd, bq_ranker=bq_ranker, max_questions=max_questions,
@@ -183,9 +200,9 @@ def diagnose_command(
         allow_missing=allow_missing, seed=seed, n_bootstrap=n_bootstrap,
         model_args=model_args, device=device, dtype=dtype, plugin=plugin,
         extras={"data_format": data_format.value, "scene_graphs": scene_graphs, "pairs": pairs,
-                "ood_split": ood_split, "choices": choices},
+                "ood_split": ood_split, "choices": choices, "plan": plan, "rate": rate},
     )  # fmt: skip
-    emit(result, as_json, _render)
+    emit(result, as_json, _render_plan if plan else _render)
 
 
 def _run_diagnose(
@@ -296,6 +313,38 @@ def _render(result: Mapping[str, Any]) -> None:
         cond.add_row(name, str(c["questions"]), str(c["computed"]), str(c["cached"]))
     console.print(cond)
     for suite, reason in result["skipped"].items():
+        console.print(f"[yellow]skipped {suite}[/yellow]: {reason}")
+
+
+def _render_plan(plan: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    model = plan["model"]
+    table = Table(
+        title=f"vqadiag diagnose --plan: {model['name']} ({model['fingerprint']})",
+        title_justify="left",
+    )
+    for col in ("condition", "suite", "probes", "cached", "calls", "images"):
+        table.add_column(col, justify="left" if col in ("condition", "suite") else "right")
+    for name, c in plan["conditions"].items():
+        table.add_row(
+            name, c["suite"], *(f"{c[k]:,}" for k in ("probes", "cached", "calls", "images"))
+        )
+    total = plan["total"]
+    table.add_row(
+        "total", "", *(f"{total[k]:,}" for k in ("probes", "cached", "calls", "images")),
+        style="bold",
+    )  # fmt: skip
+    console.print(table)
+    if plan["estimated_seconds"] is not None:
+        hours = plan["estimated_seconds"] / 3600
+        console.print(
+            f"estimated: {plan['estimated_seconds']:,.0f} s ({hours:,.2f} h) at "
+            f"{plan['rate']:g} questions/s"
+        )
+    for suite, reason in plan["skipped"].items():
         console.print(f"[yellow]skipped {suite}[/yellow]: {reason}")
 
 

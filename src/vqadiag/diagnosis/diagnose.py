@@ -144,8 +144,15 @@ def diagnose(
     pairs: str | Path | None = None,
     ood_split: str | Path | None = None,
     choices: str | Path | None = None,
+    plan: bool = False,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
+
+    ``plan``: call no model and write nothing to ``out``; return the plan
+    (:func:`vqadiag.diagnosis.plan.plan_diagnosis`: per suite and condition the calls a
+    run would send, their images and the answers already stored in ``out``; with
+    ``rate`` questions per second, the estimated time).
 
     ``data``: the official folders, a Hugging Face dataset copy (its folder, a table
     file or its name in the local caches) or a VLMEvalKit TSV, detected unless
@@ -194,6 +201,7 @@ def diagnose(
         images=None if images is None else str(Path(images).resolve()),
         fill=pixel_fill,
         allow_missing_images=bool(allow_missing_images),
+        plan=bool(plan),
         **extras,
     )
     if isinstance(model, (str, os.PathLike)):
@@ -201,6 +209,10 @@ def diagnose(
         the_model = load_model_spec(model, model_args)
     else:  # a model object (the Python API; conditions export's recorder)
         the_model, model = model, str(getattr(model, "name", type(model).__name__))
+    if plan:
+        from vqadiag.diagnosis.plan import plan_diagnosis
+
+        return plan_diagnosis(the_model, model, options, Path(out), source, rate)
     out_dir = claim_folder(out, RESULT_FOLDER)
     with FolderLock(out_dir):
         root = source.location
@@ -263,10 +275,10 @@ def _diagnose_into(
     started = time.perf_counter()
     store = PredictionStore(out_dir / "store.sqlite")
     state = DiagnoseState(the_model, store, options, out_dir, root)
-    ran = _SuiteRuns()
+    ran = SuiteRuns()
     registry = registered_suites()
     try:
-        _run_suites(ran, the_model, state, options, registry)
+        run_suites(ran, the_model, state, options, registry)
     finally:
         store.close()
     results = _results(the_model, model, options, root, source, state, registry, ran)
@@ -277,7 +289,7 @@ def _diagnose_into(
 
 
 @dataclass
-class _SuiteRuns:
+class SuiteRuns:
     """What the suites of one diagnosis produced."""
 
     #: suite name → its ``results.json`` ``suites`` entry
@@ -288,10 +300,13 @@ class _SuiteRuns:
     rows: list[dict[str, Any]] = field(default_factory=list)
     #: every registered figure (None until a suite gives it)
     summary: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(summary_keys()))
+    #: suite name → the conditions it ran first (a condition two suites share is the
+    #: first one's)
+    conditions: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _run_suites(
-    ran: _SuiteRuns,
+def run_suites(
+    ran: SuiteRuns,
     the_model: Any,
     state: DiagnoseState,
     options: Options,
@@ -305,11 +320,14 @@ def _run_suites(
         if missing is not None:
             ran.skipped[name] = missing
             continue
+        before = set(state.runs)
         try:
             output = suite.run(state)
         except SuiteSkipped as why:
             ran.skipped[name] = str(why)
             continue
+        finally:
+            ran.conditions[name] = [c for c in state.runs if c not in before]
         ran.results[name] = output.result
         ran.rows.extend(output.rows)
         ran.summary.update(output.summary)
@@ -323,7 +341,7 @@ def _results(
     source: DataSource,
     state: DiagnoseState,
     registry: Mapping[str, Any],
-    ran: _SuiteRuns,
+    ran: SuiteRuns,
 ) -> dict[str, Any]:
     """The ``results.json`` object, without the per_question.jsonl row count and digest."""
     model_fp = the_model.fingerprint()

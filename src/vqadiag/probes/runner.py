@@ -52,7 +52,7 @@ from vqadiag.probes.no_image import (
     condition_variant,
     no_objects,
 )
-from vqadiag.probes.store import Answer, Key, PredictionStore
+from vqadiag.probes.store import Answer, Key, PlanningStore, PredictionStore
 from vqadiag.progress import progress_bar
 
 TOP_K = 5
@@ -89,6 +89,8 @@ class ConditionRun:
     computed: int
     cached: int
     seconds: float
+    #: the images of the probes a planned run would send (``diagnose --plan``)
+    planned_images: frozenset[str] = frozenset()
 
     def counts(self) -> dict[str, Any]:
         """``{questions, computed, cached}`` (what ``results.json`` reports per condition),
@@ -113,8 +115,11 @@ class ProbeContext:
         workers: int = 1,
         progress: bool = False,
         donors: Mapping[str, str] | None = None,
+        plan_only: bool = False,
     ) -> None:
         self.model = model
+        #: count the calls a run would send instead of sending them (``diagnose --plan``)
+        self.plan_only = plan_only
         self.data = data
         self.store = store
         self.batch_size = max(1, int(batch_size))
@@ -331,6 +336,9 @@ class ProbeContext:
             if missing:
                 todo.append(missing)
         cached = sum(a is not None for a in answers)
+        if self.plan_only:
+            return self._planned(condition, cond_fp, probes, answers, keys, data_fps, start,
+                                 want_vector)  # fmt: skip
         bar = progress_bar(self.progress, transient=True)
         with bar, single_torch_thread():
             task = bar.add_task(description or condition.name, total=len(probes))
@@ -352,6 +360,51 @@ class ProbeContext:
             computed=len(probes) - cached,
             cached=cached,
             seconds=time.perf_counter() - start,
+        )
+
+    def _planned(
+        self,
+        condition: Condition,
+        cond_fp: str,
+        probes: Sequence[Probe],
+        answers: list[Answer | None],
+        keys: list[Key],
+        data_fps: list[str],
+        start: float,
+        want_vector: bool,
+    ) -> ConditionRun:
+        """The run as ``diagnose --plan`` sees it: the stored answers, and for every probe
+        a run would send to the model a stand-in answer that is counted, never stored,
+        and the images of those probes. A stand-in has the shape of the model's answers
+        (its reference answer or "", probability 0 where the model gives probabilities,
+        zero attention or GradCAM over the image's objects) so the suites go on."""
+        if not isinstance(self.store, PlanningStore):  # stand-ins never reach a database
+            raise TypeError("a planned run needs a PlanningStore")
+        missing = [i for i, a in enumerate(answers) if a is None]
+        final = [
+            a if a is not None else self._stand_in(p, condition, want_vector)
+            for a, p in zip(answers, probes, strict=True)
+        ]
+        self.store.put_many((keys[i], final[i]) for i in missing)  # a planning store: memory
+        run = ConditionRun(
+            condition, cond_fp, final, data_fps, computed=len(missing),
+            cached=len(probes) - len(missing), seconds=time.perf_counter() - start,
+        )  # fmt: skip
+        run.planned_images = frozenset(probes[i].image_id for i in missing)
+        return run
+
+    def _stand_in(self, probe: Probe, condition: Condition, want_vector: bool) -> Answer:
+        probabilities = self.model.capabilities.probabilities
+        vector = None
+        if condition.kind == "gradcam" or (want_vector and not self.blind):
+            vector = np.zeros(self.n_objects(probe.image_id), np.float32)
+        return Answer(
+            probe.ref or "",
+            0.0 if probabilities else None,
+            probe.ref,
+            0.0 if probabilities and probe.ref is not None else None,
+            {} if probabilities else None,
+            vector,
         )
 
     def _warm_images(self, probes: Sequence[Probe]) -> None:

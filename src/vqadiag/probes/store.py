@@ -226,3 +226,27 @@ class PredictionStore:
             return int(self.db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
         query = "SELECT COUNT(*) FROM answers WHERE model=?"
         return int(self.db.execute(query, (model,)).fetchone()[0])
+
+
+class PlanningStore:
+    """The store a plan reads: ``OUT``'s answers, and in memory the stand-ins of the calls
+    planned so far, so that a later condition whose probe a run would find stored (one
+    condition's answers serve another with the same model input) counts it as cached
+    there too. Nothing reaches the database."""
+
+    def __init__(self, base: PredictionStore) -> None:
+        self.base = base
+        self.planned: dict[Key, Answer] = {}
+
+    def get(self, key: Key) -> Answer | None:
+        """The planned stand-in of ``key``, else the stored answer, else None."""
+        hit = self.planned.get(key)
+        return hit if hit is not None else self.base.get(key)
+
+    def put_many(self, items: Iterable[tuple[Key, Answer]]) -> None:
+        """Remember stand-ins (in memory only)."""
+        self.planned.update(items)
+
+    def close(self) -> None:
+        """Close the store read."""
+        self.base.close()

@@ -49,6 +49,8 @@ class Options:
     pairs: str | None = None
     ood_split: str | None = None
     choices: str | None = None
+    #: count the model calls instead of making them (``diagnose --plan``; not in config)
+    plan: bool = False
 
     def config(self) -> dict[str, Any]:
         """The ``config`` object of ``results.json``."""
@@ -120,6 +122,7 @@ class DiagnoseState:
                 workers=o.workers,
                 progress=o.progress,
                 donors=donors,
+                plan_only=o.plan,
             )
         return self.contexts[name]
 
