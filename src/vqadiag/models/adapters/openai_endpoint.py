@@ -25,6 +25,13 @@ the text alone.
 The fingerprint covers the URL, the served model's name, ``revision`` (a free label:
 change it when other weights are served under the same name) and every setting that
 changes the answers; not ``in_flight``, ``timeout`` or the key.
+
+``openai:URL1,URL2,…`` is one model served by several servers
+(:mod:`.openai_servers`: requests go to the server with the fewest in flight, and a
+server that fails is left out while the others take its requests). Every server must
+serve the same model name; ``in_flight`` is per server. The fingerprint then leaves the
+URLs out, so adding or removing a server keeps the stored answers: give another
+``revision`` when the servers serve other weights under that name.
 """
 
 from __future__ import annotations
@@ -80,6 +87,19 @@ def api_root(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
+def server_urls(spec: str) -> list[str]:
+    """The API roots of ``openai:URL`` or ``openai:URL1,URL2,…`` (each :func:`api_root`),
+    in order, without repeats."""
+    urls = [api_root(u) for u in spec.split(",") if u.strip()]
+    if not urls:
+        raise DataError("--model", "openai: needs a server URL")
+    return list(dict.fromkeys(urls))
+
+
+def _model_names(reply: Any) -> list[str]:
+    return sorted(str(m["id"]) for m in reply["data"])
+
+
 def image_data_url(image: np.ndarray, image_format: str = "png") -> str:
     """``data:image/…;base64,…`` of an (H, W, 3) uint8 array (PNG: lossless,
     :func:`vqadiag.data.io.png.rgb_png`; JPEG: quality 95)."""
@@ -122,19 +142,29 @@ class EndpointModel:
             ) from None
         if image_format not in IMAGE_FORMATS:
             raise DataError("--model-args", f"image_format must be one of {IMAGE_FORMATS}")
-        self.url = api_root(url)
+        self.urls = server_urls(url)
+        self.url = ",".join(self.urls)
         self.in_flight = max(1, int(in_flight))
         self.image_format = image_format
         self.revision = revision
         self.generation = generation or Generation()
         key = os.environ.get(api_key_env) or "EMPTY"
-        self._http = Transport(
-            self.url,
-            {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-            in_flight=self.in_flight,
-            timeout=float(timeout),
-            max_retries=int(max_retries),
-        )
+
+        def transport(root: str) -> Transport:
+            return Transport(
+                root,
+                {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+                in_flight=self.in_flight,
+                timeout=float(timeout),
+                max_retries=int(max_retries),
+            )
+
+        if len(self.urls) == 1:
+            self._http: Any = transport(self.urls[0])
+        else:
+            from vqadiag.models.adapters.openai_servers import ServerPool
+
+            self._http = ServerPool(self.urls, transport)
         self.served_model = served_model or self._only_served_model()
         self.answer_vocab: list[str] = []
         self.capabilities = replace(TEXT_GENERATOR, text_only=True)
@@ -159,10 +189,13 @@ class EndpointModel:
         return cls(spec, **settings)
 
     def _only_served_model(self) -> str:
-        """The server's one model (``GET /models``); several or none is an error."""
+        """The server's one model (``GET /models``); several or none is an error. Several
+        servers must each serve that one model (a server that does not answer is left
+        out until its cool-down ends)."""
+        if len(self.urls) > 1:
+            return self._pool_served_model()
         try:
-            reply = self._http.call("GET", "/models", None, json_reply)
-            names = sorted(str(m["id"]) for m in reply["data"])
+            names = _model_names(self._http.call("GET", "/models", None, json_reply))
         except (EndpointError, KeyError, TypeError) as err:
             raise DataError(
                 self.url,
@@ -176,11 +209,33 @@ class EndpointModel:
             )
         return names[0]
 
+    def _pool_served_model(self) -> str:
+        listed: dict[str, list[str]] = {}
+        for url, reply in self._http.call_each("GET", "/models", json_reply).items():
+            try:
+                if not isinstance(reply, EndpointError):
+                    listed[url] = _model_names(reply)
+            except (KeyError, TypeError):
+                continue
+        if not listed:
+            raise DataError(
+                self.url, "no server lists its models; name the model with --model-args "
+                "model=NAME",
+            )  # fmt: skip
+        kinds = {tuple(names) for names in listed.values()}
+        if len(kinds) != 1 or len(next(iter(kinds))) != 1:
+            shown = "; ".join(f"{u}: {', '.join(n[:5]) or 'none'}" for u, n in listed.items())
+            raise DataError(
+                self.url, "the servers must serve one and the same model; name it with "
+                f"--model-args model=NAME (served: {shown})",
+            )  # fmt: skip
+        return next(iter(kinds))[0]
+
     def settings(self) -> dict[str, Any]:
         """What ``results.json`` records under ``model.settings`` (never the API key)."""
         return {
             "adapter": NAME,
-            "url": self.url,
+            **({"url": self.url} if len(self.urls) == 1 else {"urls": self.urls}),
             "served_model": self.served_model,
             "revision": self.revision,
             "image_format": self.image_format,
@@ -190,7 +245,7 @@ class EndpointModel:
 
     def fingerprint(self) -> str:
         """SHA-256 (16 hex) of the settings that change answers (module docstring)."""
-        keep = {k: v for k, v in self.settings().items() if k != "in_flight"}
+        keep = {k: v for k, v in self.settings().items() if k not in ("in_flight", "urls")}
         return hashlib.sha256(repr(sorted(keep.items())).encode()).hexdigest()[:16]
 
     # -- prediction -------------------------------------------------------------------
@@ -267,13 +322,14 @@ class EndpointModel:
         (an :class:`EndpointError` is handed over, not raised). After the first one no
         other call starts; the running ones are waited for. No future is ever cancelled,
         so nothing is waited for that will not finish."""
-        pool = ThreadPoolExecutor(max_workers=self.in_flight)
+        in_flight = self.in_flight * len(self.urls)
+        pool = ThreadPoolExecutor(max_workers=in_flight)
         queued = iter(range(n))
         running: dict[Future[str], int] = {}
         stopped = False
         try:
             while True:
-                while not stopped and len(running) < self.in_flight:
+                while not stopped and len(running) < in_flight:
                     i = next(queued, None)
                     if i is None:
                         break
