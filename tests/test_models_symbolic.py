@@ -124,6 +124,20 @@ def test_single_object_steps_and_errors():
         run([_s("select", [], "cat (9)"), _s("query", [0], "color")], SCENE, VOCAB, strict=False)
 
 
+def test_count_and_not_beyond_gqa():
+    count = [_s("select", [], "apple"), _s("count", [0], "")]
+    assert run(count, SCENE, VOCAB).answer == "2"
+    assert run([_s("select", [], "cat"), _s("count", [0], "")], SCENE, VOCAB).answer == "0"
+    free = [_s("select", [], "table"), _s("relate", [0], "_,on,s"), _s("exist", [1], "?"),
+            _s("not", [2], "")]  # fmt: skip
+    assert run(free, SCENE, VOCAB).answer == "no"  # apple 1 is on the table
+    assert run([*free[:1], _s("relate", [0], "_,under,s"), *free[2:]], SCENE, VOCAB).answer == "yes"
+    with pytest.raises(ProgramError, match="not needs a yes/no"):
+        run([_s("select", [], "apple"), _s("not", [0], "")], SCENE, VOCAB)
+    with pytest.raises(ProgramError, match="count needs objects"):
+        run([_s("select", [], "scene"), _s("count", [0], "")], SCENE, VOCAB)
+
+
 def test_vocabulary_round_trips_through_json():
     assert ProgramVocabulary.from_dict(VOCAB.to_dict()) == VOCAB
 
