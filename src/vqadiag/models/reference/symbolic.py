@@ -25,7 +25,8 @@ output and questions — nothing specific to the synthetic world:
 5. **Scene classifier** (e.g. ``location``, read by ``query place``): a linear
    softmax over mean- and max-pooled standardised features of the image's boxes.
 6. **Fallback**: the most frequent training answer of the question's local group
-   (else its global group, detailed type, the whole split).
+   (else its global group, detailed type, program without its object ids, the whole
+   split).
 
 Prediction: the visible objects (``ObjectInput.mask``; a masked object does not
 exist for the model) are classified; boxes whose "no object" probability is
@@ -280,7 +281,9 @@ class SymbolicModel:
 
     def fallback_answer(self, record: Mapping[str, Any]) -> str:
         """The most frequent training answer of the question's local group, else its
-        global group, its detailed type, else of the whole training split."""
+        global group, its detailed type, its program without object ids
+        (:func:`~vqadiag.models.reference.symbolic_vocabulary.program_key`), else of the
+        whole training split."""
         for key, group in group_keys(record):
             answer = self.priors.get(key, {}).get(group)
             if answer is not None:
