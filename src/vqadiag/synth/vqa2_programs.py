@@ -2,9 +2,9 @@
 
 A VQA v2 template (:data:`vqadiag.synth.vqa2.TEMPLATES`) with its parameter fixes the
 question; :func:`program_of` writes the GQA-style program (``semantic`` steps
-``{"operation", "dependencies", "argument"}``, docs/gqa.md) that computes its answer from
-an image's scene graph, with the world's rules (docs/synth.md, "Rules") spelt out as
-steps:
+``{"operation", "dependencies", "argument"}``, docs/models-symbolic-hf.md "GQA program
+executor") that computes its answer from an image's scene graph, with the world's rules
+(docs/synth.md, "The world") spelt out as steps (docs/synth.md, "Programs"):
 
 ===============  ===============================================================
 template         program

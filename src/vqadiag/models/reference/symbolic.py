@@ -33,7 +33,9 @@ exist for the model) are classified; boxes whose "no object" probability is
 ≥ 0.5 are dropped, duplicates of one name with IoU > ``nms_iou`` are merged
 (highest score kept); relations are the pairs whose sigmoid is > 0.5; the
 question's ``semantic`` program is executed leniently
-(:func:`vqadiag.data.formats.gqa_program.run`). When execution fails the fallback answers.
+(:func:`vqadiag.data.formats.gqa_program.run`): GQA's, or the one a synthetic world
+writes in its VQA v2 question records and VQA-introspect sub-questions (docs/synth.md,
+"Programs"). Without a program, or when execution fails, the fallback answers.
 ``probs``: for a final ``query``, the classifier distribution of the queried
 objects (score-weighted) mixed 0.9 / 0.1 with uniform; otherwise a one-hot
 smoothed with ε = 0.1 (ε = 0.5 for a fallback). ``attention``: uniform over the
