@@ -164,3 +164,25 @@ def test_written_answers_are_normalized(write_json, tmp_path):
     assert main["answer_list"][0] == "2" and main["answer_type"] == "number"
     # "Two dogs." → lower-case, period dropped, number word mapped → "2 dogs"
     assert read_vqa_annotations(written["sub_annotations"])["9_0"]["answer_list"][0] == "2 dogs"
+
+
+def test_a_sub_question_keeps_its_program_when_the_file_gives_one(write_json):
+    # a synthetic world's sub_qa entries carry ``semantic`` (docs/synth.md "Programs");
+    # the official files have none; the program does not change ids or deduplication
+    program = [
+        {"operation": "select", "dependencies": [], "argument": "banana"},
+        {"operation": "query", "dependencies": [0], "argument": "color"},
+    ]
+    first = {"sub_question": "What color is the banana?", "sub_answer": "yellow"}
+    rec = introspect_record(
+        entries=[
+            {"pred_q_type": "perception", "sub_qa": [{**first, "semantic": program}]},
+            {"pred_q_type": "perception", "sub_qa": [first]},  # duplicate: dropped
+            {"pred_q_type": "perception", "sub_qa": [{"sub_question": "Is it?", "sub_answer": "no",
+                                                      "semantic": "not a list"}]},
+        ]
+    )  # fmt: skip
+    intro = read_introspect(write_json("prog.json", {"5": rec}))
+    assert list(intro.subs) == ["5_0", "5_1"]
+    assert list(intro.subs["5_0"].semantic) == program
+    assert intro.subs["5_1"].semantic is None

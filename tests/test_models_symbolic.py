@@ -19,7 +19,7 @@ from vqadiag.models.reference.symbolic_features import (
     grounded_question_ids,
     pair_geometry,
 )
-from vqadiag.models.reference.symbolic_vocabulary import learn_vocabulary
+from vqadiag.models.reference.symbolic_vocabulary import learn_vocabulary, program_key
 
 
 def _s(op, deps, arg):
@@ -122,6 +122,20 @@ def test_single_object_steps_and_errors():
         run([_s("select", [], "apple"), _s("exist", [5], "")], SCENE, VOCAB)
     with pytest.raises(ProgramError, match="no object"):
         run([_s("select", [], "cat (9)"), _s("query", [0], "color")], SCENE, VOCAB, strict=False)
+
+
+def test_count_and_not_beyond_gqa():
+    count = [_s("select", [], "apple"), _s("count", [0], "")]
+    assert run(count, SCENE, VOCAB).answer == "2"
+    assert run([_s("select", [], "cat"), _s("count", [0], "")], SCENE, VOCAB).answer == "0"
+    free = [_s("select", [], "table"), _s("relate", [0], "_,on,s"), _s("exist", [1], "?"),
+            _s("not", [2], "")]  # fmt: skip
+    assert run(free, SCENE, VOCAB).answer == "no"  # apple 1 is on the table
+    assert run([*free[:1], _s("relate", [0], "_,under,s"), *free[2:]], SCENE, VOCAB).answer == "yes"
+    with pytest.raises(ProgramError, match="not needs a yes/no"):
+        run([_s("select", [], "apple"), _s("not", [0], "")], SCENE, VOCAB)
+    with pytest.raises(ProgramError, match="count needs objects"):
+        run([_s("select", [], "scene"), _s("count", [0], "")], SCENE, VOCAB)
 
 
 def test_vocabulary_round_trips_through_json():
@@ -273,6 +287,19 @@ def test_fallback_is_the_group_prior(model):
     )
     out = model.predict(batch, visual)  # no program → fallback
     assert out.answers == [answer] and not out.attention.any()
+
+
+def test_fallback_of_a_program_without_groups_is_its_programs_prior(model):
+    # a VQA v2 record of a synthetic world: a program, no groups; GQA's training programs
+    # with the same steps (ids dropped) give its fallback when no object is selected
+    key, answer = next((k, a) for k, a in model.priors["program"].items() if "query: color" in k)
+    name = key.split(" [")[0].removeprefix("select: ")
+    record = {"semantic": [_s("select", [], name), _s("query", [0], "color")]}
+    assert program_key(record["semantic"]) == key
+    assert program_key([_s("select", [], f"{name} (1,2)"), _s("query", [0], "color")]) == key
+    assert model.fallback_answer(record) == answer
+    assert model.fallback_answer({"semantic": [_s("select", [], "zz")]}) == model.priors["overall"]
+    assert program_key(None) is None and program_key([]) is None
 
 
 def test_save_load_round_trip_and_fingerprint(world, model, tmp_path):

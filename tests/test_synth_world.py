@@ -181,6 +181,29 @@ def test_vqa2_files_and_complementary_pairs(world):
         assert 0.3 < np.mean(variation) < 0.95
 
 
+def test_vqa2_and_introspect_programs_give_the_answers(world):
+    # every VQA v2 question and every sub-question carries the program that answers it
+    to_gqa = read_json(world / "world.json")["image_ids"]["vqa_to_gqa"]
+    graphs = {}
+    for split in SPLITS:
+        graphs.update(read_scene_graphs(world / "gqa" / f"{split}_sceneGraphs.json"))
+    keys = set()
+    for sub in ("train2014", "val2014"):
+        questions = read_vqa_questions(world / "vqa2" / f"v2_OpenEnded_mscoco_{sub}_questions.json")
+        ann = read_vqa_annotations(world / "vqa2" / f"v2_mscoco_{sub}_annotations.json")
+        for qid, q in questions.items():
+            graph = graphs[to_gqa[q["image_id"]]]
+            assert execute(q["semantic"], graph) == ann[qid]["multiple_choice_answer"], qid
+            assert "(" not in str(q["semantic"])  # no object ids: nothing beyond the question
+            keys.add(q["semantic"][-1]["operation"])
+        intro = read_json(world / "introspect" / f"VQAIntrospect_{sub[:-4]}v1.0.json")
+        for rec in intro.values():
+            graph = graphs[to_gqa[str(rec["image_id"])]]
+            for qa in (qa for entry in rec["introspect"] for qa in entry["sub_qa"]):
+                assert execute(qa["semantic"], graph) == qa["sub_answer"], qa
+    assert {"query", "count", "exist", "verify color", "not", "or"} <= keys
+
+
 def test_pair_candidates_are_the_24_neighbours(world):
     cands = read_json(world / "vqa2" / "synth_val2014_pair_candidates.json")
     pairs = read_json(world / "vqa2" / "v2_mscoco_val2014_complementary_pairs.json")

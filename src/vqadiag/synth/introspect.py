@@ -5,7 +5,11 @@ free seat — rules in ``world.json``), three "annotators" each give one entry:
 ``perception`` (probability 0.8) with the perception sub-question that suffices
 to answer the main question by the world's rule, ``reasoning`` (0.12) with a
 rephrased reasoning question, or ``invalid`` (0.08) repeating the main question.
-Sub-answers are the true perceptual facts of the image.
+Sub-answers are the true perceptual facts of the image. Each ``sub_qa`` entry carries,
+beside the official ``sub_question`` / ``sub_answer``, the sub-question's program
+(``semantic``, :func:`vqadiag.synth.vqa2_programs.program_of`): the perception
+template's for a perception entry (whichever of its two phrasings), the main question's
+for a rephrased or repeated one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.synth.vqa2 import SUB_QUESTIONS, Facts, answer_of, render
+from vqadiag.synth.vqa2_programs import program_of
 
 _REPHRASE = {
     "ripe": "Does the {0} look ripe?",
@@ -29,6 +34,11 @@ _ALT_PERCEPTION = {
     "animal": "Which animal is this?",
     "anything_on": "Is something on the {0}?",
 }
+
+
+def _sub_qa(question: str, answer: str, key: str, param: str) -> dict[str, Any]:
+    """One ``sub_qa`` entry: the sub-question, its answer and its program."""
+    return {"sub_question": question, "sub_answer": answer, "semantic": program_of(key, param)}
 
 
 def introspect_record(
@@ -48,11 +58,11 @@ def introspect_record(
                 text = render(sub, param)
                 if rng.random() < 0.4:
                     text = _ALT_PERCEPTION[sub].format(param)
-                sub_qa.append({"sub_question": text, "sub_answer": sub_answer})
+                sub_qa.append(_sub_qa(text, sub_answer, sub, param))
         elif kind == "reasoning":
-            sub_qa = [{"sub_question": _REPHRASE[key].format(param), "sub_answer": answer}]
+            sub_qa = [_sub_qa(_REPHRASE[key].format(param), answer, key, param)]
         else:
-            sub_qa = [{"sub_question": question, "sub_answer": answer}]
+            sub_qa = [_sub_qa(question, answer, key, param)]
         entries.append({"pred_q_type": kind, "sub_qa": sub_qa})
     return {
         "reasoning_question": question,

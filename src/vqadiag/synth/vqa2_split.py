@@ -8,7 +8,10 @@ Each image gets up to :data:`VQA_SEEDS_PER_IMAGE` questions from the templates o
 question); each seed question then looks for a complement among the image's 24 nearest
 neighbours (Goyal et al.): the same question with another answer on a neighbour image,
 picked with weight ``PICK_DECAY ** rank``. The reasoning questions also get their
-VQA-introspect records (:mod:`vqadiag.synth.introspect`).
+VQA-introspect records (:mod:`vqadiag.synth.introspect`). Each question record carries,
+beside the official ``image_id`` / ``question`` / ``question_id``, the program that
+answers it (``semantic``, as in GQA's records; :mod:`vqadiag.synth.vqa2_programs`):
+the symbolic model executes it, the other models do not read it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from vqadiag.synth.image_splits import vqa_image_id
 from vqadiag.synth.introspect import introspect_record
 from vqadiag.synth.scenes import Scenes
 from vqadiag.synth.taxonomy import CLASSES, PLACES
+from vqadiag.synth.vqa2_programs import program_of
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -173,13 +177,22 @@ def _question_records(
     rng: random.Random,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """The question and annotation records of every question (ten annotator answers
-    each), and the VQA-introspect record of each reasoning question, by question id."""
+    each; the question record carries the question's program, ``semantic``, from
+    :func:`vqadiag.synth.vqa2_programs.program_of`), and the VQA-introspect record of each
+    reasoning question, by question id."""
     questions, annotations, introspect = [], [], {}
     for i in images:
         for k, (key, param, ans) in enumerate(chosen.per_image[i]):
             text = vqa2.render(key, param)
             q = _question_id(i, k)
-            questions.append({"image_id": vqa_image_id(i), "question": text, "question_id": q})
+            questions.append(
+                {
+                    "image_id": vqa_image_id(i),
+                    "question": text,
+                    "question_id": q,
+                    "semantic": program_of(key, param),
+                }
+            )
             answer_type = vqa2.TEMPLATES[key][1]
             annotations.append(
                 {

@@ -32,6 +32,10 @@ Supported operations (GQA names):
   answered by the name of the larger / smaller box);
 * ``and``, ``or`` (two yes/no inputs), ``same <family>``, ``different <family>``.
 
+Two operations beyond GQA's, for the synthetic world's VQA v2 programs
+(:mod:`vqadiag.synth.vqa2_programs`, docs/synth.md "Programs"): ``count`` (the number of
+input objects, as a decimal string: ``"2"``) and ``not`` (a yes/no input negated).
+
 **Strict** execution (the default; the ground truth of the synthetic world)
 raises :class:`ProgramError` on any ambiguity. **Lenient** execution
 (``strict=False``, for predicted scene graphs) resolves ambiguity by the
@@ -234,6 +238,14 @@ class _Runner:
             return self.value(x, arg)
         if op == "exist":
             return bool(x)
+        if op == "count":
+            if not isinstance(x, list):
+                raise ProgramError(f"count needs objects, got {x!r}")
+            return str(len(x))
+        if op == "not":
+            if not isinstance(x, bool):
+                raise ProgramError(f"not needs a yes/no input, got {x!r}")
+            return not x
         if op == "verify rel":
             name, rel, role = parse_argument(arg)[0].split(",")
             a = self.single(x)

@@ -21,7 +21,9 @@ first spelling kept), and number the survivors from 0:
 
     sub_id = f"{main_qid}_{k}"        k = 0, 1, 2, …  in that order
 
-so the same file always gives the same ids. A sub-question that carries its own
+so the same file always gives the same ids. A ``sub_qa`` entry may also carry the
+sub-question's program, ``semantic`` (a synthetic world writes one, docs/synth.md
+"Programs"; the symbolic model executes it). A sub-question that carries its own
 ``subquestion_id`` (the ``VQAIntrospect_{split}_withidv1.0.json`` files that imp_vqa's
 ``add_question_ids_to_introspect.py`` writes, with integer ids, and its prediction files
 keyed by them) keeps that id instead: ``str(subquestion_id)``; two sub-questions with one
@@ -46,12 +48,15 @@ DEFAULT_INCLUDE = ("reasoning", "perception")
 
 @dataclass(frozen=True, slots=True)
 class SubQuestion:
-    """One deduplicated Perception sub-question of a main question."""
+    """One deduplicated Perception sub-question of a main question; ``semantic``: its
+    program when its ``sub_qa`` entry carries one (a synthetic world's, docs/synth.md
+    "Programs"), else None."""
 
     sub_id: str
     main_id: str
     question: str
     answer: str
+    semantic: tuple[Mapping[str, Any], ...] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +123,15 @@ def _own_sub_id(qa: Mapping[str, Any], path: Path, label: str, where: str) -> st
     return str(value).strip()
 
 
+def _program(qa: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...] | None:
+    """A sub-question's own program (``semantic``: a list of step objects), else None;
+    a malformed one is ignored (the official files have none)."""
+    program = qa.get("semantic")
+    if not isinstance(program, list) or not all(isinstance(s, Mapping) for s in program):
+        return None
+    return tuple(program) or None
+
+
 def _main(
     main_id: str, record: Any, path: Path, include: frozenset[str]
 ) -> tuple[MainQuestion, list[SubQuestion], list[str]]:
@@ -170,7 +184,7 @@ def _main(
                 continue
             seen.add(key)
             sub_id = _own_sub_id(qa, path, label, at) or sub_question_id(main_id, len(subs))
-            subs.append(SubQuestion(sub_id, main_id, sub_q, sub_a))
+            subs.append(SubQuestion(sub_id, main_id, sub_q, sub_a, _program(qa)))
     return MainQuestion(main_id, question, answer, image_id, tuple(subs)), subs, left_out
 
 

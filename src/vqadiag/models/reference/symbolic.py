@@ -25,14 +25,17 @@ output and questions — nothing specific to the synthetic world:
 5. **Scene classifier** (e.g. ``location``, read by ``query place``): a linear
    softmax over mean- and max-pooled standardised features of the image's boxes.
 6. **Fallback**: the most frequent training answer of the question's local group
-   (else its global group, detailed type, the whole split).
+   (else its global group, detailed type, program without its object ids, the whole
+   split).
 
 Prediction: the visible objects (``ObjectInput.mask``; a masked object does not
 exist for the model) are classified; boxes whose "no object" probability is
 ≥ 0.5 are dropped, duplicates of one name with IoU > ``nms_iou`` are merged
 (highest score kept); relations are the pairs whose sigmoid is > 0.5; the
 question's ``semantic`` program is executed leniently
-(:func:`vqadiag.data.formats.gqa_program.run`). When execution fails the fallback answers.
+(:func:`vqadiag.data.formats.gqa_program.run`): GQA's, or the one a synthetic world
+writes in its VQA v2 question records and VQA-introspect sub-questions (docs/synth.md,
+"Programs"). Without a program, or when execution fails, the fallback answers.
 ``probs``: for a final ``query``, the classifier distribution of the queried
 objects (score-weighted) mixed 0.9 / 0.1 with uniform; otherwise a one-hot
 smoothed with ε = 0.1 (ε = 0.5 for a fallback). ``attention``: uniform over the
@@ -280,7 +283,9 @@ class SymbolicModel:
 
     def fallback_answer(self, record: Mapping[str, Any]) -> str:
         """The most frequent training answer of the question's local group, else its
-        global group, its detailed type, else of the whole training split."""
+        global group, its detailed type, its program without object ids
+        (:func:`~vqadiag.models.reference.symbolic_vocabulary.program_key`), else of the
+        whole training split."""
         for key, group in group_keys(record):
             answer = self.priors.get(key, {}).get(group)
             if answer is not None:

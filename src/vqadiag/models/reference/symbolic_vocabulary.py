@@ -76,12 +76,14 @@ def learn_vocabulary(
 
 
 def group_priors(questions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The most frequent answer of each local group, global group and detailed type, and
-    of all ``questions`` (``"overall"``): the symbolic model's fallback answers."""
+    """The most frequent answer of each local group, global group, detailed type and
+    program (:func:`program_key`), and of all ``questions`` (``"overall"``): the symbolic
+    model's fallback answers."""
     counts: dict[str, dict[str, Counter[str]]] = {
         "local": defaultdict(Counter),
         "global": defaultdict(Counter),
         "detailed": defaultdict(Counter),
+        "program": defaultdict(Counter),
     }
     overall: Counter[str] = Counter()
     for record in questions.values():
@@ -99,13 +101,33 @@ def group_priors(questions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def group_keys(record: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(kind, group)`` of the question's local group, global group and detailed type,
-    in that order (the ones it has)."""
+    """``(kind, group)`` of the question's local group, global group, detailed type and
+    program (:func:`program_key`), in that order (the ones it has)."""
     groups = record.get("groups") or {}
     types = record.get("types") or {}
     keys = [("local", groups.get("local")), ("global", groups.get("global"))]
     keys.append(("detailed", types.get("detailed")))
+    keys.append(("program", program_key(record.get("semantic"))))
     return [(k, str(g)) for k, g in keys if g]
+
+
+def program_key(program: Any) -> str | None:
+    """A program without its object ids: ``"op: text [deps]"`` per step (the ids in
+    parentheses of an argument dropped, :func:`parse_argument`), joined by ``->``; None
+    without a program. So GQA's ``select: table (12) -> query: color [0]`` and the
+    synthetic world's VQA v2 ``select: table -> query: color [0]`` (docs/synth.md
+    "Programs") share one key, and one fallback answer: the most frequent training
+    answer of that program (the table's most frequent colour)."""
+    if not isinstance(program, list) or not program:
+        return None
+    parts = []
+    for step in program:
+        if not isinstance(step, Mapping):
+            return None
+        text = parse_argument(str(step.get("argument", "") or ""))[0]
+        deps = ",".join(str(d) for d in step.get("dependencies", []) or [])
+        parts.append(f"{step.get('operation', '')}: {text} [{deps}]")
+    return "->".join(parts)
 
 
 def answer_vocabulary(

@@ -99,7 +99,9 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     ]
     sub_probes = [
         vqa_probe(
-            s.sub_id, record_of(s.sub_id, s.question, intro.mains[s.main_id].image_id), s.question
+            s.sub_id,
+            record_of(s.sub_id, s.question, intro.mains[s.main_id].image_id, s.semantic),
+            s.question,
         )
         for s in subs
     ]
@@ -131,10 +133,11 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
 
 def _diagnosed_introspect(
     state: DiagnoseState, data: Any, path: Path
-) -> tuple[Introspect, Callable[[str, str, Any], dict[str, Any]]]:
+) -> tuple[Introspect, Callable[..., dict[str, Any]]]:
     """The introspect questions diagnosed (``--max-questions``' subset of the mains whose
     images exist; the subset is written to ``inputs/introspect.json``) and the probe
-    record of a question id (its VQA v2 record, or one made from the introspect file)."""
+    record of a question id (its VQA v2 record, or one made from the introspect file,
+    with the sub-question's program as ``semantic`` when the file gives one)."""
     split = state.options.split
     raw = read_json(path)
     intro = parse_introspect(raw, path)
@@ -142,11 +145,14 @@ def _diagnosed_introspect(
     vqa = data.questions(split)
     vqa_path = data.questions_path(split)
 
-    def record_of(qid: str, question: str, image: Any) -> dict[str, Any]:
+    def record_of(qid: str, question: str, image: Any, program: Any = None) -> dict[str, Any]:
         if qid in vqa:
             return vqa[qid]
         feature_id = data.feature_image_id(str(image), vqa_path, qid)
-        return {"question": question, "imageId": feature_id, "image_id": str(image)}
+        record = {"question": question, "imageId": feature_id, "image_id": str(image)}
+        if program:
+            record["semantic"] = list(program)
+        return record
 
     limit = state.options.max_questions
     chosen = set(main_ids)
