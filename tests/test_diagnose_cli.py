@@ -206,12 +206,22 @@ def test_changed_model_recomputes_everything_and_data_change_only_its_questions(
     questions[qid]["answer"] = "changed gold answers are not model input"
     path.write_text(json.dumps(questions))
     second = diagnose(copy, str(prior), out, suites="accuracy", n_bootstrap=20)
-    assert second["conditions"]["gqa.all"] == {"questions": n, "computed": 1, "cached": n - 1}
+    assert second["conditions"]["gqa.all"] == {
+        "questions": n,
+        "computed": 1,
+        "cached": n - 1,
+        "reused": 0,
+    }
     # another model: nothing stored applies
     other = tmp_path / "prior2"
     model_class("prior").train(GQAData(copy), progress=False, mode="global").save(other)
     third = diagnose(copy, str(other), out, suites="accuracy", n_bootstrap=20)
-    assert third["conditions"]["gqa.all"] == {"questions": n, "computed": n, "cached": 0}
+    assert third["conditions"]["gqa.all"] == {
+        "questions": n,
+        "computed": n,
+        "cached": 0,
+        "reused": 0,
+    }
     # the dataset fingerprint follows the data, never the model (reports pair on it)
     assert second["data"]["fingerprint"] != first["data"]["fingerprint"]
     assert third["data"]["fingerprint"] == second["data"]["fingerprint"]

@@ -92,6 +92,14 @@ _RateOption = Annotated[
     float | None,
     typer.Option(min=0.0, help="With --plan: the model's questions per second, to estimate time."),
 ]
+_NoReuseFlag = Annotated[
+    bool,
+    typer.Option(
+        "--no-reuse",
+        help="Ask the model for every probe, even one whose input another probe had "
+        "(for a model whose answers vary from call to call).",
+    ),
+]
 _ChoicesOption = Annotated[
     Path | None, optional_file("GQA choices file of the split (plausibility), beside any --data.")
 ]
@@ -182,6 +190,7 @@ def diagnose_command(
     choices: _ChoicesOption = None,
     plan: _PlanFlag = False,
     rate: _RateOption = None,
+    no_reuse: _NoReuseFlag = False,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     model_args: ModelArgsOption = None,
@@ -200,7 +209,8 @@ def diagnose_command(
         allow_missing=allow_missing, seed=seed, n_bootstrap=n_bootstrap,
         model_args=model_args, device=device, dtype=dtype, plugin=plugin,
         extras={"data_format": data_format.value, "scene_graphs": scene_graphs, "pairs": pairs,
-                "ood_split": ood_split, "choices": choices, "plan": plan, "rate": rate},
+                "ood_split": ood_split, "choices": choices, "plan": plan, "rate": rate,
+                "reuse_inputs": not no_reuse},
     )  # fmt: skip
     emit(result, as_json, _render_plan if plan else _render)
 
@@ -307,10 +317,12 @@ def _render(result: Mapping[str, Any]) -> None:
                 t2.add_row(*row)
             console.print(t2)
     cond = Table(title="conditions", title_justify="left")
-    for col in ("condition", "questions", "computed", "cached"):
-        cond.add_column(col, justify="right" if col != "condition" else "left")
+    counts = ("questions", "computed", "cached", "reused")
+    cond.add_column("condition", justify="left")
+    for col in counts:
+        cond.add_column(col, justify="right")
     for name, c in result["conditions"].items():
-        cond.add_row(name, str(c["questions"]), str(c["computed"]), str(c["cached"]))
+        cond.add_row(name, *(str(c.get(k, 0)) for k in counts))
     console.print(cond)
     for suite, reason in result["skipped"].items():
         console.print(f"[yellow]skipped {suite}[/yellow]: {reason}")

@@ -146,10 +146,13 @@ def diagnose(
     choices: str | Path | None = None,
     plan: bool = False,
     rate: float | None = None,
+    reuse_inputs: bool = True,
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
 
-    ``plan``: call no model and write nothing to ``out``; return the plan
+    ``reuse_inputs``: a probe whose model input another probe of the diagnosis had
+    takes its answer (docs/diagnose.md, "No request asked twice"); False asks every
+    probe. ``plan``: call no model and write nothing to ``out``; return the plan
     (:func:`vqadiag.diagnosis.plan.plan_diagnosis`: per suite and condition the calls a
     run would send, their images and the answers already stored in ``out``; with
     ``rate`` questions per second, the estimated time).
@@ -202,6 +205,7 @@ def diagnose(
         fill=pixel_fill,
         allow_missing_images=bool(allow_missing_images),
         plan=bool(plan),
+        reuse_inputs=bool(reuse_inputs),
         **extras,
     )
     if isinstance(model, (str, os.PathLike)):

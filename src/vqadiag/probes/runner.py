@@ -52,6 +52,7 @@ from vqadiag.probes.no_image import (
     condition_variant,
     no_objects,
 )
+from vqadiag.probes.shared_inputs import SharedAnswers
 from vqadiag.probes.store import Answer, Key, PlanningStore, PredictionStore
 from vqadiag.progress import progress_bar
 
@@ -89,13 +90,21 @@ class ConditionRun:
     computed: int
     cached: int
     seconds: float
+    #: answers taken from a probe with the same model input (docs/diagnose.md, "No
+    #: request asked twice")
+    reused: int = 0
     #: the images of the probes a planned run would send (``diagnose --plan``)
     planned_images: frozenset[str] = frozenset()
 
     def counts(self) -> dict[str, Any]:
-        """``{questions, computed, cached}`` (what ``results.json`` reports per condition),
-        with the ``variant`` (and ``fill``) of a no-image condition."""
-        out = {"questions": len(self.answers), "computed": self.computed, "cached": self.cached}
+        """``{questions, computed, cached, reused}`` (what ``results.json`` reports per
+        condition: ``computed`` the model's calls, ``reused`` the answers taken from a
+        probe with the same model input), with the ``variant`` (and ``fill``) of a
+        no-image condition."""
+        out: dict[str, Any] = {
+            "questions": len(self.answers), "computed": self.computed, "cached": self.cached,
+            "reused": self.reused,
+        }  # fmt: skip
         if self.condition.kind == NO_IMAGE:
             out |= condition_variant(self.condition)
         return out
@@ -116,8 +125,14 @@ class ProbeContext:
         progress: bool = False,
         donors: Mapping[str, str] | None = None,
         plan_only: bool = False,
+        share_inputs: bool = True,
     ) -> None:
         self.model = model
+        #: reuse an answer for a probe with the same model input (a deterministic model)
+        self.share_inputs = share_inputs and bool(getattr(model, "deterministic", True))
+        self._answered: dict[str, Answer] = {}
+        self._bases: dict[tuple[str, str], str] = {}
+        self._geometry: dict[str, tuple[int, int, np.ndarray]] = {}
         #: count the calls a run would send instead of sending them (``diagnose --plan``)
         self.plan_only = plan_only
         self.data = data
@@ -167,6 +182,17 @@ class ProbeContext:
                     feats, boxes = self.data.image_objects(image_id)
                     hit = object_digest(feats[: self.max_objects], boxes[: self.max_objects])
             self._digests[image_id] = hit
+        return hit
+
+    def pixel_geometry(self, image_id: str) -> tuple[int, int, np.ndarray]:
+        """``(height, width, boxes)`` of the image as a pixel model reads it: at its input
+        size, with the boxes scaled to it (what the pixel conditions replace)."""
+        hit = self._geometry.get(image_id)
+        if hit is None:
+            pixels = self.data.pixel_input([image_id], self.input_size, self.max_objects)
+            height, width = pixels.images[0].shape[:2]
+            boxes = np.asarray(pixels.boxes[0][pixels.mask[0]], np.float64)
+            hit = self._geometry[image_id] = (height, width, boxes)
         return hit
 
     def n_objects(self, image_id: str) -> int:
@@ -329,20 +355,58 @@ class ProbeContext:
             if hit is not None and hit.ref != probe.ref:
                 hit = None
             answers.append(hit)
+        cached = sum(a is not None for a in answers)
+        shared = None
+        reused: list[int] = []
+        if self.share_inputs:
+            shared = SharedAnswers(
+                self, condition, list(probes), want_vector, self._answered, self._bases
+            )
+            reused = shared.fill(answers)
+            self.store.put_many((keys[i], answers[i]) for i in reused)  # type: ignore[misc]
+        following = shared.following() if shared is not None else set()
+        send = [i for i, a in enumerate(answers) if a is None and i not in following]
+        if self.plan_only:
+            self._plan(condition, probes, answers, keys, send, want_vector)
+        else:
+            self._compute(condition, probes, answers, keys, send, want_vector, description)
+        if shared is not None:
+            followed = shared.fill_followers(answers)
+            self.store.put_many((keys[i], answers[i]) for i in followed)  # type: ignore[misc]
+            shared.remember(answers)
+            reused += followed
+        run = ConditionRun(
+            condition, cond_fp, [a for a in answers if a is not None], data_fps,
+            computed=len(send), cached=cached, seconds=time.perf_counter() - start,
+            reused=len(reused),
+        )  # fmt: skip
+        if self.plan_only:
+            run.planned_images = frozenset(probes[i].image_id for i in send)
+        return run
+
+    def _compute(
+        self,
+        condition: Condition,
+        probes: Sequence[Probe],
+        answers: list[Answer | None],
+        keys: list[Key],
+        send: list[int],
+        want_vector: bool,
+        description: str | None,
+    ) -> None:
+        """Ask the model for the answers of ``send`` (fixed batch slices: a batch holds
+        the probes to send of ``batch_size`` consecutive probes), storing each as it
+        comes."""
         bs = self.batch_size
         todo: list[list[int]] = []
         for begin in range(0, len(probes), bs):
-            missing = [i for i in range(begin, min(begin + bs, len(probes))) if answers[i] is None]
-            if missing:
-                todo.append(missing)
-        cached = sum(a is not None for a in answers)
-        if self.plan_only:
-            return self._planned(condition, cond_fp, probes, answers, keys, data_fps, start,
-                                 want_vector)  # fmt: skip
+            batch = [i for i in send if begin <= i < begin + bs]
+            if batch:
+                todo.append(batch)
         bar = progress_bar(self.progress, transient=True)
         with bar, single_torch_thread():
             task = bar.add_task(description or condition.name, total=len(probes))
-            bar.advance(task, cached)
+            bar.advance(task, len(probes) - len(send))
             for rows, visual in self._prefetch(todo, probes, condition):
                 sub = [probes[i] for i in rows]
                 for local, got in self._answer_chunks(sub, condition, visual, want_vector):
@@ -351,47 +415,26 @@ class ProbeContext:
                         answers[i] = a
                     self.store.put_many((keys[i], a) for i, a in zip(done, got, strict=True))
                     bar.advance(task, len(done))
-        final = [a for a in answers if a is not None]
-        return ConditionRun(
-            condition,
-            cond_fp,
-            final,
-            data_fps,
-            computed=len(probes) - cached,
-            cached=cached,
-            seconds=time.perf_counter() - start,
-        )
 
-    def _planned(
+    def _plan(
         self,
         condition: Condition,
-        cond_fp: str,
         probes: Sequence[Probe],
         answers: list[Answer | None],
         keys: list[Key],
-        data_fps: list[str],
-        start: float,
+        send: list[int],
         want_vector: bool,
-    ) -> ConditionRun:
-        """The run as ``diagnose --plan`` sees it: the stored answers, and for every probe
-        a run would send to the model a stand-in answer that is counted, never stored,
-        and the images of those probes. A stand-in has the shape of the model's answers
-        (its reference answer or "", probability 0 where the model gives probabilities,
-        zero attention or GradCAM over the image's objects) so the suites go on."""
+    ) -> None:
+        """The run as ``diagnose --plan`` sees it: every probe a run would send to the
+        model gets a stand-in answer, counted, kept in the planning store's memory and
+        never in a database. A stand-in has the shape of the model's answers (its
+        reference answer or "", probability 0 where the model gives probabilities, zero
+        attention or GradCAM over the image's objects) so the suites go on."""
         if not isinstance(self.store, PlanningStore):  # stand-ins never reach a database
             raise TypeError("a planned run needs a PlanningStore")
-        missing = [i for i, a in enumerate(answers) if a is None]
-        final = [
-            a if a is not None else self._stand_in(p, condition, want_vector)
-            for a, p in zip(answers, probes, strict=True)
-        ]
-        self.store.put_many((keys[i], final[i]) for i in missing)  # a planning store: memory
-        run = ConditionRun(
-            condition, cond_fp, final, data_fps, computed=len(missing),
-            cached=len(probes) - len(missing), seconds=time.perf_counter() - start,
-        )  # fmt: skip
-        run.planned_images = frozenset(probes[i].image_id for i in missing)
-        return run
+        for i in send:
+            answers[i] = self._stand_in(probes[i], condition, want_vector)
+        self.store.put_many((keys[i], answers[i]) for i in send)  # type: ignore[misc]
 
     def _stand_in(self, probe: Probe, condition: Condition, want_vector: bool) -> Answer:
         probabilities = self.model.capabilities.probabilities

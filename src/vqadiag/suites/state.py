@@ -51,6 +51,8 @@ class Options:
     choices: str | None = None
     #: count the model calls instead of making them (``diagnose --plan``; not in config)
     plan: bool = False
+    #: reuse an answer for a probe with the same model input (``--no-reuse``: never)
+    reuse_inputs: bool = True
 
     def config(self) -> dict[str, Any]:
         """The ``config`` object of ``results.json``."""
@@ -69,6 +71,7 @@ class Options:
             "images": self.images,
             "pixel_fill": self.fill,
             "allow_missing_images": self.allow_missing_images,
+            **({} if self.reuse_inputs else {"reuse_inputs": False}),
             **{
                 name: value
                 for name, value in (
@@ -123,6 +126,7 @@ class DiagnoseState:
                 progress=o.progress,
                 donors=donors,
                 plan_only=o.plan,
+                share_inputs=o.reuse_inputs,
             )
         return self.contexts[name]
 
