@@ -100,6 +100,24 @@ _NoReuseFlag = Annotated[
         "(for a model whose answers vary from call to call).",
     ),
 ]
+_PrecisionOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Take questions (in the --max-questions order) until every rate's 95%% "
+        "half-width is at most this many points.",
+    ),
+]
+_MaxCallsOption = Annotated[
+    int | None, typer.Option(min=1, help="With --precision: stop before passing this many calls.")
+]
+_ImportanceSampleOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Importance (leave-one-out, GradCAM) on the first N FPVG questions only "
+        "(with --precision: 500).",
+    ),
+]
 _ChoicesOption = Annotated[
     Path | None, optional_file("GQA choices file of the split (plausibility), beside any --data.")
 ]
@@ -191,6 +209,9 @@ def diagnose_command(
     plan: _PlanFlag = False,
     rate: _RateOption = None,
     no_reuse: _NoReuseFlag = False,
+    precision: _PrecisionOption = None,
+    max_calls: _MaxCallsOption = None,
+    importance_sample: _ImportanceSampleOption = None,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     model_args: ModelArgsOption = None,
@@ -202,6 +223,12 @@ def diagnose_command(
     """Run a model under every diagnostic condition (cached, resumable) and score it all."""
     if rate is not None and not plan:
         raise DataError("--rate", "goes with --plan (it estimates the plan's time)")
+    if max_calls is not None and precision is None:
+        raise DataError("--max-calls", "goes with --precision")
+    if precision is not None and plan:
+        raise DataError(
+            "--plan", "plans one diagnosis: give --max-questions instead of --precision"
+        )
     result = _run_diagnose(
         data, model, out, suite=suite, split=split, batch_size=batch_size, workers=workers,
         replacement=replacement, bqd=bqd, bq_ranker=bq_ranker, max_questions=max_questions,
@@ -210,7 +237,8 @@ def diagnose_command(
         model_args=model_args, device=device, dtype=dtype, plugin=plugin,
         extras={"data_format": data_format.value, "scene_graphs": scene_graphs, "pairs": pairs,
                 "ood_split": ood_split, "choices": choices, "plan": plan, "rate": rate,
-                "reuse_inputs": not no_reuse},
+                "reuse_inputs": not no_reuse, "importance_sample": importance_sample},
+        precision=precision, max_calls=max_calls,
     )  # fmt: skip
     emit(result, as_json, _render_plan if plan else _render)
 
@@ -239,6 +267,8 @@ def _run_diagnose(
     dtype: str | None,
     plugin: list[str] | None,
     extras: Mapping[str, Any] | None = None,
+    precision: float | None = None,
+    max_calls: int | None = None,
 ) -> dict[str, Any]:
     """Check the adapter settings (``--model-args``, ``--device``, ``--dtype``) and run
     :func:`vqadiag.diagnosis.diagnose.diagnose` with the command's options, progress
@@ -252,7 +282,14 @@ def _run_diagnose(
          **{f"--{k.replace('_', '-')}": v for k, v in (extras or {}).items()
             if isinstance(v, Path)}},
     )  # fmt: skip
-    return diagnose(
+    run: Any = diagnose
+    if precision is not None:
+        from functools import partial
+
+        from vqadiag.diagnosis.precision import diagnose_to_precision
+
+        run = partial(diagnose_to_precision, precision=precision, max_calls=max_calls)
+    return run(
         data,
         model,
         out,

@@ -20,7 +20,6 @@ import os
 import platform
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -37,12 +36,17 @@ from vqadiag.data.io.folders import FolderKind, claim_folder, owned_folder, read
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.data.sources.prepared import prepared_copy
 from vqadiag.data.sources.resolve import DataSource, resolve_source
+from vqadiag.diagnosis.running import (
+    SuiteRuns,
+    require_questions,
+    run_suites,
+)
 from vqadiag.errors import DataError
 from vqadiag.models.registry import load_model_spec
 from vqadiag.probes.conditions import FILLS
 from vqadiag.probes.fingerprints import combined_fingerprint, dataset_fingerprint
 from vqadiag.probes.store import PredictionStore, is_prediction_store
-from vqadiag.suites.base import SuiteSkipped, figures, registered_suites
+from vqadiag.suites.base import registered_suites
 from vqadiag.suites.declared import declarations
 from vqadiag.suites.state import REPLACEMENTS, DiagnoseState, Options
 
@@ -63,11 +67,6 @@ def _earlier_result_folder(folder: Path) -> bool:
 RESULT_FOLDER = FolderKind(
     "result folder", "vqadiag results (results.json / store.sqlite)", _earlier_result_folder
 )
-
-
-def summary_keys() -> list[str]:
-    """The keys of ``results.json`` ``summary``: every registered figure, in display order."""
-    return [f.key for _, f in figures()]
 
 
 def parse_suites(text: str | Iterable[str]) -> tuple[str, ...]:
@@ -147,12 +146,16 @@ def diagnose(
     plan: bool = False,
     rate: float | None = None,
     reuse_inputs: bool = True,
+    importance_sample: int | None = None,
+    model_name: str | None = None,
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
 
     ``reuse_inputs``: a probe whose model input another probe of the diagnosis had
     takes its answer (docs/diagnose.md, "No request asked twice"); False asks every
-    probe. ``plan``: call no model and write nothing to ``out``; return the plan
+    probe. ``importance_sample``: importance on the first N FPVG questions only.
+    ``model_name``: what ``results.json`` calls a model given as an object (its spec).
+    ``plan``: call no model and write nothing to ``out``; return the plan
     (:func:`vqadiag.diagnosis.plan.plan_diagnosis`: per suite and condition the calls a
     run would send, their images and the answers already stored in ``out``; with
     ``rate`` questions per second, the estimated time).
@@ -182,6 +185,8 @@ def diagnose(
         raise DataError("--replacement", f"must be one of {', '.join(REPLACEMENTS)}")
     if max_questions is not None and max_questions < 1:
         raise DataError("--max-questions", "must be at least 1")
+    if importance_sample is not None and importance_sample < 1:
+        raise DataError("--importance-sample", "must be at least 1")
     source = resolve_source(data, data_format)
     extras = _extra_files(scene_graphs=scene_graphs, pairs=pairs, ood_split=ood_split,
                           choices=choices)  # fmt: skip
@@ -206,13 +211,15 @@ def diagnose(
         allow_missing_images=bool(allow_missing_images),
         plan=bool(plan),
         reuse_inputs=bool(reuse_inputs),
+        importance_sample=importance_sample,
         **extras,
     )
     if isinstance(model, (str, os.PathLike)):
         model = str(model)
         the_model = load_model_spec(model, model_args)
     else:  # a model object (the Python API; conditions export's recorder)
-        the_model, model = model, str(getattr(model, "name", type(model).__name__))
+        the_model = model
+        model = model_name or str(getattr(model, "name", type(model).__name__))
     if plan:
         from vqadiag.diagnosis.plan import plan_diagnosis
 
@@ -242,35 +249,6 @@ def _extra_files(**given: str | Path | None) -> dict[str, str]:
     return out
 
 
-def require_questions(root: Path, split: str, shown: Path | None = None) -> None:
-    """One :class:`DataError` when the data folder holds no GQA or VQA v2 question file
-    of ``split`` (an empty folder, a misspelt ``--split``): every suite would be skipped.
-    ``shown``: the source a prepared copy was made from (named instead, with its
-    splits)."""
-    from vqadiag.data.model_inputs.gqa_data import GQAData
-    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
-
-    for reader in (GQAData, VQA2Data):
-        try:
-            reader(root).questions_path(split)
-            return
-        except DataError:
-            continue
-    if shown is not None:
-        from vqadiag.data.sources.prepared import available_splits
-
-        held = ", ".join(available_splits(root)) or "none"
-        raise DataError(
-            shown, f"holds no GQA or VQA v2 questions of split {split!r} (it holds: {held}); "
-            "give one of those with --split",
-        )  # fmt: skip
-    raise DataError(
-        root,
-        f"no GQA or VQA v2 question file for split {split!r}: no suite could run "
-        "(check --data and --split)",
-    )
-
-
 def _diagnose_into(
     the_model: Any, model: str, options: Options, out_dir: Path, root: Path, source: DataSource
 ) -> dict[str, Any]:
@@ -290,51 +268,6 @@ def _diagnose_into(
     write_json(out_dir / "results.json", results, indent=True)
     _write_timing(out_dir / "timing.json", the_model, state, started)
     return results
-
-
-@dataclass
-class SuiteRuns:
-    """What the suites of one diagnosis produced."""
-
-    #: suite name → its ``results.json`` ``suites`` entry
-    results: dict[str, Any] = field(default_factory=dict)
-    #: suite name → why it was skipped
-    skipped: dict[str, str] = field(default_factory=dict)
-    #: the per_question.jsonl rows, in run order
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    #: every registered figure (None until a suite gives it)
-    summary: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(summary_keys()))
-    #: suite name → the conditions it ran first (a condition two suites share is the
-    #: first one's)
-    conditions: dict[str, list[str]] = field(default_factory=dict)
-
-
-def run_suites(
-    ran: SuiteRuns,
-    the_model: Any,
-    state: DiagnoseState,
-    options: Options,
-    registry: Mapping[str, Any],
-) -> None:
-    """Run each chosen suite in order into ``ran``; a suite whose capability the model
-    lacks, or that skips itself, is recorded under ``skipped`` with the reason."""
-    for name in options.suites:
-        suite = registry[name]
-        missing = suite.missing_capability(the_model)
-        if missing is not None:
-            ran.skipped[name] = missing
-            continue
-        before = set(state.runs)
-        try:
-            output = suite.run(state)
-        except SuiteSkipped as why:
-            ran.skipped[name] = str(why)
-            continue
-        finally:
-            ran.conditions[name] = [c for c in state.runs if c not in before]
-        ran.results[name] = output.result
-        ran.rows.extend(output.rows)
-        ran.summary.update(output.summary)
 
 
 def _results(

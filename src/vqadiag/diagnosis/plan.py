@@ -44,7 +44,7 @@ def plan_diagnosis(
     rate: float | None = None,
 ) -> dict[str, Any]:
     """The plan of ``diagnose`` with these arguments (module docstring)."""
-    from vqadiag.diagnosis.diagnose import SuiteRuns, require_questions, run_suites
+    from vqadiag.diagnosis.running import SuiteRuns, require_questions, run_suites
 
     if rate is not None and not rate > 0:
         raise DataError("--rate", "must be a positive number of questions per second")

@@ -56,7 +56,10 @@ class Figure:
     (McNemar on binary units, else paired bootstrap of the mean difference) or a
     callable (:data:`PairedTest`); ``clusters``: units ``"a|b"`` are resampled by
     ``a`` (several rows per main question); ``card``: a column of the report card;
-    ``many``: the value is a list of estimates (one per partition …).
+    ``many``: the value is a list of estimates (one per partition …); ``bounded``: a
+    rate in points whose interval ``--precision`` narrows (docs/diagnose.md, "A
+    precision budget"; not a ratio such as GQA-OOD's Δ, nor a figure measured on a
+    declared sample).
     """
 
     key: str
@@ -69,6 +72,7 @@ class Figure:
     clusters: bool = False
     card: bool = True
     many: bool = False
+    bounded: bool = True
 
     @property
     def values_column(self) -> str:

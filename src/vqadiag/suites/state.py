@@ -53,6 +53,8 @@ class Options:
     plan: bool = False
     #: reuse an answer for a probe with the same model input (``--no-reuse``: never)
     reuse_inputs: bool = True
+    #: importance (leave-one-out, GradCAM, attention) on the first N FPVG questions only
+    importance_sample: int | None = None
 
     def config(self) -> dict[str, Any]:
         """The ``config`` object of ``results.json``."""
@@ -72,6 +74,11 @@ class Options:
             "pixel_fill": self.fill,
             "allow_missing_images": self.allow_missing_images,
             **({} if self.reuse_inputs else {"reuse_inputs": False}),
+            **(
+                {}
+                if self.importance_sample is None
+                else {"importance_sample": self.importance_sample}
+            ),
             **{
                 name: value
                 for name, value in (

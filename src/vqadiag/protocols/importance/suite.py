@@ -4,6 +4,7 @@ top? Ranking match with FPVG's relevance, by FPVG+ and FPVG− (docs/protocols.m
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,7 +23,7 @@ from vqadiag.suites.base import (
 )
 from vqadiag.suites.grounding import GroundingRuns, grounding_runs
 from vqadiag.suites.sources import GQASource, gqa_source, probe_of, unit_row
-from vqadiag.suites.state import DiagnoseState
+from vqadiag.suites.state import DiagnoseState, subsample
 
 #: the feature-importance methods, in display order
 IMPORTANCE_METHODS = ("attention", "loo", "gradcam")
@@ -44,7 +45,7 @@ class ImportanceSuite(Suite):
     display_order = 40
     plots = PLOTS
     figures = tuple(
-        Figure(f"{m}_relevant_score", f"relevant on top: {_METHOD_LABELS[m]}")
+        Figure(f"{m}_relevant_score", f"relevant on top: {_METHOD_LABELS[m]}", bounded=False)
         for m in IMPORTANCE_METHODS
     )
 
@@ -80,6 +81,19 @@ class ImportanceSuite(Suite):
         if isinstance(methods, dict) and methods.get(method) is not None:
             return str(methods[method])
         return None
+
+
+def _sampled(fs: GroundingRuns, limit: int | None) -> GroundingRuns:
+    """The grounding runs of the first ``limit`` FPVG questions in the fixed order of
+    ``--max-questions`` (``--importance-sample``; all of them without a limit)."""
+    if limit is None or limit >= len(fs.qids):
+        return fs
+    keep = set(subsample(fs.qids, limit))
+    at = [i for i, q in enumerate(fs.qids) if q in keep]
+    return replace(
+        fs, qids=[fs.qids[i] for i in at],
+        runs={name: [answers[i] for i in at] for name, answers in fs.runs.items()},
+    )  # fmt: skip
 
 
 def _scores_by_method(
@@ -134,7 +148,7 @@ def importance_suite(state: DiagnoseState) -> SuiteOutput:
     all FPVG questions, each with its bootstrap interval (paper Table 1).
     LOO_j = p_â(all) − p_â(all but object j), â = the all-objects answer.
     """
-    fs = grounding_runs(state)
+    fs = _sampled(grounding_runs(state), state.options.importance_sample)
     src = gqa_source(state)
     skipped: dict[str, str] = {}
     methods = _scores_by_method(state, src, fs, skipped)
@@ -149,6 +163,9 @@ def importance_suite(state: DiagnoseState) -> SuiteOutput:
     )
     o = state.options
     result: dict[str, Any] = {"methods": {}, "n": len(fs.qids), "skipped_methods": skipped}
+    if o.importance_sample is not None:
+        result["sample"] = {"questions": len(fs.qids), "limit": o.importance_sample,
+                            "order": "the --max-questions order"}  # fmt: skip
     per_q: dict[str, dict[str, float]] = {q: {} for q in fs.qids}
     for method, scores in methods.items():
         match = np.full((len(fs.qids), 2), np.nan)

@@ -59,7 +59,13 @@ class OODSuite(Suite):
     figures = (
         Figure("acc_head", "GQA-OOD acc-head"),
         Figure("acc_tail", "GQA-OOD acc-tail"),
-        Figure("delta", "GQA-OOD Δ (head−tail)/tail", direction="lower", test=delta_test),
+        Figure(
+            "delta",
+            "GQA-OOD Δ (head−tail)/tail",
+            direction="lower",
+            test=delta_test,
+            bounded=False,
+        ),
     )
     findings = (
         FindingRule(
