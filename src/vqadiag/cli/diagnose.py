@@ -118,6 +118,20 @@ _ImportanceSampleOption = Annotated[
         "(with --precision: 500).",
     ),
 ]
+_RayActorsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Run the in-process model as N Ray actors (one per GPU on a cluster); "
+        "the driver keeps the store.",
+    ),
+]
+_RayGpusOption = Annotated[
+    float, typer.Option(min=0.0, help="GPUs each Ray actor takes (--ray-actors).")
+]
+_RayAddressOption = Annotated[
+    str | None, typer.Option(help="A Ray cluster to join (default: a local Ray).")
+]
 _ChoicesOption = Annotated[
     Path | None, optional_file("GQA choices file of the split (plausibility), beside any --data.")
 ]
@@ -212,6 +226,9 @@ def diagnose_command(
     precision: _PrecisionOption = None,
     max_calls: _MaxCallsOption = None,
     importance_sample: _ImportanceSampleOption = None,
+    ray_actors: _RayActorsOption = None,
+    ray_gpus_per_actor: _RayGpusOption = 0.0,
+    ray_address: _RayAddressOption = None,
     seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     model_args: ModelArgsOption = None,
@@ -237,7 +254,10 @@ def diagnose_command(
         model_args=model_args, device=device, dtype=dtype, plugin=plugin,
         extras={"data_format": data_format.value, "scene_graphs": scene_graphs, "pairs": pairs,
                 "ood_split": ood_split, "choices": choices, "plan": plan, "rate": rate,
-                "reuse_inputs": not no_reuse, "importance_sample": importance_sample},
+                "reuse_inputs": not no_reuse, "importance_sample": importance_sample,
+                "ray": None if ray_actors is None else {
+                    "actors": ray_actors, "gpus_per_actor": ray_gpus_per_actor,
+                    "address": ray_address}},
         precision=precision, max_calls=max_calls,
     )  # fmt: skip
     emit(result, as_json, _render_plan if plan else _render)

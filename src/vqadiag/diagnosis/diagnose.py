@@ -148,6 +148,7 @@ def diagnose(
     reuse_inputs: bool = True,
     importance_sample: int | None = None,
     model_name: str | None = None,
+    ray: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``model`` under every condition of the chosen suites and score them (module doc).
 
@@ -155,6 +156,8 @@ def diagnose(
     takes its answer (docs/diagnose.md, "No request asked twice"); False asks every
     probe. ``importance_sample``: importance on the first N FPVG questions only.
     ``model_name``: what ``results.json`` calls a model given as an object (its spec).
+    ``ray``: run an in-process model on Ray actors, ``{"actors": N, "gpus_per_actor": G,
+    "address": ADDR}`` (:mod:`vqadiag.models.ray_actors`; ``model`` must be a spec).
     ``plan``: call no model and write nothing to ``out``; return the plan
     (:func:`vqadiag.diagnosis.plan.plan_diagnosis`: per suite and condition the calls a
     run would send, their images and the answers already stored in ``out``; with
@@ -214,6 +217,13 @@ def diagnose(
         importance_sample=importance_sample,
         **extras,
     )
+    if ray is not None and not isinstance(model, (str, os.PathLike)):
+        raise DataError("--ray-actors", "the actors load the model from its spec: give one")
+    if ray is not None and str(model).split(":", 1)[0] in ("openai", "files"):
+        raise DataError(
+            "--ray-actors", "runs in-process models; openai: spreads over its servers itself "
+            "(openai:URL1,URL2) and files: calls no model",
+        )  # fmt: skip
     if isinstance(model, (str, os.PathLike)):
         model = str(model)
         the_model = load_model_spec(model, model_args)
@@ -230,7 +240,15 @@ def diagnose(
         if not source.official:
             root = prepared_copy(source, out_dir, split)
             require_questions(root, split, shown=source.location)
-        return _diagnose_into(the_model, model, options, out_dir, root, source)
+        if ray is None:
+            return _diagnose_into(the_model, model, options, out_dir, root, source)
+        from vqadiag.models.ray_actors import RayModel
+
+        actors = RayModel(the_model, model, model_args, plugins=tuple(plugins), **ray)
+        try:
+            return _diagnose_into(actors, model, options, out_dir, root, source)
+        finally:
+            actors.close()
 
 
 def _extra_files(**given: str | Path | None) -> dict[str, str]:

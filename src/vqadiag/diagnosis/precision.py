@@ -98,14 +98,20 @@ def diagnose_to_precision(
     if options.get("importance_sample") is None:
         options["importance_sample"] = DEFAULT_IMPORTANCE_SAMPLE
     load_plugins(options.get("plugins", ()))
-    the_model = load_model_spec(model, options.pop("model_args", None))
+    model_args = options.pop("model_args", None)
+    if options.get("ray"):  # the actors load the model from its spec at each step
+        target: Any = model
+        options["model_args"] = model_args
+    else:  # loaded once for every step
+        target = load_model_spec(model, model_args)
+        options["model_name"] = model
     steps: list[dict[str, Any]] = []
     calls, n, previous = 0, int(start), None
     result: dict[str, Any] | None = None
     stopped = "precision reached"
     while True:
         if max_calls is not None:
-            planned = diagnose(data, the_model, out, plan=True, max_questions=n, **options)
+            planned = diagnose(data, target, out, plan=True, max_questions=n, **options)
             if calls + planned["total"]["calls"] > max_calls:
                 stopped = f"the next step ({n} questions) would pass --max-calls {max_calls}"
                 if result is None:
@@ -114,7 +120,7 @@ def diagnose_to_precision(
                         f"{planned['total']['calls']} calls: give more, or a smaller start",
                     )  # fmt: skip
                 break
-        result = diagnose(data, the_model, out, max_questions=n, model_name=model, **options)
+        result = diagnose(data, target, out, max_questions=n, **options)
         step_calls = sum(c["computed"] for c in result["conditions"].values())
         calls += step_calls
         widths = half_widths(result["summary"])
