@@ -1,0 +1,206 @@
+"""Benchmark: what a diagnosis costs and how it scales (docs/diagnose.md, "Plan a run",
+"No request asked twice", "A precision budget", "Many GPUs: Ray actors").
+
+In one run, on worlds made here (``--images``, and ``--small-images`` for the memory
+ratio):
+
+1. **harness overhead**: UpDn (trained 1 epoch) diagnosed with every suite; the seconds
+   spent inside the model's ``predict`` against the whole diagnosis (the model alone vs
+   the harness around it), and the calls the plan announced against those sent;
+2. **no request asked twice**: the calls with and without the reuse (``--no-reuse``);
+3. **precision budget**: the calls of ``--precision EPS`` against the calls of the full
+   run (from the plan of the full run, which calls nothing);
+4. **Ray**: a model whose forward dominates (single-threaded matrix products) on 2 Ray
+   actors against one process, same questions, answers compared;
+5. **peak memory**: a blind question-only model diagnosed with every suite on the small
+   and the large world, each in its own process (peak RSS), and their ratio.
+
+Ratios, not absolute times: the machines are shared and noisy.
+
+    python benchmarks/bench_scale_out.py                       # 12,000 / 2,000 images
+    python benchmarks/bench_scale_out.py --images 2000 --small-images 500 --precision 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEAVY = '''
+import numpy as np
+from vqadiag import plugins
+from vqadiag.models.base import Capabilities, ModelOutput
+
+class Heavy:
+    """A forward that dominates: 40 single-threaded 192×192 matrix products a question."""
+    name = "heavy"
+    capabilities = Capabilities(visual="pixels", object_masking=False, probabilities=False)
+    input_size = (32, 32)
+
+    def __init__(self, spec):
+        self.answer_vocab = ["yes", "no"]
+
+    def predict(self, batch, visual):
+        from threadpoolctl import threadpool_limits
+        answers = []
+        with threadpool_limits(1):
+            for image in visual.images:
+                m = np.asarray(image, np.float64)[:, :, 0].repeat(6, 0).repeat(6, 1)
+                for _ in range(40):
+                    m = np.tanh(m @ m.T / 1e4)
+                answers.append("yes" if m.sum() > 0 else "no")
+        return ModelOutput(answers)
+
+    def fingerprint(self):
+        return "heavy-v1"
+
+plugins.register_adapter("heavy", Heavy, "benchmark: a forward that dominates")
+'''
+
+PEAK = """
+import resource, sys
+from vqadiag.diagnosis.diagnose import diagnose
+diagnose(sys.argv[1], sys.argv[2], sys.argv[3], n_bootstrap=200, bq_ranker="bleu1")
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+class Timed:
+    """A model whose ``predict`` seconds are added up."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+        self.seconds = 0.0
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def predict(self, batch, visual):
+        start = time.perf_counter()
+        try:
+            return self._model.predict(batch, visual)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def _calls(result: dict) -> int:
+    return sum(c["computed"] for c in result["conditions"].values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=12000)
+    parser.add_argument("--small-images", type=int, default=2000)
+    parser.add_argument("--max-questions", type=int, default=1000)
+    parser.add_argument("--precision", type=float, default=2.0)
+    parser.add_argument("--ray-questions", type=int, default=400)
+    parser.add_argument("--keep", type=Path, default=None, help="Work folder to keep.")
+    args = parser.parse_args()
+
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.diagnosis.precision import diagnose_to_precision
+    from vqadiag.models.registry import load_model_spec, model_class
+    from vqadiag.synth import generate_world
+
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_scale_out_"))
+    worlds = {}
+    for images in dict.fromkeys((args.small_images, args.images)):
+        t0 = time.perf_counter()
+        worlds[images] = work / f"world{images}"
+        if not (worlds[images] / "world.json").exists():
+            generate_world(worlds[images], images=images, seed=0, progress=False)
+        print(f"world: {images} images ({time.perf_counter() - t0:.0f} s)")
+    world = worlds[args.images]
+    runs = {}
+    for name, kw in (("updn", {"epochs": 1}), ("question-only", {"epochs": 2})):
+        runs[name] = work / name
+        if not (runs[name] / "config.json").exists():
+            model_class(name).train(GQAData(world), progress=False, **kw).save(runs[name])
+    options = {"n_bootstrap": 200, "bq_ranker": "bleu1"}
+
+    # 1. harness overhead, and the plan
+    plan = diagnose(world, str(runs["updn"]), work / "r1", plan=True,
+                    max_questions=args.max_questions, **options)  # fmt: skip
+    timed = Timed(load_model_spec(str(runs["updn"])))
+    t0 = time.perf_counter()
+    full = diagnose(world, timed, work / "r1", max_questions=args.max_questions,
+                    model_name=str(runs["updn"]), **options)  # fmt: skip
+    total = time.perf_counter() - t0
+    print(f"1. harness: {args.max_questions} questions, every suite: {total:.1f} s in all, "
+          f"{timed.seconds:.1f} s in the model's predict: whole / model = "
+          f"{total / max(timed.seconds, 1e-9):.2f}×")  # fmt: skip
+    print(
+        f"   plan: {plan['total']['calls']} calls announced, {_calls(full)} sent "
+        f"({'exact' if plan['total']['calls'] == _calls(full) else 'DIFFERENT'})"
+    )
+
+    # 2. no request asked twice
+    ask = diagnose(world, str(runs["question-only"]), work / "r2a",
+                   max_questions=args.max_questions, reuse_inputs=False, **options)  # fmt: skip
+    reuse = diagnose(world, str(runs["question-only"]), work / "r2b",
+                     max_questions=args.max_questions, **options)  # fmt: skip
+    same = (work / "r2a/per_question.jsonl").read_bytes() == (
+        work / "r2b/per_question.jsonl"
+    ).read_bytes()
+    print(
+        f"2. reuse (question-only): {_calls(ask)} calls without, {_calls(reuse)} with "
+        f"({_calls(reuse) / _calls(ask):.2f}×); answers identical: {same}"
+    )
+    reused_updn = sum(c["reused"] for c in full["conditions"].values())
+    print(f"   updn: {reused_updn} of {_calls(full) + reused_updn} probes reused")
+
+    # 3. precision budget against the full run
+    everything = diagnose(world, str(runs["updn"]), work / "r3", plan=True, **options)
+    t0 = time.perf_counter()
+    budget = diagnose_to_precision(world, str(runs["updn"]), work / "r3",
+                                   precision=args.precision, **options)["precision"]  # fmt: skip
+    print(
+        f"3. --precision {args.precision}: met {budget['met']} ({budget['stopped']}), "
+        f"{budget['calls']} calls against {everything['total']['calls']} for the full run "
+        f"({budget['calls'] / everything['total']['calls']:.2f}×), "
+        f"{budget['questions']} questions, {time.perf_counter() - t0:.0f} s; widest "
+        f"half-width {max(budget['half_widths'].values()):.2f}"
+    )
+
+    # 4. Ray: 2 actors against one process
+    plugin = work / "heavy_plugin.py"
+    plugin.write_text(HEAVY)
+    seconds = {}
+    for name, ray in (("one process", None), ("2 Ray actors", {"actors": 2})):
+        out = work / f"r4-{name.replace(' ', '-')}"
+        t0 = time.perf_counter()
+        diagnose(world, "heavy:x", out, suites="accuracy", max_questions=args.ray_questions,
+                 batch_size=32, plugins=[str(plugin)], ray=ray, **options)  # fmt: skip
+        seconds[name] = time.perf_counter() - t0
+    same = (work / "r4-one-process/per_question.jsonl").read_bytes() == (
+        work / "r4-2-Ray-actors/per_question.jsonl"
+    ).read_bytes()
+    one, two = seconds["one process"], seconds["2 Ray actors"]
+    print(f"4. Ray: {one:.1f} s in one process, {two:.1f} s on 2 actors (Ray start included):"
+          f" {one / two:.2f}× faster; answers identical: {same}")  # fmt: skip
+
+    # 5. peak memory, small against large world
+    peaks = {}
+    for images, folder in worlds.items():
+        out = work / f"r5-{images}"
+        done = subprocess.run(
+            [sys.executable, "-c", PEAK, str(folder), str(runs["question-only"]), str(out)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        peaks[images] = int(done.stdout.strip().splitlines()[-1]) / 1024
+        print(
+            f"5. peak memory, question-only, every suite, {images} images: {peaks[images]:.0f} MB"
+        )
+    small, large = peaks[args.small_images], peaks[args.images]
+    print(f"   {args.images} / {args.small_images} images: {large / small:.2f}×")
+    print(json.dumps({"work": str(work)}))
+
+
+if __name__ == "__main__":
+    main()
