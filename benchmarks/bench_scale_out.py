@@ -37,7 +37,7 @@ from vqadiag import plugins
 from vqadiag.models.base import Capabilities, ModelOutput
 
 class Heavy:
-    """A forward that dominates: 40 single-threaded 192×192 matrix products a question."""
+    """A forward that dominates: 300 single-threaded 192×192 matrix products a question."""
     name = "heavy"
     capabilities = Capabilities(visual="pixels", object_masking=False, probabilities=False)
     input_size = (32, 32)
@@ -51,7 +51,7 @@ class Heavy:
         with threadpool_limits(1):
             for image in visual.images:
                 m = np.asarray(image, np.float64)[:, :, 0].repeat(6, 0).repeat(6, 1)
-                for _ in range(40):
+                for _ in range(300):
                     m = np.tanh(m @ m.T / 1e4)
                 answers.append("yes" if m.sum() > 0 else "no")
         return ModelOutput(answers)
@@ -100,17 +100,18 @@ def main() -> None:
     parser.add_argument("--precision", type=float, default=2.0)
     parser.add_argument("--ray-questions", type=int, default=400)
     parser.add_argument("--keep", type=Path, default=None, help="Work folder to keep.")
+    parser.add_argument("--parts", default="1,2,3,4,5", help="Which parts to run.")
     args = parser.parse_args()
+    parts = {int(p) for p in args.parts.split(",")}
 
     from vqadiag.data.model_inputs.gqa_data import GQAData
-    from vqadiag.diagnosis.diagnose import diagnose
-    from vqadiag.diagnosis.precision import diagnose_to_precision
-    from vqadiag.models.registry import load_model_spec, model_class
+    from vqadiag.models.registry import model_class
     from vqadiag.synth import generate_world
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_scale_out_"))
+    sizes = (args.small_images, args.images) if 5 in parts else (args.images,)
     worlds = {}
-    for images in dict.fromkeys((args.small_images, args.images)):
+    for images in dict.fromkeys(sizes):
         t0 = time.perf_counter()
         worlds[images] = work / f"world{images}"
         if not (worlds[images] / "world.json").exists():
@@ -123,69 +124,101 @@ def main() -> None:
         if not (runs[name] / "config.json").exists():
             model_class(name).train(GQAData(world), progress=False, **kw).save(runs[name])
     options = {"n_bootstrap": 200, "bq_ranker": "bleu1"}
+    if 1 in parts:
+        _harness(world, runs, work, args, options)
+    if 2 in parts:
+        _reuse(world, runs, work, args, options)
+    if 3 in parts:
+        _precision(world, runs, work, args, options)
+    if 4 in parts:
+        _ray(world, work, args, options)
+    if 5 in parts:
+        _memory(worlds, runs, work, args)
+    print(json.dumps({"work": str(work)}))
 
-    # 1. harness overhead, and the plan
-    plan = diagnose(world, str(runs["updn"]), work / "r1", plan=True,
-                    max_questions=args.max_questions, **options)  # fmt: skip
-    timed = Timed(load_model_spec(str(runs["updn"])))
+
+def _harness(world, runs, work, args, options) -> None:
+    """1. The harness around the model, and the plan against the calls sent."""
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.models.registry import load_model_spec
+
+    spec = str(runs["updn"])
+    plan = diagnose(world, spec, work / "r1", plan=True, max_questions=args.max_questions,
+                    **options)  # fmt: skip
+    timed = Timed(load_model_spec(spec))
     t0 = time.perf_counter()
     full = diagnose(world, timed, work / "r1", max_questions=args.max_questions,
-                    model_name=str(runs["updn"]), **options)  # fmt: skip
+                    model_name=spec, **options)  # fmt: skip
     total = time.perf_counter() - t0
     print(f"1. harness: {args.max_questions} questions, every suite: {total:.1f} s in all, "
           f"{timed.seconds:.1f} s in the model's predict: whole / model = "
           f"{total / max(timed.seconds, 1e-9):.2f}×")  # fmt: skip
-    print(
-        f"   plan: {plan['total']['calls']} calls announced, {_calls(full)} sent "
-        f"({'exact' if plan['total']['calls'] == _calls(full) else 'DIFFERENT'})"
-    )
+    exact = "exact" if plan["total"]["calls"] == _calls(full) else "DIFFERENT"
+    print(f"   plan: {plan['total']['calls']} calls announced, {_calls(full)} sent ({exact})")
+    reused = sum(c["reused"] for c in full["conditions"].values())
+    print(f"   updn: {reused} of {_calls(full) + reused} probes reused")
 
-    # 2. no request asked twice
-    ask = diagnose(world, str(runs["question-only"]), work / "r2a",
-                   max_questions=args.max_questions, reuse_inputs=False, **options)  # fmt: skip
-    reuse = diagnose(world, str(runs["question-only"]), work / "r2b",
-                     max_questions=args.max_questions, **options)  # fmt: skip
+
+def _reuse(world, runs, work, args, options) -> None:
+    """2. No request asked twice: calls with and without, answers compared."""
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    spec, n = str(runs["question-only"]), args.max_questions
+    ask = diagnose(world, spec, work / "r2a", max_questions=n, reuse_inputs=False, **options)
+    reuse = diagnose(world, spec, work / "r2b", max_questions=n, **options)
     same = (work / "r2a/per_question.jsonl").read_bytes() == (
         work / "r2b/per_question.jsonl"
     ).read_bytes()
-    print(
-        f"2. reuse (question-only): {_calls(ask)} calls without, {_calls(reuse)} with "
-        f"({_calls(reuse) / _calls(ask):.2f}×); answers identical: {same}"
-    )
-    reused_updn = sum(c["reused"] for c in full["conditions"].values())
-    print(f"   updn: {reused_updn} of {_calls(full) + reused_updn} probes reused")
+    print(f"2. reuse (question-only): {_calls(ask)} calls without, {_calls(reuse)} with "
+          f"({_calls(reuse) / _calls(ask):.2f}×); answers identical: {same}")  # fmt: skip
 
-    # 3. precision budget against the full run
-    everything = diagnose(world, str(runs["updn"]), work / "r3", plan=True, **options)
+
+def _precision(world, runs, work, args, options) -> None:
+    """3. The precision budget against the full run (its plan: nothing is called)."""
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.diagnosis.precision import diagnose_to_precision
+
+    spec = str(runs["updn"])
+    everything = diagnose(world, spec, work / "r3", plan=True, **options)["total"]["calls"]
     t0 = time.perf_counter()
-    budget = diagnose_to_precision(world, str(runs["updn"]), work / "r3",
-                                   precision=args.precision, **options)["precision"]  # fmt: skip
-    print(
-        f"3. --precision {args.precision}: met {budget['met']} ({budget['stopped']}), "
-        f"{budget['calls']} calls against {everything['total']['calls']} for the full run "
-        f"({budget['calls'] / everything['total']['calls']:.2f}×), "
-        f"{budget['questions']} questions, {time.perf_counter() - t0:.0f} s; widest "
-        f"half-width {max(budget['half_widths'].values()):.2f}"
-    )
+    budget = diagnose_to_precision(world, spec, work / "r3", precision=args.precision,
+                                   **options)["precision"]  # fmt: skip
+    widths = budget["half_widths"]
+    widest = max(widths, key=widths.get)
+    print(f"3. --precision {args.precision}: met {budget['met']} ({budget['stopped']}), "
+          f"{budget['calls']} calls against {everything} for the full run "
+          f"({budget['calls'] / everything:.2f}×), {budget['questions']} questions, "
+          f"{time.perf_counter() - t0:.0f} s; widest half-width {widths[widest]:.2f} "
+          f"({widest}); steps {[s['max_questions'] for s in budget['steps']]}")  # fmt: skip
 
-    # 4. Ray: 2 actors against one process
+
+def _ray(world, work, args, options) -> None:
+    """4. Ray: 2 actors against one process (the local Ray started before the clock)."""
+    import ray
+
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     plugin = work / "heavy_plugin.py"
     plugin.write_text(HEAVY)
     seconds = {}
-    for name, ray in (("one process", None), ("2 Ray actors", {"actors": 2})):
-        out = work / f"r4-{name.replace(' ', '-')}"
+    for name, actors in (("one", None), ("two", {"actors": 2})):
         t0 = time.perf_counter()
-        diagnose(world, "heavy:x", out, suites="accuracy", max_questions=args.ray_questions,
-                 batch_size=32, plugins=[str(plugin)], ray=ray, **options)  # fmt: skip
+        diagnose(world, "heavy:x", work / f"r4-{name}", suites="accuracy",
+                 max_questions=args.ray_questions, batch_size=32, plugins=[str(plugin)],
+                 ray=actors, **options)  # fmt: skip
         seconds[name] = time.perf_counter() - t0
-    same = (work / "r4-one-process/per_question.jsonl").read_bytes() == (
-        work / "r4-2-Ray-actors/per_question.jsonl"
+    same = (work / "r4-one/per_question.jsonl").read_bytes() == (
+        work / "r4-two/per_question.jsonl"
     ).read_bytes()
-    one, two = seconds["one process"], seconds["2 Ray actors"]
-    print(f"4. Ray: {one:.1f} s in one process, {two:.1f} s on 2 actors (Ray start included):"
-          f" {one / two:.2f}× faster; answers identical: {same}")  # fmt: skip
+    one, two = seconds["one"], seconds["two"]
+    print(f"4. Ray: {one:.1f} s in one process, {two:.1f} s on 2 actors (their start "
+          f"included): {one / two:.2f}× faster; answers identical: {same}")  # fmt: skip
+    ray.shutdown()
 
-    # 5. peak memory, small against large world
+
+def _memory(worlds, runs, work, args) -> None:
+    """5. Peak memory, small against large world, each diagnosis in its own process."""
     peaks = {}
     for images, folder in worlds.items():
         out = work / f"r5-{images}"
@@ -194,12 +227,10 @@ def main() -> None:
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         peaks[images] = int(done.stdout.strip().splitlines()[-1]) / 1024
-        print(
-            f"5. peak memory, question-only, every suite, {images} images: {peaks[images]:.0f} MB"
-        )
-    small, large = peaks[args.small_images], peaks[args.images]
-    print(f"   {args.images} / {args.small_images} images: {large / small:.2f}×")
-    print(json.dumps({"work": str(work)}))
+        print(f"5. peak memory, question-only, every suite, {images} images: "
+              f"{peaks[images]:.0f} MB")  # fmt: skip
+    ratio = peaks[args.images] / peaks[args.small_images]
+    print(f"   {args.images} / {args.small_images} images: {ratio:.2f}×")
 
 
 if __name__ == "__main__":
