@@ -443,3 +443,15 @@ def test_a_changed_source_rebuilds_the_prepared_copy_and_changes_the_fingerprint
     # the gold answer is not model input: the stored answers are reused
     assert second["conditions"]["gqa.all"]["computed"] == 0
     assert second["summary"]["accuracy"]["value"] <= first["summary"]["accuracy"]["value"]
+
+
+def test_a_tsv_without_answers_is_one_line_naming_the_file(tsv_file, run_cli, tmp_path):
+    import pandas as pd
+
+    frame = pd.read_csv(tsv_file, sep="\t", dtype=str, keep_default_na=False)
+    bare = tmp_path / "GQA_TestDev_Balanced.tsv"
+    frame.drop(columns=["answer"]).to_csv(bare, sep="\t", index=False)
+    result = run_cli("diagnose", "--data", bare, "--model", "meancolour:x", "--out",
+                     tmp_path / "r", "--split", "testdev")  # fmt: skip
+    assert result.exit_code == 2
+    assert bare.name in result.stderr and "'answer' column" in result.stderr

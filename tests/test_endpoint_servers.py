@@ -155,8 +155,8 @@ def test_servers_serving_different_models_are_refused(start):
 
 def test_the_fingerprint_does_not_depend_on_the_servers_listed(start):
     a, b, c = start(), start(), start()
-    two, three = _model(a, b), _model(a, b, c)
-    assert two.fingerprint() == three.fingerprint()
+    one, two, three = _model(a), _model(a, b), _model(a, b, c)
+    assert one.fingerprint() == two.fingerprint() == three.fingerprint()
     assert _model(a, b, revision="v2").fingerprint() != two.fingerprint()
 
 

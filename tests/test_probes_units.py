@@ -200,9 +200,11 @@ def test_runner_batches_caches_and_recomputes_only_changes(tmp_path):
         assert run.answers[2].vector.tolist() == [1.0, 1.0, 1.0]
         again = ctx.run(Condition("all", "plain"), _probes())
         assert (again.computed, again.cached) == (0, 5) and len(model.batches) == 3
-        # keep only object 0: a new condition → computed; images with 1 object give n1
+        # keep only object 0: a new condition → computed; images with 1 object give n1;
+        # image 0 has that one object only, so its probe is the plain input: reused
         kept = ctx.run(Condition("rel", "objects", {"replacement": "drop"}), _probes(keep=(0,)))
-        assert [a.answer for a in kept.answers] == ["n1"] * 5 and kept.computed == 5
+        assert [a.answer for a in kept.answers] == ["n1"] * 5
+        assert (kept.computed, kept.reused) == (4, 1)
         # change one question's text: only that question is recomputed
         probes = _probes()
         probes[3] = Probe("q3", "how many now?", "3", {"question": "how many now?"})

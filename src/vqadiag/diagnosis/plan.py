@@ -12,9 +12,9 @@ calls the plan announces are the calls the run sends (``tests/test_plan.py`` che
 on every suite, with and without a warm store).
 
 Nothing is written to ``OUT``: the suites' files go to a scratch folder that is removed
-afterwards, and the store is only read. Harness work that is not a model call (reading
-images to fingerprint them, building the basic-question dataset when ``--bqd`` is not
-given) is done as a run would do it.
+afterwards, and the store is opened read-only. Harness work that is not a model call
+(reading images to fingerprint them, building the basic-question dataset when ``--bqd``
+is not given and ``OUT`` holds none for these questions) is done as a run would do it.
 
 With ``rate`` (questions per second, e.g. from an earlier run's ``timing.json``) the plan
 estimates the wall time of the calls: ``calls / rate`` seconds.
@@ -22,6 +22,7 @@ estimates the wall time of the calls: ``calls / rate`` seconds.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,11 @@ def plan_diagnosis(
 
             root = prepared_copy(source, scratch, options.split)
             require_questions(root, options.split, shown=source.location)
-        store = PlanningStore(PredictionStore(stored if warm else scratch / "store.sqlite"))
+        base = PredictionStore(stored, readonly=True) if warm else None
+        store = PlanningStore(base or PredictionStore(scratch / "store.sqlite"))
+        for cached in ("bqd.json", "bqd.meta.json"):  # a run's basic questions, if any
+            if (out / cached).is_file():
+                shutil.copyfile(out / cached, scratch / cached)
         state = DiagnoseState(the_model, store, options, scratch, root)  # type: ignore[arg-type]
         ran = SuiteRuns()
         try:

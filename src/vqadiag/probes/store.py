@@ -106,6 +106,14 @@ def store_error_text(err: sqlite3.DatabaseError) -> str:
     return f"cannot use the prediction store: {err}"
 
 
+def _read_only_mode(path: Path) -> str:
+    """SQLite's URI mode to read ``path`` writing nothing, not even ``-wal`` / ``-shm``
+    files: immutable without a write-ahead log; with one (a run killed, or running),
+    read-only with it."""
+    wal = path.with_name(path.name + "-wal").exists()
+    return "mode=ro" if wal else "mode=ro&immutable=1"
+
+
 def is_prediction_store(path: str | Path) -> bool:
     """Whether ``path`` is (or could only be) a prediction store: an SQLite database holding
     no table but a store's, or an empty file. Read only; a file that is not a database is
@@ -116,7 +124,7 @@ def is_prediction_store(path: str | Path) -> bool:
     if target.stat().st_size == 0:
         return True
     try:
-        db = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True)
+        db = sqlite3.connect(f"{target.resolve().as_uri()}?{_read_only_mode(target)}", uri=True)
         try:
             return not _foreign_tables(db)
         finally:
@@ -128,11 +136,14 @@ def is_prediction_store(path: str | Path) -> bool:
 class PredictionStore:
     """``RESULT_DIR/store.sqlite``: get / put answers by (model, data, condition, qid)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_symlink():
             raise DataError(self.path, "is a link; vqadiag does not follow links for its store")
+        if readonly:  # read as it is: no journal mode, schema or upgrade written
+            self._open_readonly()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = sqlite3.connect(str(self.path))
             foreign = _foreign_tables(self.db)
@@ -156,6 +167,21 @@ class PredictionStore:
             raise DataError(
                 self.path, f"store schema {row[0]}, this vqadiag writes {SCHEMA_VERSION}"
             )
+
+    def _open_readonly(self) -> None:
+        """Open without writing anything (:func:`_read_only_mode`)."""
+        mode = _read_only_mode(self.path)
+        try:
+            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?{mode}", uri=True)
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise DataError(self.path, store_error_text(err)) from None
+        if row is None or row[0] != SCHEMA_VERSION:
+            self.db.close()
+            raise DataError(
+                self.path, f"store schema {row and row[0]}: run diagnose once to bring it to "
+                f"schema {SCHEMA_VERSION} before planning over it",
+            )  # fmt: skip
 
     def _upgrade(self) -> None:
         """Schema 1 → 2: add the ``raw`` column (unless a killed upgrade already did) and

@@ -35,7 +35,7 @@ from vqadiag.data.io.jsonio import read_json
 from vqadiag.errors import DataError
 
 TABLE_SUFFIXES = (".parquet", ".arrow")
-_SHARD = re.compile(r"-\d{5}-of-\d{5}$")
+_SHARD = re.compile(r"-\d{5}-of-\d{5}(?:-[0-9a-f]{16})?$")
 _HUB_FOLDER = re.compile(r"^datasets--(?P<org>[^/]+?)--(?P<name>[^/]+)$")
 _NAME = re.compile(r"^(?:hf:)?(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)$")
 #: files up to this size are digested whole; a larger one by its size, its first and
@@ -142,11 +142,23 @@ def _datasets_cache() -> Path:
 
 
 def _table_files(folder: Path):
+    """The tables under ``folder``: not hidden, not the ``cache-*.arrow`` files that
+    ``datasets``' ``map`` leaves, and of a ``datasets`` cache folder holding several
+    builds of one config (``<config>/<version>/<hash>/``) only the newest."""
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = _newest_build(Path(dirpath), sorted(d for d in dirnames if d[0] != "."))
         for name in sorted(filenames):
-            if name.endswith(TABLE_SUFFIXES) and not name.startswith("."):
+            if name.endswith(TABLE_SUFFIXES) and not name.startswith((".", "cache-")):
                 yield Path(dirpath) / name
+
+
+def _newest_build(parent: Path, names: list[str]) -> list[str]:
+    """``names`` (sub-folders of ``parent``), or the newest one when they are the hash
+    folders of ``datasets`` builds (each holding ``dataset_info.json``)."""
+    builds = [n for n in names if (parent / n / "dataset_info.json").is_file()]
+    if len(builds) < 2 or len(builds) != len(names):
+        return names
+    return [max(builds, key=lambda n: (parent / n / "dataset_info.json").stat().st_mtime_ns)]
 
 
 def _copy(root: Path, *, name: str | None = None, revision: str | None = None) -> CopyFolder:

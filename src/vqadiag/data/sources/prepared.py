@@ -17,7 +17,8 @@ scorers, the image cache) reads the prepared copy as it reads the official folde
 built in a temporary folder and moved into place whole. A later run reuses it when
 its fingerprint is the source's (:func:`source_fingerprint`: the content of every table
 or the TSV, never their paths, so two copies of the same data agree and copies of
-different data never share a prepared copy or a store's answers by mistake).
+different data never share a prepared copy or a store's answers by mistake) and its
+files are where, and as large and as recent as, the image index says.
 """
 
 from __future__ import annotations
@@ -58,13 +59,18 @@ def prepared_copy(source: DataSource, out: Path, split: str) -> Path:
     when its manifest has the source's fingerprint, else (re)built."""
     folder = out / FOLDER
     fingerprint = source_fingerprint(source, split)
+    where = _files_at(source)
     manifest = folder / MANIFEST
     if manifest.is_file():
         try:
             recorded = read_json(manifest)
         except DataError:
             recorded = None
-        if isinstance(recorded, dict) and recorded.get("fingerprint") == fingerprint:
+        if (
+            isinstance(recorded, dict)
+            and recorded.get("fingerprint") == fingerprint
+            and recorded.get("files") == where
+        ):
             return folder
     building = out / f".{FOLDER}.building-{os.getpid()}"
     shutil.rmtree(building, ignore_errors=True)
@@ -72,13 +78,29 @@ def prepared_copy(source: DataSource, out: Path, split: str) -> Path:
         _write_copy(source, building, split)
         write_json(
             building / MANIFEST,
-            {"kind": MANIFEST_KIND, "fingerprint": fingerprint, "source": source.describe()},
+            {
+                "kind": MANIFEST_KIND,
+                "fingerprint": fingerprint,
+                "files": where,
+                "source": source.describe(),
+            },
             indent=True,
         )
         _replace_folder(building, folder)
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return folder
+
+
+def _files_at(source: DataSource) -> list[list[Any]]:
+    """Where the source's files are now (path, size, modification time): the image index
+    names them, so a copy moved or changed since is prepared again."""
+    paths = [source.location] if source.copy is None else [t.path for t in source.copy.tables]
+    out = []
+    for path in paths:
+        stat = path.resolve().stat()
+        out.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
+    return out
 
 
 def recorded_source(root: Path) -> dict[str, Any] | None:

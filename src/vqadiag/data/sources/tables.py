@@ -10,8 +10,9 @@ the dataset repository, Arrow IPC streams in the ``datasets`` cache or a
   never the image column;
 * one cell of one row, read when asked (:meth:`TableFile.cell`): the image bytes. A
   Parquet file reads the one column of the row group that holds the row (the last few
-  row groups read are kept, bounded in bytes); an Arrow file is memory-mapped, so a
-  cell is a slice of the mapping. Nothing is extracted to disk.
+  row groups read, of every file, are kept: :data:`ROW_GROUP_CACHE_BYTES` in all); an
+  Arrow file is memory-mapped, so a cell is a slice of the mapping. Nothing is
+  extracted to disk.
 
 A file pyarrow cannot read is one :class:`DataError` naming it.
 """
@@ -31,6 +32,10 @@ from vqadiag.errors import DataError
 ROW_GROUP_CACHE_BYTES = 256 << 20
 #: rows converted to Python values at a time by :meth:`TableFile.rows`
 ROWS_PER_BATCH = 4096
+#: the row-group columns read for images, shared by every Parquet file of the process
+ROW_GROUPS: ByteLRU[tuple[str, int, str], Any] = ByteLRU(
+    ROW_GROUP_CACHE_BYTES, lambda column: int(column.nbytes)
+)
 
 
 def _pyarrow() -> Any:
@@ -56,9 +61,6 @@ class TableFile:
         self._parquet: Any = None
         self._table: Any = None
         self._starts: list[int] = []
-        self._groups: ByteLRU[tuple[int, str], Any] = ByteLRU(
-            ROW_GROUP_CACHE_BYTES, lambda column: int(column.nbytes)
-        )
         pa = _pyarrow()
         try:
             if self.format == "parquet":
@@ -100,12 +102,12 @@ class TableFile:
             if self._table is not None:
                 return self._table.column(column)[row].as_py()
             group = bisect.bisect_right(self._starts, row) - 1
-            key = (group, column)
-            values = self._groups.get(key)
+            key = (str(self.path), group, column)
+            values = ROW_GROUPS.get(key)
             if values is None:
                 with self._lock:  # pyarrow's ParquetFile is not safe across threads
                     values = self._parquet.read_row_group(group, columns=[column]).column(0)
-                values = self._groups.put(key, values)
+                values = ROW_GROUPS.put(key, values)
             return values[row - self._starts[group]].as_py()
         except (OSError, pa.ArrowException) as err:
             raise DataError(self.path, f"cannot read row {row}: {err}") from None

@@ -2,7 +2,8 @@
 
 VLMEvalKit keeps one tab-separated file per benchmark (``GQA_TestDev_Balanced.tsv``),
 written by pandas, with the columns ``index``, ``image``, ``question``, ``answer`` and
-optional others. An ``image`` cell is the image file base64-encoded, or, when it is at
+optional others; a TSV without gold answers (a test split) is refused, as there is
+nothing to score. An ``image`` cell is the image file base64-encoded, or, when it is at
 most :data:`REFERENCE_CHARS` characters, the ``index`` of the row that holds the same
 image (as VLMEvalKit itself resolves it).
 
@@ -29,7 +30,7 @@ from vqadiag.errors import DataError, excerpt
 
 #: VLMEvalKit: an image cell this short names another row's ``index``
 REFERENCE_CHARS = 64
-REQUIRED = ("index", "image", "question")
+REQUIRED = ("index", "image", "question", "answer")
 ID_COLUMNS = ("question_id", "qid")
 IMAGE_ID_COLUMNS = ("image_id", "imageId")
 _NOT_FIELDS = {"index", "image", "image_path", *ID_COLUMNS, *IMAGE_ID_COLUMNS}
@@ -76,6 +77,11 @@ def read_tsv_questions(path: Path, requested_split: str) -> TSVQuestions:
     id, an empty question or a dangling image reference names the file and the row."""
     frame = read_frame(path)
     missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing == ["answer"]:
+        raise DataError(
+            path, "has no 'answer' column: vqadiag scores against the gold answers, which a "
+            "test split's TSV does not give",
+        )  # fmt: skip
     if missing:
         raise DataError(path, f"has no column {missing[0]!r} (VLMEvalKit TSVs have {REQUIRED})")
     if frame.empty:
@@ -97,6 +103,8 @@ def read_tsv_questions(path: Path, requested_split: str) -> TSVQuestions:
             raise DataError(path, f"{problem} question id in column {id_column!r}", label)
         if not line["question"].strip():
             raise DataError(path, "empty question", label)
+        if not line["answer"].strip():
+            raise DataError(path, "empty gold answer", label)
         holder = _holder(cells, row, position, path, label)
         image_id = (line[image_column] if image_column else "") or str(frame["index"][holder])
         record = {k: line[k] for k in fields if line[k] != ""}

@@ -22,16 +22,15 @@ holds every finished answer of a killed run. Asked with no image (``visual`` Non
 no-image condition, docs/diagnose.md, "The model without its image"), the user message is
 the text alone.
 
-The fingerprint covers the URL, the served model's name, ``revision`` (a free label:
-change it when other weights are served under the same name) and every setting that
-changes the answers; not ``in_flight``, ``timeout`` or the key.
+The fingerprint covers the served model's name, ``revision`` (a free label: change it
+when other weights are served under the same name) and every setting that changes the
+answers; not the server's URL, ``in_flight``, ``timeout`` or the key, so a model moved
+to another server, or spread over several, keeps its stored answers.
 
 ``openai:URL1,URL2,…`` is one model served by several servers
 (:mod:`.openai_servers`: requests go to the server with the fewest in flight, and a
 server that fails is left out while the others take its requests). Every server must
-serve the same model name; ``in_flight`` is per server. The fingerprint then leaves the
-URLs out, so adding or removing a server keeps the stored answers: give another
-``revision`` when the servers serve other weights under that name.
+serve the same model name; ``in_flight`` is per server.
 """
 
 from __future__ import annotations
@@ -245,7 +244,8 @@ class EndpointModel:
 
     def fingerprint(self) -> str:
         """SHA-256 (16 hex) of the settings that change answers (module docstring)."""
-        keep = {k: v for k, v in self.settings().items() if k not in ("in_flight", "urls")}
+        leave_out = ("in_flight", "url", "urls")
+        keep = {k: v for k, v in self.settings().items() if k not in leave_out}
         return hashlib.sha256(repr(sorted(keep.items())).encode()).hexdigest()[:16]
 
     # -- prediction -------------------------------------------------------------------
