@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vqadiag.diagnosis.precision import half_widths, next_prefix
+from vqadiag.diagnosis.precision import half_widths, next_prefix, widest_known
 
 pytest.importorskip("torch")
 
@@ -18,9 +18,12 @@ def test_half_widths_take_the_bounded_rates_only():
         "r_score": {"value": 0.5, "ci_low": 0.1, "ci_high": 0.9, "n": 100},  # not points
         "loo_relevant_score": {"value": 9.0, "ci_low": 0.0, "ci_high": 60.0},  # a sample
         "fpvg_plus": None,
-        "pair_both_correct": {"value": 10.0, "ci_low": None, "ci_high": None},
     }
     assert half_widths(summary) == {"accuracy": 4.5}
+    # a value without a finite interval (an empty subset so far) is unknown: never met
+    nan = float("nan")
+    widths = half_widths({**summary, "fpvg_plus": {"value": 3.0, "ci_low": nan, "ci_high": nan}})
+    assert widths["fpvg_plus"] == float("inf") and widest_known(widths, 2.0) == 4.5
 
 
 def test_the_next_prefix_follows_one_over_root_n_with_a_margin():

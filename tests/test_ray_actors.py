@@ -120,11 +120,25 @@ def test_a_reference_model_on_actors_answers_as_in_one_process(world, tmp_path, 
 
     run = tmp_path / "updn"
     model_class("updn").train(GQAData(world), epochs=1, progress=False).save(run)
-    one = _diagnose(world, str(run), tmp_path / "one", batch_size=1, max_questions=30)
-    two = _diagnose(world, str(run), tmp_path / "two", batch_size=1, max_questions=30,
+    one = _diagnose(world, str(run), tmp_path / "one", batch_size=4, max_questions=30)
+    # the runner's batches of 4, each on one of the two actors as a single process has it
+    two = _diagnose(world, str(run), tmp_path / "two", batch_size=4, max_questions=30,
                     ray={"actors": 2})  # fmt: skip
     assert two["summary"] == one["summary"]
     assert _rows(tmp_path / "two") == _rows(tmp_path / "one")
+
+
+def test_actors_that_cannot_start_are_one_line_and_the_cluster_stays_usable(local_ray):
+    from vqadiag.errors import DataError
+    from vqadiag.models.ray_actors import RayModel
+
+    with pytest.raises(DataError, match="did not start within"):
+        RayModel("meanpix:x", actors=1, gpus_per_actor=1, plugins=[__file__], ready_timeout=3)
+    # the pending actor was killed: both CPUs serve two new actors at once
+    both = RayModel("meanpix:x", actors=2, plugins=[__file__], ready_timeout=60)
+    assert len(both.actors) == 2
+    both.close()
+    assert ray.is_initialized()  # a Ray it did not start is left running
 
 
 def test_ray_actors_refuse_models_that_are_not_in_process(world, tmp_path, run_cli):

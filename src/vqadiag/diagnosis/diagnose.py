@@ -224,31 +224,40 @@ def diagnose(
             "--ray-actors", "runs in-process models; openai: spreads over its servers itself "
             "(openai:URL1,URL2) and files: calls no model",
         )  # fmt: skip
-    if isinstance(model, (str, os.PathLike)):
+    if ray is not None:  # the actors load the model; the driver never does
+        from vqadiag.models.ray_actors import RayModel
+
+        model = str(model)
+        the_model = RayModel(model, model_args, plugins=tuple(plugins), **ray)
+    elif isinstance(model, (str, os.PathLike)):
         model = str(model)
         the_model = load_model_spec(model, model_args)
     else:  # a model object (the Python API; conditions export's recorder)
         the_model = model
         model = model_name or str(getattr(model, "name", type(model).__name__))
+    try:
+        return _plan_or_run(the_model, model, options, Path(out), source, rate, plan=plan)
+    finally:
+        if ray is not None:
+            the_model.close()
+
+
+def _plan_or_run(
+    the_model: Any, model: str, options: Options, out: Path, source: DataSource,
+    rate: float | None, *, plan: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """The plan, or the run into the claimed and locked ``out``."""
     if plan:
         from vqadiag.diagnosis.plan import plan_diagnosis
 
-        return plan_diagnosis(the_model, model, options, Path(out), source, rate)
+        return plan_diagnosis(the_model, model, options, out, source, rate)
     out_dir = claim_folder(out, RESULT_FOLDER)
     with FolderLock(out_dir):
         root = source.location
         if not source.official:
-            root = prepared_copy(source, out_dir, split)
-            require_questions(root, split, shown=source.location)
-        if ray is None:
-            return _diagnose_into(the_model, model, options, out_dir, root, source)
-        from vqadiag.models.ray_actors import RayModel
-
-        actors = RayModel(the_model, model, model_args, plugins=tuple(plugins), **ray)
-        try:
-            return _diagnose_into(actors, model, options, out_dir, root, source)
-        finally:
-            actors.close()
+            root = prepared_copy(source, out_dir, options.split)
+            require_questions(root, options.split, shown=source.location)
+        return _diagnose_into(the_model, model, options, out_dir, root, source)
 
 
 def _extra_files(**given: str | Path | None) -> dict[str, str]:

@@ -9,7 +9,8 @@ has a half-width of at most ``EPS`` points:
 
 * **bounded figures** (:func:`half_widths`): the report card's rates in points (accuracy,
   GQA-OOD head and tail, FPVG, pairs, consistency, gain …), not a ratio (GQA-OOD's Δ),
-  not R_score, not the importance figures, which run on a declared sample;
+  not R_score, not the importance figures, which run on a declared sample. A figure
+  with a value but no finite interval (an empty subset so far) is unknown: not met;
 * **the next prefix** assumes a half-width shrinking as 1/√n:
   ``n' = ⌈n · (w / EPS)² · 1.2⌉``, at least ``1.5 n``, where ``w`` is the widest
   half-width now;
@@ -60,7 +61,16 @@ def half_widths(summary: dict[str, Any]) -> dict[str, float]:
         low, high = est.get("ci_low"), est.get("ci_high")
         if isinstance(low, (int, float)) and isinstance(high, (int, float)):
             out[fig.key] = (float(high) - float(low)) / 2
-    return out
+        elif est.get("value") is not None:  # a figure without an interval yet: unknown
+            out[fig.key] = math.inf
+    return {k: (w if math.isfinite(w) else math.inf) for k, w in out.items()}
+
+
+def widest_known(widths: dict[str, float], precision: float) -> float:
+    """The widest finite half-width (what the next prefix is projected from); with none
+    finite, a width that asks for :data:`LEAST_GROWTH`."""
+    finite = [w for w in widths.values() if math.isfinite(w)]
+    return max(finite, default=precision)
 
 
 def next_prefix(n: int, widest: float, precision: float) -> int:
@@ -125,7 +135,8 @@ def diagnose_to_precision(
         calls += step_calls
         widths = half_widths(result["summary"])
         widest = max(widths.values(), default=0.0)
-        steps.append({"max_questions": n, "calls": step_calls, "widest_half_width": widest})
+        steps.append({"max_questions": n, "calls": step_calls,
+                      "widest_half_width": widest if math.isfinite(widest) else None})  # fmt: skip
         taken = result["data"]["datasets"]
         if widest <= precision:
             break
@@ -133,12 +144,13 @@ def diagnose_to_precision(
             stopped = "every question was taken"
             break
         previous = taken
-        n = next_prefix(n, widest, precision)
+        n = next_prefix(n, widest_known(widths, precision), precision)
     assert result is not None
+    widths = half_widths(result["summary"])
     result["precision"] = {
         "target": precision,
-        "met": max(half_widths(result["summary"]).values(), default=0.0) <= precision,
-        "half_widths": half_widths(result["summary"]),
+        "met": max(widths.values(), default=0.0) <= precision,
+        "half_widths": {k: (w if math.isfinite(w) else None) for k, w in widths.items()},
         "questions": steps[-1]["max_questions"],
         "calls": calls,
         "max_calls": max_calls,

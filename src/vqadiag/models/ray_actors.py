@@ -4,22 +4,26 @@
 ``vqadiag train``, ``hf:DIR``, a plug-in's model) as Ray actors: one per GPU on a
 cluster (``--ray-gpus-per-actor 1``), one per CPU in the tests. Each actor loads the
 model from its spec itself (the run folder or model folder must be on every node's file
-system). The driver keeps everything else: the data path, the probe runner and the one
-prediction store.
+system); the driver never loads it. The driver keeps everything else: the data path,
+the batch plan, the probe runner and the one prediction store.
 
-:class:`RayModel` stands for the model in the driver. Its ``predict_stream`` cuts each
-batch the runner hands it into one slice per actor and hands each slice's answers back as
-it finishes, so the runner stores them at once: a killed actor loses only the slice it
-was answering, which goes to a new actor (at most :data:`MAX_REPLACEMENTS` per actor);
-a run stopped outright asks, when run again, only for what the store lacks. A slice is
-answered by the same model code on the same inputs, so with ``batch_size`` 1 the answers
-are those of the single-process run (larger batches may pad differently).
+:class:`RayModel` stands for the model in the driver, with the name, capabilities,
+answers and fingerprint the first actor reports. The probe runner hands it whole batches
+(:meth:`RayModel.stream_batches`), as the data path built them for a single process,
+one to each idle actor, and stores each batch's answers as it comes back. So:
+
+* the answers are those of a single-process run with the same ``--batch-size``: each
+  batch is the same input to the same model code;
+* a killed or unreachable actor is killed for good and its batch goes to a new actor
+  (:data:`MAX_REPLACEMENTS` × N new actors in all, then the run stops with one line);
+* a run stopped outright asks, when run again, only for what the store lacks;
+* actors that cannot start within ``ready_timeout`` seconds (more GPUs asked than the
+  cluster has) stop the run with one line, and every actor and the local Ray started
+  are stopped.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -29,8 +33,10 @@ import numpy as np
 from vqadiag.errors import DataError
 from vqadiag.models.base import ModelOutput, QuestionBatch
 
-#: new actors made for each of the N, before the run stops
+#: new actors made, per actor asked for, before the run stops
 MAX_REPLACEMENTS = 2
+#: seconds the actors have to load the model
+READY_TIMEOUT = 600.0
 
 
 class ModelActor:
@@ -43,37 +49,31 @@ class ModelActor:
         load_plugins(plugins)
         self.model = load_model_spec(spec, args)
 
+    def describe(self) -> dict[str, Any]:
+        """What the driver needs of the model without loading it."""
+        model = self.model
+        settings = getattr(model, "settings", None)
+        return {
+            "name": model.name,
+            "capabilities": model.capabilities,
+            "answer_vocab": list(model.answer_vocab),
+            "fingerprint": model.fingerprint(),
+            "input_size": getattr(model, "input_size", None),
+            "settings": settings() if callable(settings) else None,
+            "deterministic": bool(getattr(model, "deterministic", True)),
+            "gradients": hasattr(model, "object_gradients"),
+            "pid": os.getpid(),
+        }
+
     def predict(self, batch: QuestionBatch, visual: Any) -> ModelOutput:
-        return self.model.predict(batch, visual)
+        """The model's answers; its inputs prepared here (``prepare_pixels``), as the
+        single-process runner prepares them in its data-path workers."""
+        prepare = getattr(self.model, "prepare_pixels", None)
+        ready = visual if prepare is None or visual is None else prepare(visual)
+        return self.model.predict(batch, ready)
 
     def object_gradients(self, batch: QuestionBatch, visual: Any, index: np.ndarray) -> Any:
         return np.asarray(self.model.object_gradients(batch, visual, index))
-
-    def pid(self) -> int:
-        return os.getpid()
-
-
-def take_rows(value: Any, rows: Sequence[int], size: int) -> Any:
-    """The rows ``rows`` of a batch-shaped value of ``size`` rows: an array or sequence of
-    that length is indexed, a dataclass field by field, anything else kept."""
-    if value is None or isinstance(value, (str, bytes, bool, int, float)):
-        return value
-    if isinstance(value, np.ndarray):
-        return value[list(rows)] if value.ndim and value.shape[0] == size else value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {
-            f.name: take_rows(getattr(value, f.name), rows, size)
-            for f in dataclasses.fields(value)
-            if f.init
-        }
-        return dataclasses.replace(value, **changes)
-    if isinstance(value, (list, tuple)) and len(value) == size:
-        return (
-            type(value)(value[i] for i in rows)
-            if isinstance(value, tuple)
-            else [value[i] for i in rows]
-        )
-    return value
 
 
 class RayModel:
@@ -81,7 +81,6 @@ class RayModel:
 
     def __init__(
         self,
-        model: Any,
         spec: str,
         args: Mapping[str, Any] | None = None,
         *,
@@ -89,6 +88,7 @@ class RayModel:
         gpus_per_actor: float = 0.0,
         address: str | None = None,
         plugins: Sequence[str] = (),
+        ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         try:
             import ray
@@ -97,98 +97,115 @@ class RayModel:
         if actors < 1:
             raise DataError("--ray-actors", "must be at least 1")
         self._ray = ray
-        self._model = model
         self._started = False
+        self.actors: list[Any] = []
+        self.replaced = 0
+        try:
+            self._start(actors, gpus_per_actor, address, (spec, args, plugins), ready_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, actors: int, gpus: float, address: str | None, how: tuple,
+               ready_timeout: float) -> None:  # fmt: skip
+        ray = self._ray
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
                 ray.init(num_cpus=max(actors, 1), include_dashboard=False, log_to_driver=False)
             self._started = True
-        self._remote = ray.remote(num_cpus=1, num_gpus=gpus_per_actor)(ModelActor)
+        self._remote = ray.remote(num_cpus=1, num_gpus=gpus)(ModelActor)
+        spec, args, plugins = how
         self._how = (spec, dict(args) if args else None, tuple(plugins))
         self.actors = [self._remote.remote(*self._how) for _ in range(actors)]
-        self.replaced = 0
-        ray.get([a.pid.remote() for a in self.actors])  # loaded, or the error now
+        try:
+            described = ray.get([a.describe.remote() for a in self.actors], timeout=ready_timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise DataError(
+                "--ray-actors", f"{actors} actors did not start within {ready_timeout:.0f} s: "
+                "the cluster lacks the CPUs or GPUs asked (--ray-gpus-per-actor)",
+            ) from None  # fmt: skip
+        self.description = described[0]
+        self.name = self.description["name"]
+        self.capabilities = self.description["capabilities"]
+        self.answer_vocab = self.description["answer_vocab"]
+        self.input_size = self.description["input_size"]
+        self.deterministic = self.description["deterministic"]
+
+    def fingerprint(self) -> str:
+        """The model's fingerprint, as the first actor computed it."""
+        return str(self.description["fingerprint"])
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self._model, name)
+        """``settings``, for a model that reports how it is asked (generative models), as
+        the first actor reported them; nothing else."""
+        if name == "settings" and not name.startswith("_"):
+            settings = self.__dict__.get("description", {}).get("settings")
+            if settings is not None:
+                return lambda: settings
+        raise AttributeError(name)
 
     # -- answers ------------------------------------------------------------------------
-    def _slices(self, n: int) -> list[list[int]]:
-        per = math.ceil(n / len(self.actors))
-        return [list(range(b, min(b + per, n))) for b in range(0, n, per)]
-
-    def _run(self, method: str, batch: QuestionBatch, visual: Any, *extra: Any):
-        """``(rows, result)`` per slice as it finishes; a dead actor's slice is sent to
-        its replacement."""
+    def stream_batches(
+        self, items: Iterator[tuple[Any, QuestionBatch, Any]]
+    ) -> Iterator[tuple[Any, ModelOutput]]:
+        """``(key, output)`` of each ``(key, batch, visual)`` as it finishes, one batch per
+        idle actor; a dead actor's batch goes to its replacement."""
         ray = self._ray
-        n = len(batch)
-        pending: dict[Any, tuple[int, list[int]]] = {}
+        queued = iter(items)
+        idle = list(range(len(self.actors)))
+        running: dict[Any, tuple[int, Any, QuestionBatch, Any]] = {}
 
-        def send(actor_at: int, rows: list[int]) -> None:
-            args = [take_rows(batch, rows, n), take_rows(visual, rows, n)]
-            args += [take_rows(e, rows, n) for e in extra]
-            ref = getattr(self.actors[actor_at], method).remote(*args)
-            pending[ref] = (actor_at, rows)
+        def send(at: int, key: Any, batch: QuestionBatch, visual: Any) -> None:
+            running[self.actors[at].predict.remote(batch, visual)] = (at, key, batch, visual)
 
-        for at, rows in enumerate(self._slices(n)):
-            send(at, rows)
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            at, rows = pending.pop(done[0])
+        while True:
+            while idle:
+                item = next(queued, None)
+                if item is None:
+                    break
+                send(idle.pop(), *item)
+            if not running:
+                return
+            done, _ = ray.wait(list(running), num_returns=1)
+            at, key, batch, visual = running.pop(done[0])
             try:
-                result = ray.get(done[0])
+                output = ray.get(done[0])
             except ray.exceptions.RayActorError as err:
                 self._replace(at, err)
-                send(at, rows)
+                send(at, key, batch, visual)
                 continue
-            yield rows, result
+            idle.append(at)
+            yield key, output
+
+    def predict(self, batch: QuestionBatch, visual: Any) -> ModelOutput:
+        """The answers of one batch, from one actor."""
+        return next(self.stream_batches(iter([(None, batch, visual)])))[1]
+
+    def object_gradients(self, batch: QuestionBatch, visual: Any, index: np.ndarray) -> Any:
+        """The model's object gradients of one batch, from one actor (replaced if dead)."""
+        ray = self._ray
+        while True:
+            try:
+                return ray.get(self.actors[0].object_gradients.remote(batch, visual, index))
+            except ray.exceptions.RayActorError as err:
+                self._replace(0, err)
 
     def _replace(self, at: int, err: BaseException) -> None:
+        """Kill the actor for good (an unreachable one would keep its GPU) and start a new
+        one in its place."""
         if self.replaced >= MAX_REPLACEMENTS * len(self.actors):
             raise DataError("--ray-actors", f"actors keep dying ({self.replaced} replaced): {err}")
         self.replaced += 1
+        self._ray.kill(self.actors[at], no_restart=True)
         self.actors[at] = self._remote.remote(*self._how)
-
-    def predict_stream(
-        self, batch: QuestionBatch, visual: Any
-    ) -> Iterator[tuple[list[int], ModelOutput]]:
-        """``(rows, their output)`` per actor's slice, as each finishes."""
-        yield from self._run("predict", batch, visual)
-
-    def predict(self, batch: QuestionBatch, visual: Any) -> ModelOutput:
-        """Every answer of ``batch`` in order (the slices put back together)."""
-        parts = sorted(self._run("predict", batch, visual), key=lambda part: part[0][0])
-        return merge_outputs([out for _, out in parts])
-
-    def object_gradients(self, batch: QuestionBatch, visual: Any, index: np.ndarray) -> Any:
-        """The model's object gradients, computed on the actors."""
-        parts = sorted(
-            self._run("object_gradients", batch, visual, index), key=lambda part: part[0][0]
-        )
-        return np.concatenate([np.asarray(g) for _, g in parts], axis=0)
 
     def close(self) -> None:
         """Stop the actors (and the local Ray this model started)."""
         for actor in self.actors:
-            self._ray.kill(actor)
+            self._ray.kill(actor, no_restart=True)
         self.actors = []
         if self._started:
             self._ray.shutdown()
-
-
-def merge_outputs(parts: Sequence[ModelOutput]) -> ModelOutput:
-    """The outputs of consecutive slices as one output."""
-
-    def joined(name: str) -> Any:
-        values = [getattr(p, name) for p in parts]
-        if any(v is None for v in values):
-            return None
-        if isinstance(values[0], np.ndarray):
-            return np.concatenate(values, axis=0)
-        return [x for v in values for x in v]
-
-    return ModelOutput(joined("answers"), joined("probs"), joined("attention"), joined("texts"))
+            self._started = False

@@ -407,14 +407,35 @@ class ProbeContext:
         with bar, single_torch_thread():
             task = bar.add_task(description or condition.name, total=len(probes))
             bar.advance(task, len(probes) - len(send))
-            for rows, visual in self._prefetch(todo, probes, condition):
+            for done, got in self._answered_batches(todo, probes, condition, want_vector):
+                for i, a in zip(done, got, strict=True):
+                    answers[i] = a
+                self.store.put_many((keys[i], a) for i, a in zip(done, got, strict=True))
+                bar.advance(task, len(done))
+
+    def _answered_batches(
+        self, todo: list[list[int]], probes: Sequence[Probe], condition: Condition,
+        want_vector: bool,
+    ) -> Iterator[tuple[list[int], list[Answer]]]:  # fmt: skip
+        """``(positions in probes, their answers)`` as they come: batch by batch, or per
+        answer for a streaming model; a model that takes several batches at once
+        (``stream_batches``: Ray actors) gets every batch as the data path built it and
+        hands them back as each finishes."""
+        many = getattr(self.model, "stream_batches", None)
+        built = self._prefetch(todo, probes, condition)
+        if many is None or condition.kind == "gradcam":
+            for rows, visual in built:
                 sub = [probes[i] for i in rows]
                 for local, got in self._answer_chunks(sub, condition, visual, want_vector):
-                    done = [rows[i] for i in local]
-                    for i, a in zip(done, got, strict=True):
-                        answers[i] = a
-                    self.store.put_many((keys[i], a) for i, a in zip(done, got, strict=True))
-                    bar.advance(task, len(done))
+                    yield [rows[i] for i in local], got
+            return
+        items = (
+            ((rows, visual), self.question_batch([probes[i] for i in rows]), visual)
+            for rows, visual in built
+        )
+        for (rows, visual), out in many(items):
+            sub = [probes[i] for i in rows]
+            yield rows, self._to_answers(sub, out, visual, want_vector)
 
     def _plan(
         self,

@@ -54,8 +54,9 @@ def input_signature(
         base = data_fingerprint(probe.record, probe.question, ctx.image_digest(probe.image_id))
         if bases is not None:
             bases[known] = base
-    if condition.kind == NO_IMAGE:
-        return stable_hash([base, NO_IMAGE, dict(condition.params)])
+    if condition.kind == NO_IMAGE:  # a noise-filled blank image is drawn per question
+        seeded = probe.qid if condition.params.get("fill") == "noise" else ""
+        return stable_hash([base, NO_IMAGE, dict(condition.params), seeded])
     if ctx.blind or condition.kind != "objects" or (probe.keep is None and probe.remove is None):
         return stable_hash([base, INTACT])
     visual = (
@@ -97,14 +98,15 @@ def reused_answer(source: Answer, probe: Probe, want_vector: bool) -> Answer | N
     if want_vector and source.vector is None:
         return None
     p_ref = None
-    if probe.ref is not None and source.p_answer is not None:
-        if probe.ref == source.ref:
+    gives_probabilities = source.top is not None or source.p_answer is not None
+    if probe.ref is not None and gives_probabilities:
+        if probe.ref == source.ref and source.p_ref is not None:
             p_ref = source.p_ref
-        elif probe.ref == source.answer:
+        elif probe.ref == source.answer and source.p_answer is not None:
             p_ref = source.p_answer
         elif source.top is not None and probe.ref in source.top:
             p_ref = source.top[probe.ref]
-        else:
+        else:  # the probability the probe needs was not kept: ask
             return None
     return replace(
         source, ref=probe.ref, p_ref=p_ref, vector=source.vector if want_vector else None

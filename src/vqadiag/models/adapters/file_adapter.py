@@ -33,6 +33,10 @@ class PredictionFileModel:
     """Answers read from prediction files, one per condition."""
 
     name: ClassVar[str] = "files"
+    #: answers are looked up by question id, not computed from the input: two questions
+    #: with one input may have different answers (docs/diagnose.md, "No request asked
+    #: twice")
+    deterministic: ClassVar[bool] = False
 
     def __init__(
         self,
