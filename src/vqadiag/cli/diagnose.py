@@ -103,7 +103,7 @@ _NoReuseFlag = Annotated[
 _PrecisionOption = Annotated[
     float | None,
     typer.Option(
-        help="Take questions (in the --max-questions order) until every rate's 95%% "
+        help="Take questions (in the --max-questions order) until every rate's 95% "
         "half-width is at most this many points.",
     ),
 ]
