@@ -73,7 +73,8 @@ def test_the_run_is_a_plain_transformers_folder_that_hf_loads_and_that_answers(t
     by_hf = load_model_spec(f"hf:{folder}", {"batch_size": 1}).predict(batch, pixels)
     by_run = load_model_spec(str(out / "a")).predict(batch, pixels)
     assert by_hf.answers == by_run.answers
-    assert all(isinstance(a, str) and a for a in by_hf.answers)  # it generates an answer
+    assert all(isinstance(a, str) for a in by_hf.answers) and any(by_hf.answers)
+    assert by_hf.texts == by_run.texts and len(by_hf.texts) == len(batch)  # generated texts
     assert runs["a"]["val"]["questions"] > 0 and runs["a"]["val"]["accuracy"] is not None
 
 

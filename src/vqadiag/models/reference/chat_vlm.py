@@ -49,9 +49,9 @@ class TrainedChatVLM(ChatVLM):
     """The chat VLM vqadiag trains (module docstring); answers as ``hf:`` does."""
 
     defaults: ClassVar[dict[str, Any]] = {
-        "epochs": 6,
-        "batch_size": 64,
-        "lr": 2e-3,
+        "epochs": 3,
+        "batch_size": 16,
+        "lr": 1e-3,
         "weight_decay": 0.01,
         "grad_clip": 1.0,
         "image_size": 128,
@@ -60,16 +60,16 @@ class TrainedChatVLM(ChatVLM):
         "vision_layers": 3,
         "vision_heads": 4,
         "text_dim": 128,
-        "text_layers": 3,
+        "text_layers": 2,
         "text_heads": 4,
         "vocab_size": 1024,
-        "pretrain_epochs": 8,
+        "pretrain_epochs": 12,
         "pretrain_batch_size": 32,
         "pretrain_lr": 1e-3,
         "aux_attributes": 64,
         "text_only": 0.2,
         "blind": False,
-        "threads": 1,
+        "threads": 2,
     }
 
     training_log: dict[str, Any]

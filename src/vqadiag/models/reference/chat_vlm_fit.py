@@ -22,7 +22,6 @@ with the run's seed for the order and the text-only draws.
 from __future__ import annotations
 
 import time
-
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
