@@ -94,7 +94,11 @@ def _render_predict(result: Mapping[str, Any]) -> None:
 def train_command(
     data: DataOption,
     model: Annotated[
-        str, typer.Option("--model", help="prior, question-only, updn, symbolic or pixel.")
+        str,
+        typer.Option(
+            "--model",
+            help="prior, question-only, updn, symbolic, pixel or chat-vlm (docs/chat-vlm.md).",
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,

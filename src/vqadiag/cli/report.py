@@ -180,12 +180,20 @@ def demo_command(
             "paper, bleu1..bleu4, rouge, cider, meteor); default: bleu1, medium: lasso."
         ),
     ] = None,
+    chat_vlm: Annotated[
+        bool,
+        typer.Option(
+            "--chat-vlm",
+            help="Also train and diagnose a sixth model, the chat VLM (docs/chat-vlm.md; "
+            "diagnosed on fewer questions, adds minutes).",
+        ),
+    ] = False,
     seed: SeedOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
     """From nothing to a report: synthetic world → train prior, question-only, UpDn,
-    symbolic and the pixel model → diagnose each with every suite → report. Interrupted, it
-    resumes."""
+    symbolic and the pixel model (and the chat VLM with --chat-vlm) → diagnose each with
+    every suite → report. Interrupted, it resumes."""
     from vqadiag.workflows.demo import demo
 
     result = demo(
@@ -198,6 +206,7 @@ def demo_command(
         n_bootstrap=n_bootstrap,
         bq_ranker=bq_ranker,
         progress=True,
+        chat_vlm=chat_vlm,
     )
     emit(result, as_json, _render_demo)
 

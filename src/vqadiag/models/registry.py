@@ -33,13 +33,16 @@ MODELS: Registry[str] = Registry(
         "updn": "vqadiag.models.reference.updn:UpDnModel",
         "symbolic": "vqadiag.models.reference.symbolic:SymbolicModel",
         "pixel": "vqadiag.models.reference.pixel:PixelModel",
+        "chat-vlm": "vqadiag.models.reference.chat_vlm:TrainedChatVLM",
         "hf": "vqadiag.models.adapters.hf_adapter:HFModel",
         "hf-chat": "vqadiag.models.adapters.chat_vlm:ChatVLM",
         "files": "vqadiag.models.adapters.file_adapter:PredictionFileModel",
         "counterexample": "vqadiag.models.remedies.counterexample:CounterExampleModel",
     },
 )
-TRAINABLE: tuple[str, ...] = ("prior", "question-only", "updn", "symbolic", "pixel")
+TRAINABLE: tuple[str, ...] = (
+    "prior", "question-only", "updn", "symbolic", "pixel", "chat-vlm"
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,12 @@ from typing import Any
 from vqadiag.errors import DataError
 
 MODELS = ("prior", "question-only", "updn", "symbolic", "pixel")
+#: the sixth model, trained and diagnosed with ``chat_vlm`` (``vqadiag demo --chat-vlm``;
+#: docs/chat-vlm.md, "In the demo")
+CHAT_VLM = "chat-vlm"
+
+#: the chat VLM's training epochs and questions diagnosed per split in the ``small`` demo
+CHAT_EPOCHS, CHAT_QUESTIONS = 3, 300
 
 #: World size, training epochs, questions diagnosed, bootstrap resamples and the ranker of
 #: the basic-question dataset (robustness suite) per size. ``small`` is what `vqadiag demo`
@@ -40,22 +46,46 @@ MODELS = ("prior", "question-only", "updn", "symbolic", "pixel")
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
         "images": 60,
-        "epochs": {"question-only": 1, "updn": 1, "symbolic": None, "prior": None, "pixel": 1},
+        "epochs": {
+            "question-only": 1,
+            "updn": 1,
+            "symbolic": None,
+            "prior": None,
+            "pixel": 1,
+            CHAT_VLM: 1,
+        },
         "max_questions": 60,
+        "chat_vlm_questions": 20,
         "n_bootstrap": 100,
         "bq_ranker": "bleu1",
     },
     "small": {
         "images": 2000,
-        "epochs": {"question-only": 6, "updn": 10, "symbolic": None, "prior": None, "pixel": 8},
+        "epochs": {
+            "question-only": 6,
+            "updn": 10,
+            "symbolic": None,
+            "prior": None,
+            "pixel": 8,
+            CHAT_VLM: CHAT_EPOCHS,
+        },
         "max_questions": 1000,
+        "chat_vlm_questions": CHAT_QUESTIONS,
         "n_bootstrap": 1000,
         "bq_ranker": "bleu1",
     },
     "medium": {
         "images": 2000,
-        "epochs": {"question-only": 6, "updn": 12, "symbolic": None, "prior": None, "pixel": 10},
+        "epochs": {
+            "question-only": 6,
+            "updn": 12,
+            "symbolic": None,
+            "prior": None,
+            "pixel": 10,
+            CHAT_VLM: None,
+        },
         "max_questions": None,
+        "chat_vlm_questions": None,
         "n_bootstrap": 1000,
         "bq_ranker": "lasso",
     },
@@ -150,8 +180,11 @@ def demo(
     n_bootstrap: int | None = None,
     bq_ranker: str | None = None,
     progress: bool = True,
+    chat_vlm: bool = False,
 ) -> dict[str, Any]:
-    """Generate a world, train five models, diagnose them and write the report.
+    """Generate a world, train five models (six with ``chat_vlm``: the chat VLM of
+    docs/chat-vlm.md, diagnosed on the size's ``chat_vlm_questions`` questions per split),
+    diagnose them and write the report.
 
     ``size`` picks :data:`SIZES`; ``images``, ``epochs`` (question-only, UpDn and pixel),
     ``max_questions`` (questions diagnosed per split), ``n_bootstrap`` and
@@ -164,12 +197,13 @@ def demo(
     root = _demo_folder(out)
     start = time.perf_counter()
     stages = _Stages(root, progress)
-    stages.total = 2 + 2 * len(MODELS)
+    names = (*MODELS, CHAT_VLM) if chat_vlm else MODELS
+    stages.total = 2 + 2 * len(names)
     world = root / "world"
     world_fp = _world_stage(stages, plan, world)
-    models = {name: _train_stage(stages, plan, root, world, world_fp, name) for name in MODELS}
+    models = {name: _train_stage(stages, plan, root, world, world_fp, name) for name in names}
     result_dirs: list[Path] = []
-    for name in MODELS:
+    for name in names:
         res = _diagnose_stage(stages, plan, root, world, world_fp, name, result_dirs)
         models[name]["results"] = str(res)
         result_dirs.append(res)
@@ -266,7 +300,7 @@ def _train_stage(
     ``{run, val_accuracy}``."""
     run = root / "runs" / name
     model_epochs = plan.preset["epochs"][name]
-    if plan.epochs is not None and model_epochs is not None:
+    if plan.epochs is not None and model_epochs is not None and name != CHAT_VLM:
         model_epochs = int(plan.epochs)
     config = {
         "model": name,
@@ -318,12 +352,16 @@ def _diagnose_stage(
     # the first diagnosis builds the basic-question dataset; the others reuse it
     shared = result_dirs[0] / "bqd.json" if result_dirs else None
     bqd = shared if shared is not None and shared.is_file() else None
+    max_questions = plan.max_questions
+    if name == CHAT_VLM and plan.preset["chat_vlm_questions"] is not None:
+        limit = int(plan.preset["chat_vlm_questions"])
+        max_questions = limit if max_questions is None else min(limit, int(max_questions))
     config = {
         "model": name,
         "run": _run_fingerprint(run),
         "seed": plan.seed,
         "suites": "all",
-        "max_questions": plan.max_questions,
+        "max_questions": max_questions,
         "n_bootstrap": plan.n_bootstrap,
         "world": world_fp,
         "bq_ranker": plan.ranker,
@@ -331,6 +369,8 @@ def _diagnose_stage(
     }
     stage = f"diagnose-{name}"
     title = f"diagnose {name}: every suite → {res}"
+    if max_questions != plan.max_questions:
+        title += f" (on {max_questions} questions per split)"
     if stages.done(stage, config, _results_hash(res / "results.json")):
         stages.skip(stage, title)
     else:
@@ -345,7 +385,7 @@ def _diagnose_stage(
             suites="all",
             seed=plan.seed,
             n_bootstrap=plan.n_bootstrap,
-            max_questions=plan.max_questions,
+            max_questions=max_questions,
             bqd=bqd,
             bq_ranker=plan.ranker,
             progress=plan.progress,

@@ -1,0 +1,196 @@
+"""``vqadiag train --model chat-vlm``: a small LLaVA trained on the world, saved as a
+plain ``save_pretrained`` folder (docs/chat-vlm.md).
+
+The run folder holds ``model/`` — weights, ``config.json``, the processor, its tokenizer
+and chat template, loaded by ``AutoModelForImageTextToText`` + ``AutoProcessor`` with
+no vqadiag code (``--model hf:RUN/model``, ``transformers serve RUN/model``) — and a
+``config.json`` that points at it, so the run folder itself is a ``--model`` too (the
+``hf:`` adapter's :class:`~vqadiag.models.adapters.chat_vlm.ChatVLM`, batch size 8).
+
+Recipe (parts: :mod:`~vqadiag.models.reference.chat_vlm_build`,
+:mod:`~vqadiag.models.reference.chat_vlm_data`,
+:mod:`~vqadiag.models.reference.chat_vlm_fit`): a BPE tokenizer trained on the training
+questions; a CLIP tower pre-trained on the scene graphs' per-patch labels, then frozen;
+the projector and the Llama trained to generate the answers of the training questions in
+the chat template, a seeded share of them asked without the image.
+
+``blind`` (``-o blind=true``) is the blind twin: the same recipe with every image blank —
+every pixel the processor's mean colour, i.e. zero pixel values — and the tower's patch
+embedding set to zero, so whatever image it is later shown reaches it as the blank one
+did (its answers cannot depend on the image).
+
+Seeded and deterministic: one seed initialises the weights and draws the order and the
+text-only questions; deterministic algorithms and ``threads`` intra-op threads.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vqadiag.data.model_inputs.gqa_data import GQAData
+from vqadiag.errors import DataError
+from vqadiag.models.adapters.chat_vlm import ChatVLM
+from vqadiag.models.checkpoint import folder_digest, save_checkpoint
+
+NAME = "chat-vlm"
+#: the ``save_pretrained`` folder inside a run folder
+MODEL_DIR = "model"
+
+
+class TrainedChatVLM(ChatVLM):
+    """The chat VLM vqadiag trains (module docstring); answers as ``hf:`` does."""
+
+    defaults: ClassVar[dict[str, Any]] = {
+        "epochs": 3,
+        "batch_size": 16,
+        "lr": 1e-3,
+        "weight_decay": 0.01,
+        "grad_clip": 1.0,
+        "image_size": 128,
+        "patch_size": 16,
+        "vision_dim": 128,
+        "vision_layers": 3,
+        "vision_heads": 4,
+        "text_dim": 128,
+        "text_layers": 2,
+        "text_heads": 4,
+        "vocab_size": 1024,
+        "pretrain_epochs": 12,
+        "pretrain_batch_size": 32,
+        "pretrain_lr": 1e-3,
+        "aux_attributes": 64,
+        "text_only": 0.2,
+        "blind": False,
+        "threads": 2,
+    }
+
+    training_log: dict[str, Any]
+    options: dict[str, Any]
+
+    @classmethod
+    def resolve_options(cls, options: Mapping[str, Any], epochs: int | None) -> dict[str, Any]:
+        """The defaults with ``options`` and ``epochs`` applied; unknown keys are errors."""
+        unknown = sorted(set(options) - set(cls.defaults))
+        if unknown:
+            known = ", ".join(sorted(cls.defaults))
+            raise DataError("--option", f"unknown chat-vlm option(s) {unknown} (known: {known})")
+        out = {**cls.defaults, **options}
+        if epochs is not None:
+            out["epochs"] = int(epochs)
+        if int(out["image_size"]) % int(out["patch_size"]):
+            raise DataError("--option", "image_size must be a multiple of patch_size")
+        out["blind"] = bool(out["blind"])
+        return out
+
+    @classmethod
+    def train(
+        cls,
+        data: GQAData,
+        *,
+        split: str = "train",
+        epochs: int | None = None,
+        seed: int = 0,
+        progress: bool = True,
+        **options: Any,
+    ) -> TrainedChatVLM:
+        """Train on ``split`` (module docstring) and return the model, loaded back from
+        its ``save_pretrained`` folder as ``hf:`` loads it."""
+        from vqadiag.models.training import torch_training_settings
+
+        opts = cls.resolve_options(options, epochs)
+        start = time.perf_counter()
+        with torch_training_settings(int(opts["threads"])):
+            model, processor, log = _fit(data, split, seed, opts, progress)
+        folder = Path(tempfile.mkdtemp(prefix="vqadiag-chat-vlm-"))
+        model.save_pretrained(folder)
+        processor.save_pretrained(folder)
+        trained = cls(folder)
+        weakref.finalize(trained, shutil.rmtree, folder, True)
+        trained.options = opts
+        trained.training_log = {**log, "seconds": time.perf_counter() - start}
+        return trained
+
+    def save(self, run_dir: Path) -> None:
+        """``run_dir/model`` (the ``save_pretrained`` folder) and a ``config.json`` that
+        points at it (``model`` ``hf-chat``), with the options, the history and the
+        model folder's digest (so the run's fingerprint covers the weights)."""
+        target = Path(run_dir) / MODEL_DIR
+        if target.resolve() != self.model_dir:
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(self.model_dir, target)
+        config = {
+            **self.run_config(),
+            "path": MODEL_DIR,
+            "trained_as": NAME,
+            "model_digest": folder_digest(target, {}),
+            "options": getattr(self, "options", {}),
+            "history": getattr(self, "training_log", {}).get("history", []),
+        }
+        save_checkpoint(Path(run_dir), config, {}, [])
+
+
+def _fit(
+    data: GQAData, split: str, seed: int, opts: Mapping[str, Any], progress: bool
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Build, pre-train and train (:mod:`~vqadiag.models.reference.chat_vlm_fit`)."""
+    import torch
+
+    from vqadiag.models.reference import chat_vlm_build as build
+    from vqadiag.models.reference import chat_vlm_data as cdata
+    from vqadiag.models.reference import chat_vlm_fit as fit
+
+    records = [r for r in data.questions(split).values() if r.get("answer") is not None]
+    if not records:
+        raise DataError(data.root, f"no answered questions in split {split!r}")
+    tokenizer = build.train_tokenizer(cdata.training_texts(records), int(opts["vocab_size"]))
+    processor = build.build_processor(tokenizer, opts)
+    model = build.build_llava(len(tokenizer), opts, seed)
+    image_ids = sorted({str(r["imageId"]) for r in records})
+    grid = int(opts["image_size"]) // int(opts["patch_size"])
+    rng = np.random.default_rng(seed)
+    clock = _Clock()
+    if opts["blind"]:
+        patch = model.model.vision_tower.embeddings.patch_embedding
+        with torch.no_grad():
+            patch.weight.zero_()
+        patch.weight.requires_grad_(False)
+        size = int(opts["image_size"])
+        pixels = torch.zeros((len(image_ids), 3, size, size))
+    else:
+        pixels = cdata.pixel_values(processor, data, image_ids)
+    clock.lap("images")
+    names, attrs, n_names = cdata.scene_labels(
+        data, split, image_ids, grid, int(opts["aux_attributes"])
+    )
+    pre = fit.pretrain_vision(model, pixels, names, attrs, n_names, opts, rng, progress)
+    clock.lap("pretrain")
+    features = fit.encode_images(model, pixels)
+    rows = {image_id: i for i, image_id in enumerate(image_ids)}
+    train = cdata.examples(processor, records, rows, build.image_tokens(opts))
+    clock.lap("examples")
+    history = fit.train_language(model, features, train, opts, rng, progress)
+    clock.lap("language")
+    model.model.vision_tower.requires_grad_(True)
+    return model, processor, {"pretrain": pre, "history": history, "stage_seconds": clock.laps}
+
+
+class _Clock:
+    """Seconds spent in each stage of :func:`_fit` (the training log's ``stage_seconds``)."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self.last, 1)
+        self.last = now

@@ -1,0 +1,161 @@
+"""What the chat VLM is trained on (docs/chat-vlm.md, "Training"): the token sequences of
+the world's questions in the chat template, the images as the processor prepares them,
+and the per-patch labels the scene graphs give.
+
+* A question becomes the user turn of :class:`~vqadiag.models.adapters.chat_vlm.ChatVLM`
+  (the image, then ``Generation().ask(question)``), rendered by the processor's chat
+  template with the generation prompt, tokenised as the processor tokenises it (the
+  ``<image>`` token repeated once per patch); the target is ``" " + answer`` and the
+  end-of-sequence token. The same question without its image is the text alone.
+* A patch's labels are the name and the attributes of the object on top at the patch's
+  centre (the smallest annotated box containing it, as the pixel model's grid cells;
+  docs/models.md, "The pixel model"); index 0 ("background") when none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vqadiag.data.model_inputs.gqa_data import GQAData
+from vqadiag.errors import DataError
+from vqadiag.models.adapters.generated_answer import Generation
+from vqadiag.models.reference.chat_vlm_build import EOS, IMAGE
+
+
+@dataclass(frozen=True)
+class Example:
+    """One question: its image's row in the image table, the prompt's token ids with the
+    image and without it, and the answer's token ids (ending with EOS)."""
+
+    image: int
+    with_image: tuple[int, ...]
+    text_only: tuple[int, ...]
+    answer: tuple[int, ...]
+
+
+def user_prompt(processor: Any, question: str, *, image: bool) -> str:
+    """The chat-template text of one user turn (the image, then the question's prompt),
+    with the generation prompt: what the ``hf:`` adapter sends."""
+    content: list[dict[str, str]] = [{"type": "image"}] if image else []
+    content.append({"type": "text", "text": Generation().ask(question)})
+    messages = [{"role": "user", "content": content}]
+    return str(processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+
+def prompt_ids(processor: Any, question: str, *, image: bool, n_image_tokens: int) -> list[int]:
+    """The token ids the processor gives for :func:`user_prompt` (``<image>`` expanded)."""
+    ids = processor.tokenizer(user_prompt(processor, question, image=image))["input_ids"]
+    out: list[int] = []
+    for i in ids:
+        out.extend([IMAGE] * n_image_tokens if i == IMAGE else [i])
+    return out
+
+
+def training_texts(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the tokenizer is trained on: each question's prompt and its answer."""
+    texts = ["USER: ASSISTANT:", Generation().ask("")]
+    for r in records:
+        texts.append(Generation().ask(str(r["question"])))
+        texts.append(" " + str(r["answer"]))
+    return texts
+
+
+def examples(
+    processor: Any, records: Sequence[Mapping[str, Any]], image_rows: Mapping[str, int],
+    n_image_tokens: int,
+) -> list[Example]:  # fmt: skip
+    """One :class:`Example` per record (``question``, ``answer``, ``imageId``)."""
+    out = []
+    for r in records:
+        question = str(r["question"])
+        answer = processor.tokenizer(" " + str(r["answer"]))["input_ids"]
+        out.append(
+            Example(
+                image_rows[str(r["imageId"])],
+                tuple(prompt_ids(processor, question, image=True, n_image_tokens=n_image_tokens)),
+                tuple(prompt_ids(processor, question, image=False, n_image_tokens=0)),
+                (*answer, EOS),
+            )
+        )
+    return out
+
+
+def pixel_values(processor: Any, data: GQAData, image_ids: Sequence[str], chunk: int = 64) -> Any:
+    """``(I, 3, S, S)`` float tensor: the stored images as the processor prepares them."""
+    import torch
+
+    parts = []
+    for start in range(0, len(image_ids), chunk):
+        ids = list(image_ids[start : start + chunk])
+        images = data.pixel_input(ids, keep=False).images
+        parts.append(processor.image_processor(images=images, return_tensors="pt")["pixel_values"])
+    return torch.cat(parts) if parts else torch.zeros(0)
+
+
+def label_vocab(scenes: Mapping[str, Any], n_attrs: int) -> tuple[list[str], list[str]]:
+    """Object names (index 0 = background) and the ``n_attrs`` most frequent attributes."""
+    from collections import Counter
+
+    names: Counter[str] = Counter()
+    attrs: Counter[str] = Counter()
+    for scene in scenes.values():
+        for obj in scene["objects"].values():
+            names[str(obj["name"])] += 1
+            attrs.update(str(a) for a in obj.get("attributes") or ())
+    ranked = sorted(names, key=lambda n: (-names[n], n))
+    top = sorted(attrs, key=lambda a: (-attrs[a], a))[:n_attrs]
+    return ["<background>", *ranked], top
+
+
+def patch_labels(
+    scene: Mapping[str, Any], grid: int, names: Mapping[str, int], attrs: Mapping[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(G·G,)`` name indices and ``(G·G, A)`` attribute indicators of the patches of a
+    ``grid`` × ``grid`` split of the whole image (module docstring; row-major)."""
+    width, height = float(scene.get("width") or 1), float(scene.get("height") or 1)
+    centres = (np.arange(grid) + 0.5) / grid
+    cy, cx = np.meshgrid(centres * height, centres * width, indexing="ij")
+    cx, cy = cx.ravel(), cy.ravel()
+    name = np.zeros(grid * grid, dtype=np.int64)
+    attr = np.zeros((grid * grid, len(attrs)), dtype=np.float32)
+    best = np.full(grid * grid, np.inf)
+    for obj in scene["objects"].values():
+        x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+        inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h) & (w * h < best)
+        if not inside.any():
+            continue
+        best[inside] = w * h
+        name[inside] = names.get(str(obj["name"]), 0)
+        row = np.zeros(len(attrs), dtype=np.float32)
+        for a in obj.get("attributes") or ():
+            if str(a) in attrs:
+                row[attrs[str(a)]] = 1.0
+        attr[inside] = row
+    return name, attr
+
+
+def scene_labels(
+    data: GQAData, split: str, image_ids: Sequence[str], grid: int, n_attrs: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(I, G·G)`` names, ``(I, G·G, A)`` attributes and the number of names for the
+    images of ``split``'s scene graphs (a DataError without them)."""
+    try:
+        scenes = data.scene_graphs(split)
+    except DataError as err:
+        raise DataError(
+            err.path, f"the chat VLM's vision pre-training needs them: {err.problem}"
+        ) from None
+    name_list, attr_list = label_vocab(scenes, n_attrs)
+    name_index = {n: i for i, n in enumerate(name_list)}
+    attr_index = {a: i for i, a in enumerate(attr_list)}
+    names = np.zeros((len(image_ids), grid * grid), dtype=np.int64)
+    attrs = np.zeros((len(image_ids), grid * grid, len(attr_list)), dtype=np.float32)
+    for row, image_id in enumerate(image_ids):
+        scene = scenes.get(str(image_id))
+        if scene is not None:
+            names[row], attrs[row] = patch_labels(scene, grid, name_index, attr_index)
+    return names, attrs, len(name_list)

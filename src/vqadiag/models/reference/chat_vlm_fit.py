@@ -1,0 +1,224 @@
+"""The two training stages of the chat VLM (docs/chat-vlm.md, "Training").
+
+1. :func:`pretrain_vision`: the CLIP vision tower learns, patch by patch, the name
+   (cross-entropy) and the attributes (binary cross-entropy summed over the attributes)
+   of the object the scene graph puts under each patch
+   (:func:`~vqadiag.models.reference.chat_vlm_data.patch_labels`), through two linear
+   heads on the hidden states LLaVA reads (the last layer's, class token dropped); the
+   heads are thrown away afterwards.
+2. :func:`train_language`: the tower is frozen, each training image is encoded once, and
+   the projector and the Llama learn to generate the answer after the prompt (teacher
+   forcing; cross-entropy on the answer's tokens and the end-of-sequence token only).
+   A seeded fraction ``text_only`` of the questions of each epoch is asked without its
+   image (the text alone, as the no-image condition asks it), so the model has a
+   question-only answer of its own.
+
+The forward pass of stage 2 is LLaVA's own: the projected patch features replace the
+``<image>`` tokens' embeddings, then the Llama and its head. Both stages use AdamW with
+a linear warm-up over the first 5% of steps and a cosine decay to 0, one generator seeded
+with the run's seed for the order and the text-only draws.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from vqadiag.models.reference.chat_vlm_build import IMAGE, PAD
+from vqadiag.models.reference.chat_vlm_data import Example
+from vqadiag.progress import progress_bar
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _schedule(optimizer: Any, total: int) -> Any:
+    """Linear warm-up over 5% of ``total`` steps, then a cosine decay to 0."""
+    import math
+
+    import torch
+
+    warm = max(1, total // 20)
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warm) / max(1, total - warm))))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def tower_features(model: Any, pixels: torch.Tensor) -> torch.Tensor:
+    """The hidden states LLaVA reads: the tower's last layer, class token dropped."""
+    out = model.model.vision_tower(pixels, output_hidden_states=True)
+    return out.hidden_states[-1][:, 1:]
+
+
+def pretrain_vision(
+    model: Any,
+    pixels: torch.Tensor,
+    names: np.ndarray,
+    attrs: np.ndarray,
+    n_names: int,
+    options: Mapping[str, Any],
+    rng: np.random.Generator,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc}``."""
+    import torch
+
+    epochs, batch = int(options["pretrain_epochs"]), int(options["pretrain_batch_size"])
+    dim = model.config.vision_config.hidden_size
+    heads = torch.nn.ModuleList(
+        [torch.nn.Linear(dim, n_names), torch.nn.Linear(dim, attrs.shape[-1])]
+    )
+    tower = model.model.vision_tower
+    params = [p for p in tower.parameters() if p.requires_grad] + list(heads.parameters())
+    optimizer = torch.optim.AdamW(params, lr=float(options["pretrain_lr"]), weight_decay=0.01)
+    steps = epochs * -(-len(pixels) // batch)
+    scheduler = _schedule(optimizer, steps)
+    name_t, attr_t = torch.from_numpy(names), torch.from_numpy(attrs)
+    stats = {"loss": 0.0, "name_acc": 0.0}
+    tower.train()
+    with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
+        task = bar.add_task("chat-vlm: pre-training the vision tower", total=steps, acc=0.0)
+        for _ in range(epochs):
+            order = rng.permutation(len(pixels))
+            total = right = count = 0.0
+            for start in range(0, len(order), batch):
+                idx = torch.from_numpy(order[start : start + batch])
+                feats = tower_features(model, pixels[idx])
+                logits = heads[0](feats)
+                loss = torch.nn.functional.cross_entropy(
+                    logits.flatten(0, 1), name_t[idx].flatten()
+                )
+                bce = torch.nn.functional.binary_cross_entropy_with_logits(
+                    heads[1](feats), attr_t[idx], reduction="none"
+                )
+                loss = loss + bce.sum(-1).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                total += float(loss.detach()) * len(idx)
+                right += float((logits.argmax(-1) == name_t[idx]).float().mean()) * len(idx)
+                count += len(idx)
+                bar.update(task, advance=1, acc=100.0 * right / count)
+            stats = {"loss": total / count, "name_acc": 100.0 * right / count}
+    tower.eval()
+    return stats
+
+
+def encode_images(model: Any, pixels: torch.Tensor, chunk: int = 128) -> torch.Tensor:
+    """``(I, P, D)`` tower features of every image, computed once (the tower is frozen)."""
+    import torch
+
+    with torch.no_grad():
+        parts = [tower_features(model, pixels[s : s + chunk]) for s in range(0, len(pixels), chunk)]
+    return torch.cat(parts)
+
+
+def _batch_tensors(
+    chosen: Sequence[Example], text_only: Sequence[bool]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (−100 outside the
+    answer; position t holds the token to predict after t)."""
+    import torch
+
+    seqs = []
+    for ex, blind in zip(chosen, text_only, strict=True):
+        prompt = ex.text_only if blind else ex.with_image
+        seqs.append((prompt, ex.answer))
+    length = max(len(p) + len(a) for p, a in seqs)
+    ids = torch.full((len(seqs), length), PAD, dtype=torch.long)
+    mask = torch.zeros((len(seqs), length), dtype=torch.long)
+    labels = torch.full((len(seqs), length), -100, dtype=torch.long)
+    for row, (prompt, answer) in enumerate(seqs):
+        full = (*prompt, *answer)
+        ids[row, : len(full)] = torch.tensor(full)
+        mask[row, : len(full)] = 1
+        labels[row, len(prompt) - 1 : len(full) - 1] = torch.tensor(answer)
+    return ids, mask, labels
+
+
+def answer_loss(
+    model: Any, features: torch.Tensor, chosen: Sequence[Example], text_only: Sequence[bool]
+) -> tuple[torch.Tensor, float]:
+    """Cross-entropy of the answers' tokens and the share of answers whose every token is
+    the argmax (teacher forcing) for one batch."""
+    import torch
+
+    ids, mask, labels = _batch_tensors(chosen, text_only)
+    inner = model.model
+    embeds = inner.language_model.get_input_embeddings()(ids)
+    rows = [ex.image for ex, blind in zip(chosen, text_only, strict=True) if not blind]
+    if rows:
+        projected = inner.multi_modal_projector(features[torch.tensor(rows)])
+        slots = (ids == IMAGE).unsqueeze(-1).expand_as(embeds)
+        embeds = embeds.masked_scatter(slots, projected.to(embeds.dtype))
+    hidden = inner.language_model(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
+    where = labels != -100
+    logits = model.lm_head(hidden[where])
+    target = labels[where]
+    loss = torch.nn.functional.cross_entropy(logits, target)
+    hit = torch.zeros_like(labels, dtype=torch.bool)
+    hit[where] = logits.argmax(-1) == target
+    exact = ((hit | ~where).all(-1)).float().mean()
+    return loss, float(exact)
+
+
+def train_language(
+    model: Any,
+    features: torch.Tensor,
+    train: Sequence[Example],
+    options: Mapping[str, Any],
+    rng: np.random.Generator,
+    progress: bool = False,
+) -> list[dict[str, float]]:
+    """Stage 2 (module docstring); returns ``[{epoch, loss, acc, seconds}]`` (acc: answers right
+    under teacher forcing, percent)."""
+    import torch
+
+    model.model.vision_tower.requires_grad_(False)
+    params = [p for n, p in model.named_parameters() if p.requires_grad and "vision_tower" not in n]
+    optimizer = torch.optim.AdamW(
+        params, lr=float(options["lr"]), weight_decay=float(options["weight_decay"])
+    )
+    epochs, batch = int(options["epochs"]), int(options["batch_size"])
+    steps = epochs * -(-len(train) // batch)
+    scheduler = _schedule(optimizer, steps)
+    share = float(options["text_only"])
+    history = []
+    model.train()
+    with progress_bar(
+        progress, metrics="loss {task.fields[loss]:.3f}  acc {task.fields[acc]:.1f}%"
+    ) as bar:
+        task = bar.add_task("chat-vlm: training", total=steps, loss=0.0, acc=0.0)
+        for epoch in range(epochs):
+            began = time.perf_counter()
+            order = rng.permutation(len(train))
+            blind = rng.random(len(train)) < share
+            total = right = count = 0.0
+            for start in range(0, len(order), batch):
+                idx = order[start : start + batch]
+                chosen = [train[i] for i in idx]
+                loss, exact = answer_loss(model, features, chosen, [bool(blind[i]) for i in idx])
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, float(options["grad_clip"]))
+                optimizer.step()
+                scheduler.step()
+                total += float(loss.detach()) * len(idx)
+                right += exact * len(idx)
+                count += len(idx)
+                bar.update(task, advance=1, loss=total / count, acc=100.0 * right / count)
+            seconds = time.perf_counter() - began
+            history.append(
+                {"epoch": epoch + 1, "loss": total / count, "acc": 100.0 * right / count,
+                 "seconds": round(seconds, 1)}
+            )  # fmt: skip
+    model.eval()
+    return history

@@ -1,0 +1,156 @@
+"""``vqadiag train --model chat-vlm``: a tiny configuration trained in seconds on a small
+world gives a ``save_pretrained`` folder that transformers and ``hf:`` load and that
+answers; the same seed gives the same weights; the blind twin cannot see the image; the
+training sequences are the processor's (docs/chat-vlm.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+TINY = ["image_size=32", "patch_size=16", "vision_dim=32", "vision_layers=1", "vision_heads=2",
+        "text_dim=32", "text_layers=1", "text_heads=2", "vocab_size=400", "pretrain_epochs=1",
+        "batch_size=32"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    out = tmp_path_factory.mktemp("chat_world") / "world"
+    generate_world(out, images=30, seed=4)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(world, tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from vqadiag.cli.main import app
+
+    out = tmp_path_factory.mktemp("chat_runs")
+    runs = {}
+    for name, extra in (("a", ()), ("b", ()), ("seed1", ("--seed", "1")),
+                        ("blind", ("-o", "blind=true"))):  # fmt: skip
+        args = [a for o in TINY for a in ("-o", o)]
+        got = CliRunner().invoke(app, ["train", "--model", "chat-vlm", "--data", str(world),
+                                       "--out", str(out / name), "--epochs", "2", "--quiet",
+                                       "--json", *args, *extra])  # fmt: skip
+        assert got.exit_code == 0, got.output
+        runs[name] = json.loads(got.stdout)
+    return out, runs
+
+
+def _val_batch(world, n=12):
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+
+    data = GQAData(world)
+    qids = list(data.questions("val"))[:n]
+    batch = data.batch("val", qids)
+    return data, batch, data.pixel_input(list(batch.image_ids))
+
+
+def test_the_run_is_a_plain_transformers_folder_that_hf_loads_and_that_answers(trained, world):
+    import transformers
+
+    from vqadiag.models.registry import load_model_spec
+
+    out, runs = trained
+    folder = out / "a" / "model"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "processor_config.json"):
+        assert (folder / name).is_file(), name
+    processor = transformers.AutoProcessor.from_pretrained(folder, local_files_only=True)
+    model = transformers.AutoModelForImageTextToText.from_pretrained(folder, local_files_only=True)
+    assert type(model).__name__ == "LlavaForConditionalGeneration"
+    assert "ASSISTANT:" in processor.chat_template
+    _, batch, pixels = _val_batch(world)
+    by_hf = load_model_spec(f"hf:{folder}", {"batch_size": 1}).predict(batch, pixels)
+    by_run = load_model_spec(str(out / "a")).predict(batch, pixels)
+    assert by_hf.answers == by_run.answers
+    assert all(isinstance(a, str) for a in by_hf.answers) and any(by_hf.answers)
+    assert by_hf.texts == by_run.texts and len(by_hf.texts) == len(batch)  # generated texts
+    assert runs["a"]["val"]["questions"] > 0 and runs["a"]["val"]["accuracy"] is not None
+
+
+def test_the_same_seed_gives_the_same_weights_and_another_seed_other_ones(trained):
+    out, runs = trained
+    configs = {k: json.loads((out / k / "config.json").read_text()) for k in runs}
+    assert configs["a"]["model_digest"] == configs["b"]["model_digest"]
+    assert (out / "a/model/model.safetensors").read_bytes() == (
+        out / "b/model/model.safetensors"
+    ).read_bytes()
+    assert runs["a"]["fingerprint"] == runs["b"]["fingerprint"]
+    assert configs["a"]["model_digest"] != configs["seed1"]["model_digest"]
+    assert configs["a"]["trained_as"] == "chat-vlm" and configs["a"]["model"] == "hf-chat"
+
+
+def test_the_blind_twin_answers_the_same_whatever_image_it_is_shown(trained, world):
+    from safetensors.numpy import load_file
+
+    from vqadiag.models.registry import load_model_spec
+
+    out, _ = trained
+    weights = load_file(out / "blind/model/model.safetensors")
+    patch = [v for k, v in weights.items() if k.endswith("patch_embedding.weight")]
+    assert len(patch) == 1 and not patch[0].any()
+    _, batch, pixels = _val_batch(world)
+    model = load_model_spec(f"hf:{out / 'blind' / 'model'}", {"batch_size": 1})
+    seen = model.predict(batch, pixels).answers
+    rng = np.random.default_rng(0)
+    noise = [rng.integers(0, 256, im.shape, dtype=np.uint8) for im in pixels.images]
+    assert model.predict(batch, replace(pixels, images=noise)).answers == seen
+    # the sighted model's patch embedding is not zero: it can see
+    sighted = load_file(out / "a/model/model.safetensors")
+    assert any(v.any() for k, v in sighted.items() if k.endswith("patch_embedding.weight"))
+
+
+def test_training_sequences_are_the_processors_tokens(trained, world):
+    import transformers
+
+    from vqadiag.models.reference.chat_vlm_data import prompt_ids, user_prompt
+
+    out, _ = trained
+    processor = transformers.AutoProcessor.from_pretrained(out / "a/model", local_files_only=True)
+    _, batch, pixels = _val_batch(world, 3)
+    for question, image in zip(batch.questions, pixels.images, strict=True):
+        text = user_prompt(processor, question, image=True)
+        enc = processor(images=[[image]], text=[text], return_tensors="pt")
+        assert enc["input_ids"][0].tolist() == prompt_ids(
+            processor, question, image=True, n_image_tokens=4
+        )
+        alone = processor(text=[user_prompt(processor, question, image=False)])
+        assert alone["input_ids"][0] == prompt_ids(processor, question, image=False,
+                                                   n_image_tokens=4)  # fmt: skip
+
+
+def test_unknown_options_are_refused_before_training(run_cli, world, tmp_path):
+    got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / "r",
+                  "-o", "hidden=3", "--quiet")  # fmt: skip
+    assert got.exit_code != 0 and "unknown chat-vlm option" in got.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_in_process_answers_equal_those_behind_transformers_serve(run_cli, trained, world,
+                                                                  tmp_path):  # fmt: skip
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from tiny_vlm import transformers_serve
+
+    folder = (trained[0] / "a" / "model").resolve()
+    runs = {"local": (f"hf:{folder}", "batch_size=1")}
+    with transformers_serve(folder, tmp_path / "serve.log") as url:
+        runs["served"] = (f"openai:{url}", f"model={folder},in_flight=4")
+        for name, (model, args) in runs.items():
+            got = run_cli("diagnose", "--data", world, "--model", model, "--out", tmp_path / name,
+                          "--suite", "accuracy,gain", "--max-questions", "24", "--n-bootstrap",
+                          "20", "--json", "--model-args", args)  # fmt: skip
+            assert got.exit_code == 0, got.stderr
+    local, served = (tmp_path / k / "per_question.jsonl" for k in ("local", "served"))
+    assert '"noimage":' in local.read_text()  # the text-only answers are compared too
+    assert local.read_bytes() == served.read_bytes()
