@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,12 @@ class Timed:
             self.seconds += time.perf_counter() - start
 
 
+def _fresh(*folders: Path) -> None:
+    """Remove result folders of an earlier run (their stores would answer everything)."""
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _calls(result: dict) -> int:
     return sum(c["computed"] for c in result["conditions"].values())
 
@@ -143,6 +150,7 @@ def _harness(world, runs, work, args, options) -> None:
     from vqadiag.models.registry import load_model_spec
 
     spec = str(runs["updn"])
+    _fresh(work / "r1")
     plan = diagnose(world, spec, work / "r1", plan=True, max_questions=args.max_questions,
                     **options)  # fmt: skip
     timed = Timed(load_model_spec(spec))
@@ -164,6 +172,7 @@ def _reuse(world, runs, work, args, options) -> None:
     from vqadiag.diagnosis.diagnose import diagnose
 
     spec, n = str(runs["question-only"]), args.max_questions
+    _fresh(work / "r2a", work / "r2b")
     ask = diagnose(world, spec, work / "r2a", max_questions=n, reuse_inputs=False, **options)
     reuse = diagnose(world, spec, work / "r2b", max_questions=n, **options)
     same = (work / "r2a/per_question.jsonl").read_bytes() == (
@@ -179,6 +188,7 @@ def _precision(world, runs, work, args, options) -> None:
     from vqadiag.diagnosis.precision import diagnose_to_precision
 
     spec = str(runs["updn"])
+    _fresh(work / "r3")
     everything = diagnose(world, spec, work / "r3", plan=True, **options)["total"]["calls"]
     t0 = time.perf_counter()
     budget = diagnose_to_precision(world, spec, work / "r3", precision=args.precision,
@@ -199,6 +209,7 @@ def _ray(world, work, args, options) -> None:
     from vqadiag.diagnosis.diagnose import diagnose
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    _fresh(work / "r4-one", work / "r4-two")
     plugin = work / "heavy_plugin.py"
     plugin.write_text(HEAVY)
     seconds = {}
@@ -222,6 +233,7 @@ def _memory(worlds, runs, work, args) -> None:
     peaks = {}
     for images, folder in worlds.items():
         out = work / f"r5-{images}"
+        _fresh(out)
         done = subprocess.run(
             [sys.executable, "-c", PEAK, str(folder), str(runs["question-only"]), str(out)],
             capture_output=True, text=True, check=True,
