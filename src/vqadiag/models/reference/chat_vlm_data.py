@@ -24,6 +24,7 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.adapters.generated_answer import Generation
 from vqadiag.models.reference.chat_vlm_build import EOS, IMAGE
+from vqadiag.models.reference.pixel_objective import scene_vocab
 
 
 @dataclass(frozen=True)
@@ -96,21 +97,6 @@ def pixel_values(processor: Any, data: GQAData, image_ids: Sequence[str], chunk:
     return torch.cat(parts) if parts else torch.zeros(0)
 
 
-def label_vocab(scenes: Mapping[str, Any], n_attrs: int) -> tuple[list[str], list[str]]:
-    """Object names (index 0 = background) and the ``n_attrs`` most frequent attributes."""
-    from collections import Counter
-
-    names: Counter[str] = Counter()
-    attrs: Counter[str] = Counter()
-    for scene in scenes.values():
-        for obj in scene["objects"].values():
-            names[str(obj["name"])] += 1
-            attrs.update(str(a) for a in obj.get("attributes") or ())
-    ranked = sorted(names, key=lambda n: (-names[n], n))
-    top = sorted(attrs, key=lambda a: (-attrs[a], a))[:n_attrs]
-    return ["<background>", *ranked], top
-
-
 def patch_labels(
     scene: Mapping[str, Any], grid: int, names: Mapping[str, int], attrs: Mapping[str, int]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +135,7 @@ def scene_labels(
         raise DataError(
             err.path, f"the chat VLM's vision pre-training needs them: {err.problem}"
         ) from None
-    name_list, attr_list = label_vocab(scenes, n_attrs)
+    name_list, attr_list = scene_vocab(scenes, n_attrs)
     name_index = {n: i for i, n in enumerate(name_list)}
     attr_index = {a: i for i, a in enumerate(attr_list)}
     names = np.zeros((len(image_ids), grid * grid), dtype=np.int64)

@@ -44,12 +44,19 @@ def word_token_starts(question: str) -> list[int]:
 def grid_vocab(data: GQAData, split: str, n_attrs: int) -> tuple[list[str], list[str]]:
     """Object names (index 0 = background) and the ``n_attrs`` most frequent attributes of
     the split's scene graphs; empty lists when the split has none."""
-    from collections import Counter
-
     try:
         scenes = data.scene_graphs(split)
     except DataError:
         return [], []
+    return scene_vocab(scenes, n_attrs)
+
+
+def scene_vocab(scenes: Mapping[str, Any], n_attrs: int) -> tuple[list[str], list[str]]:
+    """Object names of ``scenes`` by frequency (index 0 = background, ties by name) and
+    their ``n_attrs`` most frequent attributes (the pixel model's unit labels and the chat
+    VLM's patch labels)."""
+    from collections import Counter
+
     names: Counter[str] = Counter()
     attrs: Counter[str] = Counter()
     for scene in scenes.values():
