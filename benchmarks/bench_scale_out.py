@@ -194,12 +194,13 @@ def _precision(world, runs, work, args, options) -> None:
     budget = diagnose_to_precision(world, spec, work / "r3", precision=args.precision,
                                    **options)["precision"]  # fmt: skip
     widths = budget["half_widths"]
-    widest = max(widths, key=widths.get)
     print(f"3. --precision {args.precision}: met {budget['met']} ({budget['stopped']}), "
           f"{budget['calls']} calls against {everything} for the full run "
-          f"({budget['calls'] / everything:.2f}×), {budget['questions']} questions, "
-          f"{time.perf_counter() - t0:.0f} s; widest half-width {widths[widest]:.2f} "
-          f"({widest}); steps {[s['max_questions'] for s in budget['steps']]}")  # fmt: skip
+          f"({budget['calls'] / everything:.2f}×), {time.perf_counter() - t0:.0f} s; "
+          f"steps {[s['max_questions'] for s in budget['steps']]}")  # fmt: skip
+    print(f"   suites: {budget['suites']}; their prefixes: {budget['suite_questions']}")
+    print("   half-widths: " + ", ".join(
+        f"{k} {'-' if w is None else f'{w:.2f}'}" for k, w in widths.items()))  # fmt: skip
 
 
 def _ray(world, work, args, options) -> None:

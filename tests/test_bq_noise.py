@@ -140,3 +140,53 @@ def test_vqabq_shapes_without_image_ids_and_with_the_main_question_ranked(
         "Is it red? Is it blue?",
         "How many? How many cats?",
     ]
+
+
+def test_bqd_fast_path_equals_the_checked_reader(monkeypatch, write_json):
+    """vqadiag's own shape is read through msgspec: the same records as the checked reader
+    (integer ids, LASSO's keys, pool ids, the main question dropped); a key vqadiag never
+    writes sends the file to the checked reader, which keeps it."""
+    from vqadiag.data.formats import bqd
+
+    record = {
+        "image_id": 3, "question_id": 17, "question": "Is it red?",
+        "basic": [
+            {"question": "Is it red?", "score": 1, "pool_id": "p0"},
+            {"question": "Is it blue?", "score": 0.5, "pool_id": "p1"},
+            {"question": "What color?", "score": 0.25, "pool_id": 9},
+        ],
+        "exact": True, "ranked": 2, "rounds": 4,
+    }  # fmt: skip
+    path = write_json("bqd.json", {"meta": {"kind": "vqadiag.bqd"}, "records": [record]})
+    fast = bqd._typed_bqd(path)
+    assert fast is not None
+    monkeypatch.setattr(bqd, "_typed_bqd", lambda path: None)
+    checked = bqd.read_bqd(path)
+    assert fast == checked
+    assert fast[0]["dropped_identical"] == 1 and fast[0]["question_id"] == "17"
+    monkeypatch.undo()
+    other = write_json("other.json", [{**record, "note": "mine"}])
+    assert bqd._typed_bqd(other) is None
+    assert bqd.read_bqd(other)[0]["note"] == "mine"
+
+
+def test_lean_question_file_equals_the_checked_one(write_json):
+    """A GQA pool read without its raw records (the typed path) gives the same ids, texts,
+    images and yes/no flags; a missing answer that --yes-no needs is still named."""
+    from vqadiag.data.formats.bqd import read_question_file
+
+    questions = {
+        "a": {"question": "Is it red?", "answer": "Yes", "imageId": "1", "semantic": []},
+        "b": {"question": "What color?", "answer": "red", "imageId": 2},
+        "c": {"question": "Where?", "imageId": None},
+        "d": {"question": "Which?"},
+    }
+    path = write_json("train_balanced_questions.json", questions)
+    lean = read_question_file(path, keep_raw=False)
+    full = read_question_file(path)
+    assert lean.raw is None and full.raw is not None
+    for field in ("ids", "texts", "image_ids", "yes_no"):
+        assert getattr(lean, field) == getattr(full, field), field
+    assert lean.image_ids == ["1", "2", "None", ""]
+    with pytest.raises(DataError, match="record 'c': missing field 'answer'"):
+        read_question_file(path, need_answers=True, keep_raw=False)

@@ -128,3 +128,25 @@ def test_the_few_keys_shortcut_proves_uniqueness_or_defers_to_the_count(tmp_path
                 read_json(path)
         else:
             read_json(path)
+
+
+def test_big_files_decode_as_orjson_decodes_them(tmp_path):
+    """A file of at least DIRECT_BYTES is decoded by msgspec (no whole-document tree first)
+    into what orjson gives; a 19-digit run sends it to orjson (an integer beyond 64 bits is
+    a float there); a malformed big file is still named with orjson's explanation."""
+    from vqadiag.data.io.jsonio import DIRECT_BYTES, decode_json
+
+    records = {f"q{i}": {"question": f"Is it {i}?", "semantic": [{"op": "x", "dep": [i]}],
+                         "p": i / 7, "neg": -0.0, "ok": i % 2 == 0, "none": None}
+               for i in range(20_000)}  # fmt: skip
+    raw = orjson.dumps(records)
+    assert len(raw) >= DIRECT_BYTES
+    path = tmp_path / "big.json"
+    path.write_bytes(raw)
+    assert read_json(path) == orjson.loads(raw)
+    long_int = raw[:-1] + b', "huge": 123456789012345678901234567890}'
+    assert decode_json(long_int)["huge"] == 1.2345678901234568e29
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(raw[:-1] + b', "x": NaN}')
+    with pytest.raises(DataError, match="bad.json: malformed JSON"):
+        read_json(bad)

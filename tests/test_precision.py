@@ -90,3 +90,69 @@ def test_max_calls_stops_before_a_step_would_pass_it(world_and_prior, tmp_path, 
     both = run_cli("diagnose", "--data", world, "--model", run, "--out", tmp_path / "r3",
                    "--precision", "1", "--max-questions", "10", *ARGS)  # fmt: skip
     assert both.exit_code == 2 and "--precision chooses" in both.stderr
+
+
+def _est(half: float, n: int) -> dict:
+    return {"value": 50.0, "ci_low": 50.0 - half, "ci_high": 50.0 + half, "n": n}
+
+
+def test_each_suite_grows_its_own_prefix_until_met_or_out_of_questions():
+    from vqadiag.diagnosis.precision import SuitePrefixes
+
+    p = SuitePrefixes(precision=2.0, start=200)
+    p.update({"accuracy": _est(1.5, 200), "acc_tail": _est(4.0, 20), "acc_head": _est(3.0, 30),
+              "noise_accuracy": [_est(1.0, 200), _est(3.0, 200)]})  # fmt: skip
+    # accuracy is met at 200; ood (widest 4) and robustness (widest partition 3) grow
+    assert p.done == {"accuracy": "met"}
+    assert p.prefix == {"accuracy": 200, "ood": 960, "robustness": 540}
+    assert p.max_questions() == 960 and not p.finished()
+    # the tail took no more questions while its prefix grew: it has none left
+    p.update({"accuracy": _est(0.7, 960), "acc_tail": _est(3.5, 20), "acc_head": _est(2.5, 30),
+              "noise_accuracy": [_est(1.5, 540), _est(1.9, 540)]})  # fmt: skip
+    assert p.done == {"accuracy": "met", "ood": "every question taken", "robustness": "met"}
+    assert p.finished() and p.prefix["robustness"] == 540
+
+
+@pytest.fixture(scope="module")
+def world_and_updn(world_and_prior, tmp_path_factory):
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.models.registry import model_class
+
+    world, _ = world_and_prior
+    run = tmp_path_factory.mktemp("run") / "updn"
+    model_class("updn").train(GQAData(world), epochs=1, progress=False).save(run)
+    return world, run
+
+
+def _rows(folder, suite: str) -> list[dict]:
+    lines = (folder / "per_question.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["suite"] == suite]
+
+
+def test_a_suite_runs_its_own_conditions_on_its_own_prefix(world_and_updn, tmp_path):
+    """``suite_questions``: the plain run covers ``max_questions``; FPVG's relevant-only and
+    irrelevant-only runs and robustness's noise partitions run on the first questions of
+    the same order only, giving what a diagnosis with that ``--max-questions`` gives."""
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    world, run = world_and_updn
+    opts = {"suites": "accuracy,fpvg,robustness", "n_bootstrap": 50, "bq_ranker": "bleu1"}
+    out = diagnose(world, str(run), tmp_path / "r", max_questions=150,
+                   suite_questions={"robustness": 60, "fpvg": 40}, **opts)  # fmt: skip
+    counts = out["conditions"]
+    assert counts["gqa.all"]["questions"] == 150
+    assert 0 < counts["gqa.noise_1"]["questions"] <= 60
+    assert 0 < counts["gqa.rel"]["questions"] <= 40
+    assert out["config"]["suite_questions"] == {"robustness": 60, "fpvg": 40}
+    for suite, n in (("robustness", 60), ("fpvg", 40)):
+        alone = diagnose(world, str(run), tmp_path / suite, max_questions=n,
+                         **{**opts, "suites": suite})  # fmt: skip
+        assert _rows(tmp_path / suite, suite) == _rows(tmp_path / "r", suite)
+        for key in {k for _, k in _suite_figures(suite)}:
+            assert alone["summary"][key] == out["summary"][key], key
+
+
+def _suite_figures(name: str):
+    from vqadiag.suites.base import figures
+
+    return [(s.name, f.key) for s, f in figures() if s.name == name]

@@ -150,3 +150,21 @@ def test_a_blind_model_is_asked_once_per_question_and_answers_as_without_reuse(
     counts = json.loads(again.stdout)["conditions"]["gqa.rel"]
     assert counts["cached"] == rel["questions"] and counts["reused"] == 0
     shutil.rmtree(tmp_path / "ask")
+
+
+def test_only_answers_to_a_records_own_question_are_kept_for_later_conditions():
+    """A rewritten question (the basic-question noise) is asked by no other condition: its
+    answer and its signature part are not kept (they would hold every noisy text of the
+    diagnosis); the record's own question is."""
+    from vqadiag.probes.shared_inputs import SharedAnswers
+
+    record = {"imageId": "img", "question": "what colour is it?"}
+    own = Probe("q1", record["question"], "img", record)
+    noisy = Probe("q1", "what colour is it? is it red?", "img", record)
+    answered: dict = {}
+    bases: dict = {}
+    text = Condition("gqa.noise_1", "text", {"partition": 1})
+    shared = SharedAnswers(Ctx(), text, [own, noisy], False, answered, bases)
+    shared.remember([Answer("red"), Answer("blue")])
+    assert list(answered.values()) == [Answer("red")]
+    assert list(bases) == [("q1", record["question"])]

@@ -186,3 +186,33 @@ def test_fast_path_takes_well_formed_records() -> None:
     assert _fast_annotation(annotation(3, [])) is None
     assert _fast_annotation(annotation(3, ["yes"] * 9 + [1])) is None
     assert _fast_annotation(annotation(True)) is None
+
+
+def test_slim_annotations_equal_the_checked_entries(write_json: WriteJson) -> None:
+    """``slim=True`` (the typed fast path) gives the checked reader's entries cut to their
+    slim fields, with and without ``multiple_choice_answer`` and ``image_id``."""
+    from vqadiag.data.formats.vqa2 import slim_annotation
+
+    answers = ["2", "two", "3", "2", "2", "2", "3", "2", "two", "2"]
+    no_mc = annotation(5, answers, answer_type="number", question_type="how many")
+    del no_mc["multiple_choice_answer"]
+    no_image = annotation(6, extra_field="kept only when not slim")
+    del no_image["image_id"]
+    path = write_json("a.json", {"info": {}, "annotations": [annotation(1), no_mc, no_image]})
+    full = read_vqa_annotations(path)
+    slim = read_vqa_annotations(path, slim=True)
+    assert slim == {q: slim_annotation(e) for q, e in full.items()}
+    assert slim["5"]["multiple_choice_answer"] == "2"
+    assert "image_id" not in slim["6"] and "answers" not in slim["1"]
+
+
+def test_slim_annotations_outside_the_fast_path(write_json: WriteJson) -> None:
+    """String ids leave the typed path: the checked reader gives the same slim entries,
+    and a duplicate id is still named."""
+    path = write_json("a.json", {"annotations": [annotation("11"), annotation("12")]})
+    assert sorted(read_vqa_annotations(path, slim=True)) == ["11", "12"]
+    assert read_vqa_annotations(path, slim=True)["11"]["answer_list"] == ["yes"] * 10
+    dup = write_json("d.json", {"annotations": [annotation(1), annotation(1)]})
+    assert "record '1': duplicate question id" in _error(
+        lambda p: read_vqa_annotations(p, slim=True), dup
+    )

@@ -103,8 +103,8 @@ _NoReuseFlag = Annotated[
 _PrecisionOption = Annotated[
     float | None,
     typer.Option(
-        help="Take questions (in the --max-questions order) until every rate's 95% "
-        "half-width is at most this many points.",
+        help="Take questions (in the --max-questions order), suite by suite, until every "
+        "rate's 95% half-width is at most this many points.",
     ),
 ]
 _MaxCallsOption = Annotated[

@@ -147,6 +147,7 @@ def diagnose(
     rate: float | None = None,
     reuse_inputs: bool = True,
     importance_sample: int | None = None,
+    suite_questions: Mapping[str, int] | None = None,
     model_name: str | None = None,
     ray: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -155,6 +156,8 @@ def diagnose(
     ``reuse_inputs``: a probe whose model input another probe of the diagnosis had
     takes its answer (docs/diagnose.md, "No request asked twice"); False asks every
     probe. ``importance_sample``: importance on the first N FPVG questions only.
+    ``suite_questions``: suite → the first N questions of the ``max_questions`` order that
+    suite runs its own conditions on (what ``--precision`` grows suite by suite).
     ``model_name``: what ``results.json`` calls a model given as an object (its spec).
     ``ray``: run an in-process model on Ray actors, ``{"actors": N, "gpus_per_actor": G,
     "address": ADDR}`` (:mod:`vqadiag.models.ray_actors`; ``model`` must be a spec).
@@ -215,6 +218,7 @@ def diagnose(
         plan=bool(plan),
         reuse_inputs=bool(reuse_inputs),
         importance_sample=importance_sample,
+        suite_questions=None if not suite_questions else dict(suite_questions),
         **extras,
     )
     if ray is not None and not isinstance(model, (str, os.PathLike)):

@@ -2,36 +2,46 @@
 "A precision budget").
 
 A diagnosis over all questions can cost hundreds of GPU-hours; most figures are known to
-within a point or two long before. With ``--precision EPS`` the diagnosis takes the
-questions in the fixed order of ``--max-questions`` (a prefix that never reshuffles),
-``start`` of them first, and grows the prefix until every bounded figure's 95% interval
-has a half-width of at most ``EPS`` points:
+within a point or two long before, and a figure that needs many questions (GQA-OOD's
+tail, a rare subset) should not make every other suite run on all of them. With
+``--precision EPS`` the diagnosis takes the questions in the fixed order of
+``--max-questions`` (a prefix that never reshuffles), ``start`` of them first, and grows
+**each suite's own prefix** until every bounded figure of that suite has a 95% interval
+of half-width at most ``EPS`` points:
 
-* **bounded figures** (:func:`half_widths`): the report card's rates in points (accuracy,
-  GQA-OOD head and tail, FPVG, pairs, consistency, gain …), not a ratio (GQA-OOD's Δ),
-  not R_score, not the importance figures, which run on a declared sample. A figure
-  with a value but no finite interval (an empty subset so far) is unknown: not met;
-* **the next prefix** assumes a half-width shrinking as 1/√n:
-  ``n' = ⌈n · (w / EPS)² · 1.2⌉``, at least ``1.5 n``, where ``w`` is the widest
+* **bounded figures** (:func:`suite_half_widths`): the suites' rates in points with an
+  interval (accuracy, GQA-OOD head and tail, the FPVG figures, pairs, consistency, the
+  gains, the accuracy under each basic-question noise partition, its widest), not a
+  ratio (GQA-OOD's Δ), not R_score, not the importance figures, which run on a declared
+  sample. A figure with a value but no finite interval (an empty subset so far) is
+  unknown: not met;
+* **a suite's next prefix** assumes a half-width shrinking as 1/√n:
+  ``n' = ⌈n · (w / EPS)² · 1.2⌉``, at least ``1.5 n``, where ``w`` is the suite's widest
   half-width now;
+* **the plain run is shared**: each dataset's plain answers cover the largest prefix
+  (``max_questions``), so accuracy and GQA-OOD, which score the plain answers only, get
+  every question some suite needed; the conditions a suite adds (relevant-only,
+  irrelevant-only, the noise partitions, the no-image runs, the VQA v2 pairs, the
+  introspect questions) run on its own prefix (``suite_questions``);
 * **each step is an ordinary diagnosis** into the same folder, so the answers of the
   questions already asked come from the store: a step asks only for the new questions,
   and an interrupted run, run again, picks up where it stopped;
-* **it stops** when the target is met, when the prefix holds every question (the data
-  gave no more), or before a step whose planned calls
-  (:func:`vqadiag.diagnosis.plan.plan_diagnosis`) would take the run past
-  ``max_calls``.
+* **a suite stops growing** when its target is met, or when its prefix grew and its
+  figures' sizes did not (it holds no more questions: ``every question taken``); **the
+  run stops** when no suite grows, or before a step whose planned calls
+  (:func:`vqadiag.diagnosis.plan.plan_diagnosis`) would take the run past ``max_calls``.
 
 Leave-one-out, GradCAM and attention importance run on the first ``importance_sample``
 FPVG questions of the same order (500 by default; ``results.json``
 ``suites.importance.sample`` states it). ``results.json`` ``precision`` records the
-target, whether it was met, each bounded figure's half-width, the steps and why the run
-stopped.
+target, whether it was met, each bounded figure's half-width, each suite's prefix and
+state, the steps and why the run stopped.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,22 +58,54 @@ LEAST_GROWTH = 1.5
 POINT_UNITS = ("%", "points")
 
 
+def _bounded(fig: Any) -> bool:
+    return bool(fig.bounded and fig.unit in POINT_UNITS)
+
+
+def _half_width(est: Any) -> float | None:
+    """An estimate's half-width; inf for a value without a finite interval; None for no
+    value."""
+    if not isinstance(est, dict):
+        return None
+    low, high = est.get("ci_low"), est.get("ci_high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+        w = (float(high) - float(low)) / 2
+        return w if math.isfinite(w) else math.inf
+    return math.inf if est.get("value") is not None else None
+
+
+def suite_half_widths(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """``{suite: {figure: half-width}}`` of the bounded figures with a value (module
+    docstring); a figure of many estimates (the noise partitions) takes its widest."""
+    out: dict[str, dict[str, float]] = {}
+    for suite, fig in figures():
+        if not _bounded(fig):
+            continue
+        value = summary.get(fig.key)
+        ests = value if fig.many and isinstance(value, list) else [value]
+        widths = [w for w in map(_half_width, ests) if w is not None]
+        if widths:
+            out.setdefault(suite.name, {})[fig.key] = max(widths)
+    return out
+
+
 def half_widths(summary: dict[str, Any]) -> dict[str, float]:
-    """``{figure: (ci_high − ci_low) / 2}`` of the bounded figures with an interval (module
-    docstring)."""
-    out: dict[str, float] = {}
-    for _suite, fig in figures():
-        if not (fig.card and fig.bounded and not fig.many and fig.unit in POINT_UNITS):
+    """``{figure: half-width}`` of every bounded figure with a value (module docstring)."""
+    return {k: w for widths in suite_half_widths(summary).values() for k, w in widths.items()}
+
+
+def suite_sizes(summary: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """``{suite: the n of each bounded figure}``: a suite whose prefix grew but whose sizes
+    did not has taken every question it has."""
+    out: dict[str, list[Any]] = {}
+    for suite, fig in figures():
+        if not _bounded(fig):
             continue
-        est = summary.get(fig.key)
-        if not isinstance(est, dict):
-            continue
-        low, high = est.get("ci_low"), est.get("ci_high")
-        if isinstance(low, (int, float)) and isinstance(high, (int, float)):
-            out[fig.key] = (float(high) - float(low)) / 2
-        elif est.get("value") is not None:  # a figure without an interval yet: unknown
-            out[fig.key] = math.inf
-    return {k: (w if math.isfinite(w) else math.inf) for k, w in out.items()}
+        value = summary.get(fig.key)
+        for est in value if isinstance(value, list) else [value]:
+            if isinstance(est, dict):
+                out.setdefault(suite.name, []).append((fig.key, est.get("n")))
+    return {suite: tuple(sizes) for suite, sizes in out.items()}
 
 
 def widest_known(widths: dict[str, float], precision: float) -> float:
@@ -79,6 +121,48 @@ def next_prefix(n: int, widest: float, precision: float) -> int:
     return max(projected, math.ceil(n * LEAST_GROWTH))
 
 
+@dataclass
+class SuitePrefixes:
+    """Each suite's prefix and state across the steps (module docstring)."""
+
+    precision: float
+    start: int
+    prefix: dict[str, int] = field(default_factory=dict)
+    #: suite → "met" or "every question taken"; suites not here still grow
+    done: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    grew: set[str] = field(default_factory=set)
+
+    def max_questions(self) -> int:
+        """The shared plain prefix: the largest suite prefix."""
+        return max(self.prefix.values(), default=self.start)
+
+    def update(self, summary: dict[str, Any]) -> None:
+        """After a step: mark the suites that met the target or took every question, and
+        grow the others' prefixes."""
+        widths, sizes = suite_half_widths(summary), suite_sizes(summary)
+        shared = self.max_questions()
+        grew, self.grew = self.grew, set()
+        for suite, suite_widths in widths.items():
+            if suite in self.done:
+                continue
+            n = self.prefix.setdefault(suite, shared)
+            if max(suite_widths.values()) <= self.precision:
+                self.done[suite] = "met"
+            elif suite in grew and sizes.get(suite) == self.sizes.get(suite):
+                self.done[suite] = "every question taken"
+            else:
+                self.prefix[suite] = next_prefix(
+                    n, widest_known(suite_widths, self.precision), self.precision
+                )
+                self.grew.add(suite)
+        self.sizes = sizes
+
+    def finished(self) -> bool:
+        """No suite grows any more."""
+        return not self.grew
+
+
 def diagnose_to_precision(
     data: str | Path,
     model: str,
@@ -89,9 +173,10 @@ def diagnose_to_precision(
     start: int = START_QUESTIONS,
     **options: Any,
 ) -> dict[str, Any]:
-    """Diagnose on growing prefixes of the questions until ``precision`` (module
-    docstring); ``options`` are :func:`~vqadiag.diagnosis.diagnose.diagnose`'s. Returns
-    the last step's ``results.json`` with its ``precision`` record."""
+    """Diagnose on growing prefixes of the questions, suite by suite, until
+    ``precision`` (module docstring); ``options`` are
+    :func:`~vqadiag.diagnosis.diagnose.diagnose`'s. Returns the last step's
+    ``results.json`` with its ``precision`` record."""
     from vqadiag.diagnosis.diagnose import diagnose
     from vqadiag.models.registry import load_model_spec
     from vqadiag.plugins import load_plugins
@@ -105,6 +190,7 @@ def diagnose_to_precision(
     if options.pop("plan", False):
         raise DataError("--plan", "plans one diagnosis: give --max-questions, not --precision")
     options.pop("rate", None)
+    options.pop("suite_questions", None)
     if options.get("importance_sample") is None:
         options["importance_sample"] = DEFAULT_IMPORTANCE_SAMPLE
     load_plugins(options.get("plugins", ()))
@@ -115,43 +201,46 @@ def diagnose_to_precision(
     else:  # loaded once for every step
         target = load_model_spec(model, model_args)
         options["model_name"] = model
+    prefixes = SuitePrefixes(precision, int(start))
     steps: list[dict[str, Any]] = []
-    calls, n, previous = 0, int(start), None
+    calls = 0
     result: dict[str, Any] | None = None
-    stopped = "precision reached"
+    stopped = ""
     while True:
+        step = {"max_questions": prefixes.max_questions(),
+                "suite_questions": dict(prefixes.prefix) or None}  # fmt: skip
         if max_calls is not None:
-            planned = diagnose(data, target, out, plan=True, max_questions=n, **options)
+            planned = diagnose(data, target, out, plan=True, **step, **options)
             if calls + planned["total"]["calls"] > max_calls:
-                stopped = f"the next step ({n} questions) would pass --max-calls {max_calls}"
+                stopped = (f"the next step ({step['max_questions']} questions) would pass "
+                           f"--max-calls {max_calls}")  # fmt: skip
                 if result is None:
                     raise DataError(
-                        "--max-calls", f"the first {n} questions already need "
-                        f"{planned['total']['calls']} calls: give more, or a smaller start",
+                        "--max-calls", f"the first {step['max_questions']} questions already "
+                        f"need {planned['total']['calls']} calls: give more, or a smaller start",
                     )  # fmt: skip
                 break
-        result = diagnose(data, target, out, max_questions=n, **options)
+        result = diagnose(data, target, out, **step, **options)
         step_calls = sum(c["computed"] for c in result["conditions"].values())
         calls += step_calls
-        widths = half_widths(result["summary"])
-        widest = max(widths.values(), default=0.0)
-        steps.append({"max_questions": n, "calls": step_calls,
+        widest = max(half_widths(result["summary"]).values(), default=0.0)
+        steps.append({**step, "calls": step_calls,
                       "widest_half_width": widest if math.isfinite(widest) else None})  # fmt: skip
-        taken = result["data"]["datasets"]
-        if widest <= precision:
+        prefixes.update(result["summary"])
+        if prefixes.finished():
             break
-        if taken == previous:
-            stopped = "every question was taken"
-            break
-        previous = taken
-        n = next_prefix(n, widest_known(widths, precision), precision)
     assert result is not None
     widths = half_widths(result["summary"])
+    met = max(widths.values(), default=0.0) <= precision
+    if not stopped:
+        stopped = "precision reached" if met else "every question was taken"
     result["precision"] = {
         "target": precision,
-        "met": max(widths.values(), default=0.0) <= precision,
+        "met": met,
         "half_widths": {k: (w if math.isfinite(w) else None) for k, w in widths.items()},
         "questions": steps[-1]["max_questions"],
+        "suite_questions": steps[-1]["suite_questions"],
+        "suites": dict(prefixes.done),
         "calls": calls,
         "max_calls": max_calls,
         "stopped": stopped,

@@ -19,7 +19,10 @@ their condition. :func:`input_signature` names that input without building it:
   answer and is never shared.
 
 A probe whose signature was answered in this diagnosis (computed, or read from the store)
-takes that answer when it carries what the probe needs (:func:`reused_answer`): the
+by a probe asking its record's own question takes that answer (a condition that rewrites
+the question, such as the basic-question noise, asks texts no other condition asks: its
+answers are not kept for later conditions, though probes of one such condition with the
+same input still share one call) when it carries what the probe needs (:func:`reused_answer`): the
 probability of the probe's reference answer, and the attention a plain condition keeps.
 Answers are those of a run without the reuse for every model whose answer depends only
 on its input (``deterministic``, true unless a model says otherwise).
@@ -52,7 +55,7 @@ def input_signature(
     base = None if bases is None else bases.get(known)
     if base is None:
         base = data_fingerprint(probe.record, probe.question, ctx.image_digest(probe.image_id))
-        if bases is not None:
+        if bases is not None and own_text(probe):
             bases[known] = base
     if condition.kind == NO_IMAGE:  # a noise-filled blank image is drawn per question
         seeded = probe.qid if condition.params.get("fill") == "noise" else ""
@@ -63,6 +66,13 @@ def input_signature(
         _pixel_part(ctx, probe, condition) if ctx.pixels else _object_part(ctx, probe, condition)
     )
     return stable_hash([base, visual])
+
+
+def own_text(probe: Probe) -> bool:
+    """Whether ``probe`` asks its record's own question: only such inputs are kept for
+    later conditions (a condition that rewrites the text, such as the basic-question
+    noise, asks texts no other condition asks)."""
+    return probe.question == probe.record.get("question")
 
 
 def _object_part(ctx: Any, probe: Probe, condition: Condition) -> Any:
@@ -169,7 +179,8 @@ class SharedAnswers:
         return filled
 
     def remember(self, answers: list[Answer | None]) -> None:
-        """Record every known answer under its input's signature (the first one wins)."""
-        for answer, signature in zip(answers, self.signatures, strict=True):
-            if answer is not None and signature is not None:
+        """Record every known answer of a probe that asks its record's own question
+        (:func:`own_text`) under its input's signature (the first one wins)."""
+        for answer, signature, probe in zip(answers, self.signatures, self.probes, strict=True):
+            if answer is not None and signature is not None and own_text(probe):
                 self.answered.setdefault(signature, answer)

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import SuiteSkipped
 from vqadiag.probes.conditions import Condition
 from vqadiag.suites.sources import needs_visual, plain_run, probe_of
-from vqadiag.suites.state import DiagnoseState, write_predictions
+from vqadiag.suites.state import DiagnoseState, subsample, write_predictions
 
 
 @dataclass
@@ -22,6 +23,8 @@ class GroundingRuns:
     irrelevant only), shared by the FPVG and importance suites."""
 
     qids: list[str]
+    #: the questions FPVG took (its prefix of the diagnosed ones), scored or excluded
+    questions: list[str]
     relevant: dict[str, list[int]]
     irrelevant: dict[str, list[int]]
     relevance_file: Path
@@ -59,11 +62,17 @@ def grounding_runs(state: DiagnoseState) -> GroundingRuns:
             f"no scene graphs for split {state.options.split!r} ({scenes.name}; GQA publishes "
             "them for train and val: add them with --scene-graphs FILE)"
         )
+    prefix = subsample(src.qids, state.options.questions_for("fpvg"))
+    questions_file = src.questions_file
+    if len(prefix) < len(src.qids):  # the suite's own prefix (--precision)
+        questions_file = write_json(
+            state.inputs / "fpvg_questions.json", {q: src.records[q] for q in prefix}
+        )
     rel_path = state.inputs / "relevance.json"
-    summary = relevance(src.questions_file, scenes, src.data.detections_path, rel_path)
+    summary = relevance(questions_file, scenes, src.data.detections_path, rel_path)
     summary.pop("out", None)  # RESULT_DIR/inputs/relevance.json
     sets = read_relevance(rel_path)
-    qids = [q for q in src.qids if q in sets and sets[q][2] is None]
+    qids = [q for q in prefix if q in sets and sets[q][2] is None]
     if not qids:
         raise SuiteSkipped("no question has both relevant and irrelevant detected boxes")
     rel = {q: list(sets[q][0]) for q in qids}
@@ -92,6 +101,6 @@ def grounding_runs(state: DiagnoseState) -> GroundingRuns:
         name: write_predictions(state, "fpvg", name, qids, answers[name])
         for name in ("all", "rel", "irrel")
     }
-    fs = GroundingRuns(qids, rel, irrel, rel_path, sets, summary, answers, files)
+    fs = GroundingRuns(qids, prefix, rel, irrel, rel_path, sets, summary, answers, files)
     state.memo["fpvg"] = fs
     return fs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,18 @@ class Options:
     reuse_inputs: bool = True
     #: importance (leave-one-out, GradCAM, attention) on the first N FPVG questions only
     importance_sample: int | None = None
+    #: suite → the questions of the ``max_questions`` order its own conditions run on
+    #: (``--precision`` bounds each suite on its own prefix; :meth:`questions_for`)
+    suite_questions: Mapping[str, int] | None = None
+
+    def questions_for(self, suite: str) -> int | None:
+        """How many questions of the fixed order ``suite`` runs its own conditions on: its
+        ``suite_questions`` entry within ``max_questions`` (None: all). The shared plain
+        run of a dataset covers ``max_questions``; a suite's prefix is a subset of it."""
+        cap = None if self.suite_questions is None else self.suite_questions.get(suite)
+        if cap is None:
+            return self.max_questions
+        return cap if self.max_questions is None else min(cap, self.max_questions)
 
     def config(self) -> dict[str, Any]:
         """The ``config`` object of ``results.json``."""
@@ -79,6 +91,7 @@ class Options:
                 if self.importance_sample is None
                 else {"importance_sample": self.importance_sample}
             ),
+            **({} if not self.suite_questions else {"suite_questions": dict(self.suite_questions)}),
             **{
                 name: value
                 for name, value in (
@@ -150,6 +163,14 @@ class DiagnoseState:
         if hit is None:
             hit = self.runs[condition.name] = ctx.run(condition, probes)
         return hit
+
+    def release(self, names: Sequence[str]) -> None:
+        """Let go of the answers of the conditions ``names`` once their suite has scored
+        them and no later suite reads them (the basic-question noise): their counts stay
+        for ``results.json``, and the store keeps the answers."""
+        for name in names:
+            run = self.runs[name]
+            self.runs[name] = replace(run, answers=[None] * len(run.answers))
 
     def removal_params(self) -> dict[str, Any]:
         """Parameters of a condition that removes objects: the replacement policy, and for

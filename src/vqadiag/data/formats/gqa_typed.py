@@ -1,8 +1,8 @@
 """Typed reading of GQA question and choices files for the commands that read a few
-fields of each question: ``score ood`` (answer, balance, local group), ``relevance``
-(image and annotated objects), ``score gqa`` (eval.py's fields and the choices) and
-``score fpvg`` (the answer)
-(docs/reliability.md, "Fast paths defer to the checked readers").
+fields of each question: ``score ood`` (answer, balance, local group), the
+basic-question pool (question text, image), ``relevance`` (image and annotated
+objects), ``score gqa`` (eval.py's fields and the choices) and ``score fpvg`` (the
+answer) (docs/reliability.md, "Fast paths defer to the checked readers").
 
 msgspec decodes the file into small typed records holding those fields; every other
 field is skipped, so a 100 MB file costs a fraction of the time and memory of a dict per
@@ -82,6 +82,15 @@ class RelevanceQuestion(QuestionFields, kw_only=True, gc=False):
 
     imageId: str
     annotations: dict[str, dict[str, str | JSONInt]] | None = None
+
+
+class PoolQuestion(QuestionFields, kw_only=True, gc=False):
+    """What a basic-question pool reads of a question: its ``question`` text, its
+    ``imageId`` (a string, an integer or null, as the checked reader takes it) and its
+    ``answer`` when present (docs/basic-questions.md, "The pool")."""
+
+    question: str
+    imageId: str | JSONInt | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class _Types(msgspec.Struct, gc=False):

@@ -157,7 +157,14 @@ def _fast_annotation(record: Any) -> dict[str, Any] | None:
     return entry
 
 
-def read_vqa_annotations(path: str | Path) -> dict[str, dict[str, Any]]:
+#: the fields of an annotation entry read with ``slim=True``
+SLIM_ANNOTATION_FIELDS = (
+    "question_id", "image_id", "question_type", "answer_type", "multiple_choice_answer",
+    "answer_list",
+)  # fmt: skip
+
+
+def read_vqa_annotations(path: str | Path, *, slim: bool = False) -> dict[str, dict[str, Any]]:
     """Read an official VQA v2 annotations file into ``{qid: record}``.
 
     Required per record: ``question_id``, ``question_type``, ``answer_type``
@@ -166,21 +173,39 @@ def read_vqa_annotations(path: str | Path) -> dict[str, dict[str, Any]]:
     ``multiple_choice_answer`` is optional and, when absent, set to the most
     frequent annotator answer (first seen wins ties). Each record gains
     ``answer_list``: the answer strings in annotator order.
+
+    ``slim``: each entry keeps only :data:`SLIM_ANNOTATION_FIELDS` (not the annotator
+    ``answers`` objects nor other keys), read through the typed fast path when the file
+    is plainly official (:func:`vqa2_columns.read_annotation_entries
+    <vqadiag.data.formats.vqa2_columns.read_annotation_entries>`): a diagnosis holds a
+    few fields per question, not the file's every object (docs/reliability.md, "Fast
+    paths defer to the checked readers").
     """
     p = Path(path)
+    if slim:
+        from vqadiag.data.formats.vqa2_columns import read_annotation_entries
+
+        fast = read_annotation_entries(p)
+        if fast is not None:
+            return fast
     with paused_gc(freeze=True):
-        return _read_annotations(p)
+        return _read_annotations(p, slim)
 
 
-def _read_annotations(p: Path) -> dict[str, dict[str, Any]]:
+def _read_annotations(p: Path, slim: bool) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for i, record in enumerate(_records(p, read_json(p), "annotations")):
         entry = _fast_annotation(record) or _checked_annotation(record, p, i)
         qid = entry["question_id"]
         if qid in out:
             raise DataError(p, "duplicate question id", record_label(qid))
-        out[qid] = entry
+        out[qid] = slim_annotation(entry) if slim else entry
     return out
+
+
+def slim_annotation(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An annotation entry's :data:`SLIM_ANNOTATION_FIELDS` (``image_id`` when it has one)."""
+    return {k: entry[k] for k in SLIM_ANNOTATION_FIELDS if k in entry}
 
 
 def read_pairs(path: str | Path, known_ids: Collection[str] | None = None) -> list[tuple[str, str]]:

@@ -3,7 +3,8 @@
 The official questions, annotations and results files are decoded with msgspec into
 typed records holding only the fields scoring reads, then laid out as columns: integer
 id arrays, the answer strings flat in annotator order with a count per question. No
-dict per record is built.
+dict per record is built. A diagnosis's slim annotation entries
+(:func:`read_annotation_entries`) are read the same way.
 
 Every reader returns ``None`` unless the file is plainly the official shape with integer
 question and image ids and unique question ids; the checked readers of
@@ -13,16 +14,18 @@ and name any problem (docs/reliability.md, "Fast paths defer to the checked read
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from vqadiag.data.formats.predictions import LINE_OR_TABLE_SUFFIXES
 from vqadiag.data.formats.result_lists import VQA_RESULTS
-from vqadiag.data.io.typed_json import JSONInt, decode_or_none, map_file, records_value
+from vqadiag.data.io.typed_json import JSONInt, decode_records
 
 
 class _Question(msgspec.Struct, gc=False):
@@ -97,21 +100,9 @@ def _question_ids(records: list) -> np.ndarray | None:
     return None if bool(np.any(ordered[1:] == ordered[:-1])) else ids
 
 
-def _decoded(path: str | Path, key: str | None, decoder: msgspec.json.Decoder) -> list | None:
-    raw = map_file(path)
-    if raw is None:
-        return None
-    value = records_value(raw, key)
-    records = None if value is None else decode_or_none(value, decoder)
-    if records is None and isinstance(value, memoryview):  # the guess ran past the list
-        value = records_value(raw, key, locate=False)
-        records = None if value is None else decode_or_none(value, decoder)
-    return records or None  # an empty list: the checked reader says so
-
-
 def read_question_columns(path: str | Path) -> QuestionColumns | None:
     """The ids of an official questions file, or None (see the module docstring)."""
-    records = _decoded(path, "questions", _QUESTIONS)
+    records = decode_records(path, "questions", _QUESTIONS)
     if records is None:
         return None
     ids = _question_ids(records)
@@ -123,7 +114,7 @@ def read_question_columns(path: str | Path) -> QuestionColumns | None:
 
 def read_annotation_columns(path: str | Path) -> AnnotationColumns | None:
     """An official annotations file as columns, or None (see the module docstring)."""
-    records = _decoded(path, "annotations", _ANNOTATIONS)
+    records = decode_records(path, "annotations", _ANNOTATIONS)
     if records is None:
         return None
     n = len(records)
@@ -149,12 +140,46 @@ def read_annotation_columns(path: str | Path) -> AnnotationColumns | None:
     )
 
 
+def read_annotation_entries(path: str | Path) -> dict[str, dict[str, Any]] | None:
+    """``read_vqa_annotations(path, slim=True)`` of a plainly official annotations file
+    (:func:`vqadiag.data.formats.vqa2.read_vqa_annotations`): ``{qid: {question_id,
+    image_id (when present), question_type, answer_type, multiple_choice_answer (the most
+    frequent answer, first seen wins ties, when absent), answer_list}}``, each answer
+    string kept once; None otherwise (see the module docstring)."""
+    records = decode_records(path, "annotations", _ANNOTATIONS)
+    if records is None:
+        return None
+    shared: dict[str, str] = {}
+    keep = shared.setdefault
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        qid = str(r.question_id)
+        answers = [keep(a.answer, a.answer) for a in r.answers]
+        if not answers or qid in out:
+            return None
+        entry: dict[str, Any] = {
+            "question_id": qid,
+            "question_type": keep(r.question_type, r.question_type),
+            "answer_type": keep(r.answer_type, r.answer_type),
+            "multiple_choice_answer": (
+                Counter(answers).most_common(1)[0][0]
+                if r.multiple_choice_answer is msgspec.UNSET
+                else keep(r.multiple_choice_answer, r.multiple_choice_answer)
+            ),
+            "answer_list": answers,
+        }
+        if r.image_id is not msgspec.UNSET:
+            entry["image_id"] = str(r.image_id)
+        out[qid] = entry
+    return out
+
+
 def read_result_columns(path: str | Path) -> ResultColumns | None:
     """A plain VQA results list as columns, or None (see the module docstring; a file
     with any other field, e.g. ``probs``, goes through the checked reader)."""
     if Path(path).suffix.lower() in LINE_OR_TABLE_SUFFIXES:
         return None
-    records = _decoded(path, None, VQA_RESULTS)
+    records = decode_records(path, None, VQA_RESULTS)
     if records is None:
         return None
     ids = _question_ids(records)

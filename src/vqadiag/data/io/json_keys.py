@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-CHUNK = 1 << 23  # 8 MiB of bytes per numpy pass
+CHUNK = 1 << 20  # 1 MiB of bytes per numpy pass (its int64 index arrays: 8 MiB each)
 _QUOTE, _BACKSLASH, _COMMA = ord('"'), ord("\\"), ord(",")
 _DELTA = np.zeros(256, dtype=np.int8)
 _DELTA[[ord("{"), ord("[")]] = 1

@@ -119,6 +119,21 @@ def records_value(
     return top[key]
 
 
+def decode_records(path: str | Path, key: str | None, decoder: msgspec.json.Decoder) -> list | None:
+    """The record list of an official file (:func:`records_value`) decoded by ``decoder``,
+    or None: not that shape, not of that type, or empty (the checked reader says which).
+    A located guess that ran past the list is retried with the whole top level decoded."""
+    raw = map_file(path)
+    if raw is None:
+        return None
+    value = records_value(raw, key)
+    records = None if value is None else decode_or_none(value, decoder)
+    if records is None and isinstance(value, memoryview):  # the guess ran past the list
+        value = records_value(raw, key, locate=False)
+        records = None if value is None else decode_or_none(value, decoder)
+    return records or None
+
+
 _LIST_AFTER_KEY = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*\[")
 _AFTER_VALUE = frozenset(b" \t\r\n,}")
 _SHORT_REST = 1 << 20

@@ -107,7 +107,7 @@ class VQA2Data(GQAData):
         path = self.questions_path(split)
         raw = read_vqa_questions(path)
         ann_path = self.annotations_path(split)
-        annotations = read_vqa_annotations(ann_path) if ann_path is not None else {}
+        annotations = read_vqa_annotations(ann_path, slim=True) if ann_path is not None else {}
         out: dict[str, dict[str, Any]] = {}
         for qid, record in raw.items():
             ann = annotations.get(qid)

@@ -167,7 +167,7 @@ def load_consistency(
     if annotations is not None:
         from vqadiag.data.formats.vqa2 import read_vqa_annotations
 
-        anns = read_vqa_annotations(annotations)
+        anns = read_vqa_annotations(annotations, slim=True)
     return ConsistencyInputs(intro, anns, None if annotations is None else Path(annotations))
 
 

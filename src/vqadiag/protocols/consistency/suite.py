@@ -154,7 +154,7 @@ def _diagnosed_introspect(
             record["semantic"] = list(program)
         return record
 
-    limit = state.options.max_questions
+    limit = state.options.questions_for("consistency")
     chosen = set(main_ids)
     if limit is not None:
         chosen = set(hash_order(main_ids)[: max(1, limit // 4)])

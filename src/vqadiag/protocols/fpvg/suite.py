@@ -106,7 +106,8 @@ def fpvg_suite(state: DiagnoseState) -> SuiteOutput:
     fs = grounding_runs(state)
     src = gqa_source(state)
     o = state.options
-    inputs = fpvg_inputs_of(src.records, fs.sets, fs.relevance_file)
+    records = {q: src.records[q] for q in fs.questions}
+    inputs = fpvg_inputs_of(records, fs.sets, fs.relevance_file)
     assert inputs.scored == fs.qids  # the grounding runs' questions, in the same order
     runs = [fs.runs[k] for k in ("all", "rel", "irrel")]
     answers = [[a.answer for a in run] for run in runs]

@@ -14,6 +14,7 @@ report's findings, so one model alone gets the "uses the image" verdict.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from vqadiag.errors import SuiteSkipped
@@ -113,10 +114,14 @@ def gain_suite(state: DiagnoseState) -> SuiteOutput:
 def _gqa_runs(state: DiagnoseState) -> tuple[Any, ...]:
     """The GQA questions, the plain run and the no-image run."""
     src, plain = plain_run(state)
-    probes = [probe_of(src.records[q], q) for q in src.qids]
+    qids = subsample(src.qids, state.options.questions_for("gain"))
+    if len(qids) < len(src.qids):  # a prefix of the plain run's questions
+        answer_of = dict(zip(src.qids, plain.answers, strict=True))
+        plain = replace(plain, answers=[answer_of[q] for q in qids])
+    probes = [probe_of(src.records[q], q) for q in qids]
     cond = no_image_condition("gqa.noimage", state.model.capabilities, state.options.fill)
     none = state.run(src.ctx, cond, probes)
-    return src.qids, src.records, plain, none, gqa_correct
+    return qids, src.records, plain, none, gqa_correct
 
 
 def _vqa2_runs(state: DiagnoseState) -> tuple[Any, ...]:
@@ -125,7 +130,7 @@ def _vqa2_runs(state: DiagnoseState) -> tuple[Any, ...]:
     needs_visual(state, data)
     records = data.questions(state.options.split)
     qids = subsample([q for q, r in records.items() if r.get("answers")],
-                     state.options.max_questions)  # fmt: skip
+                     state.options.questions_for("gain"))  # fmt: skip
     qids = state.drop_missing_images(qids, {q: str(records[q]["imageId"]) for q in qids}, data)
     if not qids:
         raise SuiteSkipped("no annotated VQA v2 question has its image")

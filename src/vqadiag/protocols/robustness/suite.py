@@ -27,7 +27,7 @@ from vqadiag.suites.base import (
     register_suite,
 )
 from vqadiag.suites.sources import GQASource, plain_run, probe_of, raw_texts, unit_row
-from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
+from vqadiag.suites.state import DiagnoseState, estimate_of, subsample, write_predictions
 
 N_PARTITIONS = 7
 
@@ -190,7 +190,9 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions
 
     partitions = noise_partitions(records, partitions=N_PARTITIONS)
-    qids = [q for q in src.qids if all(q in part for part in partitions)]
+    del records  # the partitions hold what the runs ask; the records are many times larger
+    prefix = subsample(src.qids, state.options.questions_for("robustness"))
+    qids = [q for q in prefix if all(q in part for part in partitions)]
     if not qids:
         raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")
     clean_of = dict(zip(src.qids, clean.answers, strict=True))
@@ -218,6 +220,8 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
         values = {f"correct_{k}": int(v) for k, v in zip(ans, accuracy_of[q], strict=True)}
         raw = raw_texts({k: v[i] for k, v in answers.items()})
         rows.append(unit_row("robustness", q, rec, answers=ans, values=values, **raw))
+    state.release([f"gqa.noise_{k}" for k in range(1, N_PARTITIONS + 1)])
+    del answers
     ci = result["ci"]
     summary = {
         "r_score": estimate_of(ci, "r_score"),

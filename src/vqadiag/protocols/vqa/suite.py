@@ -44,7 +44,7 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     ``values.pair_both_correct`` = [acc(qa) ≥ τ ∧ acc(qb) ≥ τ], ``pair_identical`` and
     ``pair_both_exact`` (both answers equal the canonical ``multiple_choice_answer``).
     """
-    from vqadiag.data.formats.vqa2 import read_pairs, read_vqa_annotations
+    from vqadiag.data.formats.vqa2 import read_pairs
     from vqadiag.protocols.vqa.score import PairsInputs, score_pair_answers
 
     data = vqa_data(state)
@@ -60,7 +60,7 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
         )
     records = data.questions(split)
     pairs = read_pairs(pairs_path, records)
-    limit = state.options.max_questions
+    limit = state.options.questions_for("pairs")
     if limit is not None:
         by_key = {f"{a}|{b}": (a, b) for a, b in pairs}
         chosen = set(hash_order(by_key)[: max(1, limit // 2)])
@@ -71,7 +71,12 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     if not pairs:
         raise SuiteSkipped("no complementary pairs")
     write_json(state.inputs / "vqa2_pairs.json", [list(p) for p in pairs])
-    inputs = PairsInputs(read_vqa_annotations(data.annotations_path(split)), list(pairs))
+    if data.annotations_path(split) is None:
+        raise SuiteSkipped(f"no VQA v2 annotations for split {split!r}")
+    # the records hold each annotated question's answers (VQA2Data.questions)
+    inputs = PairsInputs(
+        {q: {"answer_list": records[q]["answers"]} for p in pairs for q in p}, list(pairs)
+    )
     qids = inputs.paired
     probes = [vqa_probe(q, records[q]) for q in qids]
     run = state.run(vqa_context(state, data), Condition("vqa2.all", "plain"), probes)

@@ -29,6 +29,9 @@ from vqadiag.errors import DataError
 DEFAULT_TOP = 21
 LASSO_CHUNK = 64
 TEXT_CHUNK = 256
+#: a text ranker scores a chunk of mains against the whole pool as a few pool × chunk
+#: float64 matrices: chunks hold at most this many cells (8 MB a matrix)
+TEXT_CELLS = 1_000_000
 
 
 def normalize_text(text: str) -> str:
@@ -45,7 +48,7 @@ def _pool(files: Sequence[str | Path], yes_no: bool) -> tuple[list[str], list[st
     seen: set[str] = set()
     total = kept = 0
     for path in files:
-        qf = read_question_file(path, need_answers=yes_no)
+        qf = read_question_file(path, need_answers=yes_no, keep_raw=False)
         for qid, text, yn in zip(qf.ids, qf.texts, qf.yes_no, strict=True):
             total += 1
             if yes_no and not yn:
@@ -222,7 +225,7 @@ def build_bqd(
     _check_options(ranker, backend, top, lam)
     started = time.perf_counter()
     pool_texts, pool_ids, counts = _checked_pool(pool, yes_no, top)
-    mq: QuestionFile = read_question_file(main)
+    mq: QuestionFile = read_question_file(main, keep_raw=False)
     n_main = len(mq.ids) if max_main is None else min(max_main, len(mq.ids))
     main_texts = mq.texts[:n_main]
     key_index = {normalize_text(t): j for j, t in enumerate(pool_texts)}
@@ -233,7 +236,9 @@ def build_bqd(
         "mains_in_pool": sum(e is not None for e in exclude),
         "dedup": "lower-case, whitespace collapsed", "backend": backend, "seed": seed,
     }  # fmt: skip
-    chunk_size = LASSO_CHUNK if ranker == "lasso" else TEXT_CHUNK
+    chunk_size = (
+        LASSO_CHUNK if ranker == "lasso" else max(8, min(TEXT_CHUNK, TEXT_CELLS // len(pool_texts)))
+    )
     slices = _chunks(n_main, chunk_size)
     if ranker == "lasso":
         fn, shared, chunks = _lasso_work(
