@@ -190,3 +190,27 @@ def test_lean_question_file_equals_the_checked_one(write_json):
     assert lean.image_ids == ["1", "2", "None", ""]
     with pytest.raises(DataError, match="record 'c': missing field 'answer'"):
         read_question_file(path, need_answers=True, keep_raw=False)
+
+
+def test_bqd_texts_are_the_records_texts(tmp_path, write_json):
+    """What the noise partitions read, through the typed path and the checked one, equals
+    the checked records' texts; write_bqd streams a generator of records."""
+    from vqadiag.data.formats.bqd import read_bqd_texts
+    from vqadiag.protocols.robustness.basic_questions.noise import partitions_of_texts
+
+    main = {**_record("q2"), "basic": [{"question": "What color is the cat?", "score": 1.0},
+                                      *_record("q2")["basic"]]}  # fmt: skip
+    path = tmp_path / "bqd.json"
+    assert write_bqd(path, (r for r in (_record(), main)), {"ranker": "bleu1"}) == 2
+    records = read_bqd(path)
+    expected = [(r["question_id"], r["question"], [b["question"] for b in r["basic"]])
+                for r in records]  # fmt: skip
+    assert list(read_bqd_texts(path)) == expected
+    assert expected[1][2][0] == "Is it b0?"  # the main question itself is dropped
+    other = write_json("other.json", [{**_record(), "note": "a key vqadiag never writes"}])
+    assert list(read_bqd_texts(other)) == [
+        ("q1", "What color is the cat?", [f"Is it b{k}?" for k in range(6)])
+    ]
+    assert partitions_of_texts(read_bqd_texts(path), partitions=2, size=3) == noise_partitions(
+        records, partitions=2, size=3
+    )

@@ -16,7 +16,7 @@ is found next to the questions file (:func:`sibling_annotations`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,13 @@ from typing import Any
 import msgspec
 
 from vqadiag.data.formats.sniff import truth_format
-from vqadiag.data.io.jsonio import finite_float, read_json, require_field, write_json
+from vqadiag.data.io.jsonio import (
+    finite_float,
+    json_bytes,
+    read_json,
+    require_field,
+    write_json,
+)
 from vqadiag.data.io.typed_json import JSONInt, decode_records
 from vqadiag.errors import DataError, excerpt, record_label
 
@@ -132,6 +138,37 @@ _RECORDS_DECODER = msgspec.json.Decoder(list[_TypedRecord])
 _OPTIONAL_KEYS = ("exact", "ranked", "rounds")
 
 
+def _typed_checked(path: Path) -> list[_TypedRecord] | None:
+    """The typed records of a file in vqadiag's own shape, checked as :func:`read_bqd`
+    checks them (unique ids, finite scores), or None (see :func:`_typed_bqd`)."""
+    typed = decode_records(path, "records", _RECORDS_DECODER)
+    if typed is None:
+        return None
+    ids = {str(r.question_id) for r in typed}
+    if len(ids) != len(typed):
+        return None
+    if not all(math.isfinite(item.score) for r in typed for item in r.basic):
+        return None
+    return typed
+
+
+def read_bqd_texts(path: str | Path) -> Iterator[tuple[str, str, list[str]]]:
+    """``(question_id, question, basic question texts)`` of every record of
+    :func:`read_bqd`, in order (a basic question identical to its main one dropped),
+    without a dict per basic question when the typed path applies: what the noise
+    partitions read."""
+    p = Path(path)
+    typed = _typed_checked(p)
+    if typed is None:
+        for r in read_bqd(p):
+            yield r["question_id"], r["question"], [b["question"] for b in r["basic"]]
+        return
+    for r in typed:
+        main = r.question.strip()
+        texts = [b.question for b in r.basic if b.question.strip() != main]
+        yield str(r.question_id), r.question, texts
+
+
 def _typed_bqd(path: Path) -> list[dict[str, Any]] | None:
     """:func:`read_bqd` of a file in vqadiag's own shape (``{"meta", "records"}`` or a
     bare list, with only the keys vqadiag writes) through msgspec, or None when the file
@@ -139,23 +176,17 @@ def _typed_bqd(path: Path) -> list[dict[str, Any]] | None:
     (docs/reliability.md, "Fast paths defer to the checked readers"). The records equal
     the checked reader's; a basic question's text and pool id, repeated across the main
     questions that share it, are kept once."""
-    typed = decode_records(path, "records", _RECORDS_DECODER)
+    typed = _typed_checked(path)
     if typed is None:
         return None
     shared: dict[Any, Any] = {}
     keep = shared.setdefault
     out: list[dict[str, Any]] = []
-    seen: set[str] = set()
     for record in typed:
         qid = str(record.question_id)
-        if qid in seen:
-            return None
-        seen.add(qid)
         main = record.question.strip()
         checked, dropped = [], 0
         for item in record.basic:
-            if not math.isfinite(item.score):
-                return None
             if item.question.strip() == main:
                 dropped += 1
                 continue
@@ -176,10 +207,23 @@ def _typed_bqd(path: Path) -> list[dict[str, Any]] | None:
 
 
 def write_bqd(
-    path: str | Path, records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
-) -> None:
-    """Write ``{"meta": {"kind": "vqadiag.bqd", ...meta}, "records": records}`` as JSON."""
-    write_json(path, {"meta": {"kind": BQD_KIND, **meta}, "records": list(records)})
+    path: str | Path, records: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]
+) -> int:
+    """Write ``{"meta": {"kind": "vqadiag.bqd", ...meta}, "records": records}`` as JSON,
+    atomically, one record at a time (``records`` may be a generator: neither the records
+    nor the file's bytes are held whole). Returns the number of records."""
+    from vqadiag.data.io.atomic import atomic_write
+
+    head = json_bytes({"meta": {"kind": BQD_KIND, **meta}})
+    n = 0
+    with atomic_write(path) as fh:
+        fh.write(head[:-1] + b',"records":[')
+        for record in records:
+            fh.write(b"," if n else b"")
+            fh.write(json_bytes(record))
+            n += 1
+        fh.write(b"]}")
+    return n
 
 
 # ----------------------------------------------------------------------------- question files

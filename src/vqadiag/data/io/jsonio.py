@@ -245,15 +245,20 @@ def read_workbook(path: str | Path) -> list[dict[str, str]]:
     return frame.to_dict(orient="records")
 
 
-def write_json(path: str | Path, obj: Any, *, indent: bool = False) -> Path:
-    """Write ``obj`` as JSON (orjson; numpy arrays allowed), creating parent folders; the
-    file is replaced atomically (:func:`vqadiag.data.io.atomic.write_bytes_atomic`)."""
-    from vqadiag.data.io.atomic import write_bytes_atomic
-
+def json_bytes(obj: Any, *, indent: bool = False) -> bytes:
+    """``obj`` as the JSON bytes :func:`write_json` writes (orjson; numpy arrays allowed)."""
     option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     if indent:
         option |= orjson.OPT_INDENT_2
-    return write_bytes_atomic(path, orjson.dumps(obj, option=option))
+    return orjson.dumps(obj, option=option)
+
+
+def write_json(path: str | Path, obj: Any, *, indent: bool = False) -> Path:
+    """Write ``obj`` as JSON (:func:`json_bytes`), creating parent folders; the file is
+    replaced atomically (:func:`vqadiag.data.io.atomic.write_bytes_atomic`)."""
+    from vqadiag.data.io.atomic import write_bytes_atomic
+
+    return write_bytes_atomic(path, json_bytes(obj, indent=indent))
 
 
 def require_field(record: Mapping[str, Any], field: str, path: str | Path, label: str) -> Any:

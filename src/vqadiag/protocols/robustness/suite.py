@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -100,17 +100,19 @@ class RobustnessSuite(Suite):
         return robustness_suite(state)
 
 
-def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, Any]], dict]:
-    """The basic-question dataset: ``--bqd`` or a General BQD built (and cached) here."""
+def _bqd_texts(state: DiagnoseState, src: GQASource) -> tuple[Iterator[Any], dict]:
+    """The basic-question dataset's ``(question id, question, basic texts)``
+    (:func:`~vqadiag.data.formats.bqd.read_bqd_texts`): ``--bqd`` or a General BQD built
+    (and cached) here."""
     o = state.options
     if o.bqd is not None:
         try:
-            from vqadiag.data.formats.bqd import read_bqd
+            from vqadiag.data.formats.bqd import read_bqd_texts
         except ImportError:
             raise SuiteSkipped("basic-question datasets need vqadiag.data.formats.bqd") from None
-        return read_bqd(o.bqd), {"path": str(o.bqd), "built": False}
+        return read_bqd_texts(o.bqd), {"path": str(o.bqd), "built": False}
     try:
-        from vqadiag.data.formats.bqd import read_bqd
+        from vqadiag.data.formats.bqd import read_bqd_texts
         from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
     except ImportError:
         raise SuiteSkipped("no --bqd and basic-question ranking is not available") from None
@@ -142,7 +144,7 @@ def _bqd_records(state: DiagnoseState, src: GQASource) -> tuple[list[dict[str, A
             [pool], src.questions_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress
         )
         write_json(meta_path, {**meta, "sha256": file_digest(out)})
-    return read_bqd(out), {"path": out.name, "built": True, "cached": cached, **meta}
+    return read_bqd_texts(out), {"path": out.name, "built": True, "cached": cached, **meta}
 
 
 def _pool_file(src: GQASource, split: str) -> tuple[Path, str]:
@@ -186,11 +188,10 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     from vqadiag.protocols.robustness.score import Truth, score_accuracies
 
     src, clean = plain_run(state)
-    records, bqd_info = _bqd_records(state, src)
-    from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions
+    texts, bqd_info = _bqd_texts(state, src)
+    from vqadiag.protocols.robustness.basic_questions.noise import partitions_of_texts
 
-    partitions = noise_partitions(records, partitions=N_PARTITIONS)
-    del records  # the partitions hold what the runs ask; the records are many times larger
+    partitions = partitions_of_texts(texts, partitions=N_PARTITIONS)
     prefix = subsample(src.qids, state.options.questions_for("robustness"))
     qids = [q for q in prefix if all(q in part for part in partitions)]
     if not qids:

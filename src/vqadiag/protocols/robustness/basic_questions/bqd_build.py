@@ -17,7 +17,7 @@ partitions of 3 that are appended to the main question as noise.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,9 +159,9 @@ def _text_work(
 def _records(
     mq: QuestionFile, main_texts: list[str], pool_texts: list[str], pool_ids: list[Any],
     results: Sequence[dict[str, Any]],
-) -> list[dict[str, Any]]:  # fmt: skip
-    """One BQD record per main question: its basic questions, best first, with scores."""
-    records = []
+) -> Iterator[dict[str, Any]]:  # fmt: skip
+    """One BQD record per main question, made as it is written: its basic questions, best
+    first, with scores."""
     for i, res in enumerate(results):
         record: dict[str, Any] = {
             "image_id": mq.image_ids[i],
@@ -175,8 +175,7 @@ def _records(
         for key in ("exact", "ranked", "rounds"):
             if key in res:
                 record[key] = res[key]
-        records.append(record)
-    return records
+        yield record
 
 
 def _lasso_meta(results: Sequence[dict[str, Any]], top: int) -> dict[str, Any]:
@@ -264,15 +263,16 @@ def build_bqd(
         address=address, num_cpus=workers, progress=progress,
         description=f"ranking ({ranker})", cache=cache,
     )  # fmt: skip
-    records = _records(mq, main_texts, pool_texts, pool_ids, results)
+    del fn, shared, chunks  # the pool index: the records are written without it
     if ranker == "lasso":
         meta.update(_lasso_meta(results, top))
     meta["seconds"] = time.perf_counter() - started
+    written = len(results)
     if out is not None:
-        write_bqd(out, records, meta)
+        written = write_bqd(out, _records(mq, main_texts, pool_texts, pool_ids, results), meta)
         if cache is not None:
             cache.clear()
-    return {**meta, "out": None if out is None else str(out), "records": len(records)}
+    return {**meta, "out": None if out is None else str(out), "records": written}
 
 
 def make_noise(

@@ -18,7 +18,7 @@ separated tokens.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 DEFAULT_PARTITIONS = 7
@@ -59,13 +59,25 @@ def noise_partitions(
     and ``basic[k·size:(k+1)·size]`` (docs/protocols.md §4). A record with fewer basic
     questions uses what its slice holds (possibly none: the main question).
     """
+    texts = (
+        (str(r["question_id"]), r["question"], [b["question"] for b in r["basic"]]) for r in records
+    )
+    return partitions_of_texts(texts, partitions=partitions, size=size, max_words=max_words)
+
+
+def partitions_of_texts(
+    records: Iterable[tuple[str, str, Sequence[str]]],
+    *,
+    partitions: int = DEFAULT_PARTITIONS,
+    size: int = DEFAULT_SIZE,
+    max_words: int | None = DEFAULT_MAX_WORDS,
+) -> list[dict[str, str]]:
+    """:func:`noise_partitions` of ``(question_id, main question, basic texts)`` triples
+    (:func:`vqadiag.data.formats.bqd.read_bqd_texts`)."""
     if partitions < 1 or size < 1:
         raise ValueError("partitions and size must be at least 1")
     out: list[dict[str, str]] = [{} for _ in range(partitions)]
-    for record in records:
-        qid = str(record["question_id"])
-        main = record["question"]
-        basic = [b["question"] for b in record["basic"]]
+    for qid, main, basic in records:
         for k in range(partitions):
             out[k][qid] = noisy_question(main, basic[k * size : (k + 1) * size], max_words)
     return out
