@@ -25,8 +25,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from vqadiag.data.io.atomic import (
     FolderLock,
     atomic_write,
@@ -373,13 +371,15 @@ def _data_fingerprint(root: Path, options: Options) -> str:
     return combined_fingerprint([base, source, extras])
 
 
-def _write_per_question(table: Path, rows: list[dict[str, Any]], results: dict[str, Any]) -> None:
-    """Write the rows, sorted by suite and id, to per_question.jsonl and record their count
-    and the file's digest in ``results``."""
-    rows.sort(key=lambda r: (r["suite"], r["id"]))
+def _write_per_question(
+    table: Path, rows: list[tuple[str, Any, bytes]], results: dict[str, Any]
+) -> None:
+    """Write the rows (:attr:`~vqadiag.diagnosis.running.SuiteRuns.rows`), sorted by suite and id, to
+    per_question.jsonl and record their count and the file's digest in ``results``."""
+    rows.sort(key=lambda r: (r[0], r[1]))
     with atomic_write(table) as fh:
-        for row in rows:
-            fh.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        for _suite, _id, line in rows:
+            fh.write(line)
     results["per_question_rows"] = len(rows)
     results["per_question_sha256"] = file_digest(table)
 
