@@ -99,18 +99,57 @@ def _est(half: float, n: int) -> dict:
 def test_each_suite_grows_its_own_prefix_until_met_or_out_of_questions():
     from vqadiag.diagnosis.precision import SuitePrefixes
 
-    p = SuitePrefixes(precision=2.0, start=200)
+    p = SuitePrefixes(precision=2.0, start=200, own=frozenset({"robustness"}))
     p.update({"accuracy": _est(1.5, 200), "acc_tail": _est(4.0, 20), "acc_head": _est(3.0, 30),
               "noise_accuracy": [_est(1.0, 200), _est(3.0, 200)]})  # fmt: skip
     # accuracy is met at 200; ood (widest 4) and robustness (widest partition 3) grow
     assert p.done == {"accuracy": "met"}
-    assert p.prefix == {"accuracy": 200, "ood": 960, "robustness": 540}
+    assert p.prefix == {"ood": 960, "robustness": 540}
     assert p.max_questions() == 960 and not p.finished()
     # the tail took no more questions while its prefix grew: it has none left
     p.update({"accuracy": _est(0.7, 960), "acc_tail": _est(3.5, 20), "acc_head": _est(2.5, 30),
               "noise_accuracy": [_est(1.5, 540), _est(1.9, 540)]})  # fmt: skip
     assert p.done == {"accuracy": "met", "ood": "every question taken", "robustness": "met"}
     assert p.finished() and p.prefix["robustness"] == 540
+
+
+def test_a_suite_on_the_shared_run_grows_from_what_it_saw():
+    """Accuracy scores the shared plain run: it saw the largest prefix (set by FPVG), so
+    it grows from there, and is not out of questions when FPVG stops growing."""
+    from vqadiag.diagnosis.precision import SuitePrefixes
+
+    p = SuitePrefixes(precision=2.0, start=200, own=frozenset({"fpvg"}))
+    p.update({"accuracy": _est(3.0, 200), "fpvg_plus": _est(6.0, 150)})
+    assert p.prefix == {"accuracy": 540, "fpvg": 2160} and p.max_questions() == 2160
+    p.update({"accuracy": _est(2.2, 2160), "fpvg_plus": _est(1.9, 1600)})
+    assert p.done == {"fpvg": "met"}
+    assert p.prefix["accuracy"] == 3240 and not p.finished()  # 1.5 × 2160
+    p.update({"accuracy": _est(1.8, 3240), "fpvg_plus": _est(1.9, 1600)})
+    assert p.done == {"fpvg": "met", "accuracy": "met"} and p.finished()
+
+
+def test_a_prefix_counts_questions_left_out_for_a_missing_image():
+    """A suite's prefix is what ``--max-questions n`` takes: the first n of the order,
+    then those whose image is missing left out (not n questions that have images)."""
+    from vqadiag.suites.sources import GQASource
+    from vqadiag.suites.state import subsample
+
+    taken = [f"q{i}" for i in range(40)]
+    diagnosed = [q for q in taken if q not in set(subsample(taken, 10)[::2])]
+    src = GQASource(None, diagnosed, {}, None, None, taken)  # type: ignore[arg-type]
+    assert src.prefix(10) == [q for q in subsample(taken, 10) if q in diagnosed]
+    assert len(src.prefix(10)) == 5 and src.prefix(None) == diagnosed
+
+
+def test_suite_questions_name_suites_and_positive_counts(world_and_prior, tmp_path):
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.errors import DataError
+
+    world, run = world_and_prior
+    for bad, message in (({"nope": 5}, "no suite is called 'nope'"),
+                         ({"fpvg": 0}, "fpvg: must be a positive")):  # fmt: skip
+        with pytest.raises(DataError, match=message):
+            diagnose(world, str(run), tmp_path / "r", suite_questions=bad)
 
 
 @pytest.fixture(scope="module")

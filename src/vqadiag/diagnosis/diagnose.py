@@ -191,6 +191,7 @@ def diagnose(
         raise DataError("--max-questions", "must be at least 1")
     if importance_sample is not None and importance_sample < 1:
         raise DataError("--importance-sample", "must be at least 1")
+    _check_suite_questions(suite_questions)
     source = resolve_source(data, data_format)
     extras = _extra_files(scene_graphs=scene_graphs, pairs=pairs, ood_split=ood_split,
                           choices=choices)  # fmt: skip
@@ -371,11 +372,23 @@ def _data_fingerprint(root: Path, options: Options) -> str:
     return combined_fingerprint([base, source, extras])
 
 
+def _check_suite_questions(suite_questions: Mapping[str, int] | None) -> None:
+    """One line for a ``suite_questions`` entry that names no suite or is not a positive
+    number of questions."""
+    known = registered_suites()
+    for name, n in (suite_questions or {}).items():
+        if name not in known:
+            raise DataError("suite_questions", f"no suite is called {name!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise DataError("suite_questions", f"{name}: must be a positive number of questions")
+
+
 def _write_per_question(
     table: Path, rows: list[tuple[str, Any, bytes]], results: dict[str, Any]
 ) -> None:
-    """Write the rows (:attr:`~vqadiag.diagnosis.running.SuiteRuns.rows`), sorted by suite and id, to
-    per_question.jsonl and record their count and the file's digest in ``results``."""
+    """Write the rows (:attr:`~vqadiag.diagnosis.running.SuiteRuns.rows`), sorted by suite
+    and id, to per_question.jsonl and record their count and the file's digest in
+    ``results``."""
     rows.sort(key=lambda r: (r[0], r[1]))
     with atomic_write(table) as fh:
         for _suite, _id, line in rows:

@@ -26,8 +26,10 @@ of half-width at most ``EPS`` points:
 * **each step is an ordinary diagnosis** into the same folder, so the answers of the
   questions already asked come from the store: a step asks only for the new questions,
   and an interrupted run, run again, picks up where it stopped;
-* **a suite stops growing** when its target is met, or when its prefix grew and its
-  figures' sizes did not (it holds no more questions: ``every question taken``); **the
+* **a suite stops growing** when its target is met, or when it was offered more
+  questions than at the step before (its own prefix, or for accuracy and GQA-OOD the
+  shared one) and its figures' sizes did not grow (it holds no more questions:
+  ``every question taken``); **the
   run stops** when no suite grows, or before a step whose planned calls
   (:func:`vqadiag.diagnosis.plan.plan_diagnosis`) would take the run past ``max_calls``.
 
@@ -127,10 +129,16 @@ class SuitePrefixes:
 
     precision: float
     start: int
+    #: the suites that run their own conditions on their own prefix
+    #: (:attr:`~vqadiag.suites.base.Suite.own_prefix`); the others score the shared
+    #: plain run, so they see the largest prefix
+    own: frozenset[str] = frozenset()
     prefix: dict[str, int] = field(default_factory=dict)
     #: suite → "met" or "every question taken"; suites not here still grow
     done: dict[str, str] = field(default_factory=dict)
     sizes: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: suite → the questions it was offered at the last step
+    offered: dict[str, int] = field(default_factory=dict)
     grew: set[str] = field(default_factory=set)
 
     def max_questions(self) -> int:
@@ -142,14 +150,16 @@ class SuitePrefixes:
         grow the others' prefixes."""
         widths, sizes = suite_half_widths(summary), suite_sizes(summary)
         shared = self.max_questions()
-        grew, self.grew = self.grew, set()
+        offered, self.offered, self.grew = self.offered, {}, set()
         for suite, suite_widths in widths.items():
             if suite in self.done:
                 continue
-            n = self.prefix.setdefault(suite, shared)
+            n = min(self.prefix.get(suite, shared), shared) if suite in self.own else shared
+            self.offered[suite] = n
+            more = suite in offered and n > offered[suite]
             if max(suite_widths.values()) <= self.precision:
                 self.done[suite] = "met"
-            elif suite in grew and sizes.get(suite) == self.sizes.get(suite):
+            elif more and sizes.get(suite) == self.sizes.get(suite):
                 self.done[suite] = "every question taken"
             else:
                 self.prefix[suite] = next_prefix(
@@ -201,7 +211,10 @@ def diagnose_to_precision(
     else:  # loaded once for every step
         target = load_model_spec(model, model_args)
         options["model_name"] = model
-    prefixes = SuitePrefixes(precision, int(start))
+    from vqadiag.suites.base import registered_suites
+
+    own = frozenset(name for name, s in registered_suites().items() if s.own_prefix)
+    prefixes = SuitePrefixes(precision, int(start), own)
     steps: list[dict[str, Any]] = []
     calls = 0
     result: dict[str, Any] | None = None

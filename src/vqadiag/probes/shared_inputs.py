@@ -19,11 +19,12 @@ their condition. :func:`input_signature` names that input without building it:
   answer and is never shared.
 
 A probe whose signature was answered in this diagnosis (computed, or read from the store)
-by a probe asking its record's own question takes that answer (a condition that rewrites
-the question, such as the basic-question noise, asks texts no other condition asks: its
-answers are not kept for later conditions, though probes of one such condition with the
-same input still share one call) when it carries what the probe needs (:func:`reused_answer`): the
-probability of the probe's reference answer, and the attention a plain condition keeps.
+by a probe asking its record's own question takes that answer when it carries what the
+probe needs (:func:`reused_answer`): the probability of the probe's reference answer,
+and the attention a plain condition keeps. A condition that rewrites the question (the
+basic-question noise) asks texts no other condition asks: its answers are not kept for
+later conditions, though probes of that condition with the same input still share one
+answer, computed or stored.
 Answers are those of a run without the reuse for every model whose answer depends only
 on its input (``deterministic``, true unless a model says otherwise).
 """
@@ -143,6 +144,9 @@ class SharedAnswers:
         self.signatures = [input_signature(ctx, p, condition, bases) for p in probes]
         #: a probe to send → the probes of this condition that take its answer
         self.followers: dict[int, list[int]] = {}
+        #: answers of this condition's probes that rewrite their question, by signature:
+        #: shared within the condition only (:meth:`remember`)
+        self.local: dict[str, Answer] = {}
 
     def fill(self, answers: list[Answer | None]) -> list[int]:
         """Fill the missing answers whose input was answered before; group the others
@@ -155,6 +159,8 @@ class SharedAnswers:
             if answer is not None or signature is None:
                 continue
             source = self.answered.get(signature)
+            if source is None:
+                source = self.local.get(signature)
             got = reused_answer(source, self.probes[i], self.want_vector) if source else None
             if got is not None:
                 answers[i] = got
@@ -179,8 +185,10 @@ class SharedAnswers:
         return filled
 
     def remember(self, answers: list[Answer | None]) -> None:
-        """Record every known answer of a probe that asks its record's own question
-        (:func:`own_text`) under its input's signature (the first one wins)."""
+        """Record every known answer under its input's signature (the first one wins): for
+        the diagnosis when its probe asks its record's own question (:func:`own_text`),
+        else for this condition only."""
         for answer, signature, probe in zip(answers, self.signatures, self.probes, strict=True):
-            if answer is not None and signature is not None and own_text(probe):
-                self.answered.setdefault(signature, answer)
+            if answer is not None and signature is not None:
+                kept = self.answered if own_text(probe) else self.local
+                kept.setdefault(signature, answer)

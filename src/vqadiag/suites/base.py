@@ -213,6 +213,10 @@ class Suite:
     plots: ClassVar[tuple[Plot, ...]] = ()
     #: position of the suite's figures in summaries and on the card (lower first)
     display_order: ClassVar[float] = 100.0
+    #: the suite runs its own conditions on its own prefix of the questions
+    #: (``Options.questions_for(name)``, grown by ``--precision``); False: it scores the
+    #: shared plain run, which covers every diagnosed question
+    own_prefix: ClassVar[bool] = False
 
     def missing_capability(self, model: Any) -> str | None:
         """The reason the model cannot be diagnosed by this suite, from ``requires``."""

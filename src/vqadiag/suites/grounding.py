@@ -14,7 +14,7 @@ from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import SuiteSkipped
 from vqadiag.probes.conditions import Condition
 from vqadiag.suites.sources import needs_visual, plain_run, probe_of
-from vqadiag.suites.state import DiagnoseState, subsample, write_predictions
+from vqadiag.suites.state import DiagnoseState, write_predictions
 
 
 @dataclass
@@ -62,7 +62,7 @@ def grounding_runs(state: DiagnoseState) -> GroundingRuns:
             f"no scene graphs for split {state.options.split!r} ({scenes.name}; GQA publishes "
             "them for train and val: add them with --scene-graphs FILE)"
         )
-    prefix = subsample(src.qids, state.options.questions_for("fpvg"))
+    prefix = src.prefix(state.options.questions_for("fpvg"))
     questions_file = src.questions_file
     if len(prefix) < len(src.qids):  # the suite's own prefix (--precision)
         questions_file = write_json(

@@ -11,7 +11,7 @@ image map).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,17 @@ class GQASource:
     records: dict[str, Mapping[str, Any]]
     questions_file: Path
     ctx: ProbeContext
+    #: the questions ``max_questions`` took, before those without their image were left
+    #: out (``--allow-missing-images``)
+    taken: list[str] = field(default_factory=list)
+
+    def prefix(self, n: int | None) -> list[str]:
+        """The diagnosed questions among the first ``n`` of the fixed order: what a
+        diagnosis with ``--max-questions n`` takes (a suite's own prefix)."""
+        if n is None or n >= len(self.taken):
+            return self.qids
+        chosen = set(subsample(self.taken, n))
+        return [q for q in self.qids if q in chosen]
 
 
 def gqa_source(state: DiagnoseState) -> GQASource:
@@ -51,7 +62,7 @@ def gqa_source(state: DiagnoseState) -> GQASource:
     balanced = [q for q, r in records.items() if is_balanced(r)]
     if not balanced:
         raise SuiteSkipped(f"no balanced GQA questions in split {split!r}")
-    qids = subsample(balanced, state.options.max_questions)
+    taken = qids = subsample(balanced, state.options.max_questions)
     path = data.questions_path(split)
     qids = state.drop_missing_images(qids, {q: str(records[q].get("imageId")) for q in qids}, data)
     if not qids:
@@ -66,7 +77,7 @@ def gqa_source(state: DiagnoseState) -> GQASource:
     path = write_json(state.inputs / "gqa_questions.json", subset)
     donors = donor_map([str(records[q]["imageId"]) for q in qids])
     ctx = state.context("gqa", data, donors)
-    source = GQASource(data, qids, subset, path, ctx)
+    source = GQASource(data, qids, subset, path, ctx, taken)
     state.memo["gqa"] = source
     return source
 

@@ -153,6 +153,11 @@ class DiagnoseState:
     def run(self, ctx: ProbeContext, condition: Condition, probes: Sequence[Probe]) -> ConditionRun:
         """Run (or reuse) ``condition``; a condition name is run once per diagnose run."""
         hit = self.runs.get(condition.name)
+        if hit is not None and hit.answers and hit.answers[0] is None:
+            raise ValueError(
+                f"condition {condition.name!r} was released by the suite that ran it; a "
+                "suite asking it again must use its own condition name"
+            )
         if hit is not None and len(hit.answers) != len(probes):
             raise ValueError(
                 f"condition {condition.name!r} already ran on {len(hit.answers)} probes in this "

@@ -51,6 +51,7 @@ class ConsistencySuite(Suite):
     datasets = ("vqa2", "introspect")
     conditions = ("introspect.main", "introspect.sub")
     display_order = 70
+    own_prefix = True
     plots = PLOTS
     figures = (Figure("reasoning_consistency", "reasoning consistency", clusters=True),)
     findings = (

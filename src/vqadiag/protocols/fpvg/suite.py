@@ -60,6 +60,7 @@ class FPVGSuite(Suite):
         "(FPVG needs the model under removed objects)"
     }
     display_order = 30
+    own_prefix = True
     plots = PLOTS
     figures = (
         Figure(FPVG_PLUS, "FPVG+"),

@@ -51,6 +51,7 @@ class GainSuite(Suite):
     datasets = ("gqa", "vqa2")
     conditions = ("gqa.all", "gqa.noimage", "vqa2.questions", "vqa2.noimage")
     display_order = 15
+    own_prefix = True
     figures = (
         Figure(GQA_GAIN, "multi-modal gain (GQA)", unit="points"),
         Figure(VQA2_GAIN, "multi-modal gain (VQA v2)", unit="points"),
@@ -114,7 +115,7 @@ def gain_suite(state: DiagnoseState) -> SuiteOutput:
 def _gqa_runs(state: DiagnoseState) -> tuple[Any, ...]:
     """The GQA questions, the plain run and the no-image run."""
     src, plain = plain_run(state)
-    qids = subsample(src.qids, state.options.questions_for("gain"))
+    qids = src.prefix(state.options.questions_for("gain"))
     if len(qids) < len(src.qids):  # a prefix of the plain run's questions
         answer_of = dict(zip(src.qids, plain.answers, strict=True))
         plain = replace(plain, answers=[answer_of[q] for q in qids])

@@ -27,7 +27,7 @@ from vqadiag.suites.base import (
     register_suite,
 )
 from vqadiag.suites.sources import GQASource, plain_run, probe_of, raw_texts, unit_row
-from vqadiag.suites.state import DiagnoseState, estimate_of, subsample, write_predictions
+from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
 
 N_PARTITIONS = 7
 
@@ -80,6 +80,7 @@ class RobustnessSuite(Suite):
         "reruns": "prediction files answer only the plain condition (noisy questions)"
     }
     display_order = 60
+    own_prefix = True
     plots = PLOTS
     figures = (
         Figure("r_score", "R_score (partition 1)", unit="0–1", decimals=3, test=r_score_test),
@@ -100,10 +101,12 @@ class RobustnessSuite(Suite):
         return robustness_suite(state)
 
 
-def _bqd_texts(state: DiagnoseState, src: GQASource) -> tuple[Iterator[Any], dict]:
+def _bqd_texts(
+    state: DiagnoseState, src: GQASource, mains: list[str]
+) -> tuple[Iterator[Any], dict]:
     """The basic-question dataset's ``(question id, question, basic texts)``
     (:func:`~vqadiag.data.formats.bqd.read_bqd_texts`): ``--bqd`` or a General BQD built
-    (and cached) here."""
+    (and cached) here for the main questions ``mains`` (the suite's prefix)."""
     o = state.options
     if o.bqd is not None:
         try:
@@ -119,12 +122,17 @@ def _bqd_texts(state: DiagnoseState, src: GQASource) -> tuple[Iterator[Any], dic
     pool, pool_split = _pool_file(src, o.split)
     from vqadiag.probes.fingerprints import stable_hash
 
+    main_file = src.questions_file
+    if len(mains) < len(src.qids):  # the suite's own prefix (--precision)
+        main_file = write_json(
+            state.inputs / "robustness_main_questions.json", {q: src.records[q] for q in mains}
+        )
     out = state.out / "bqd.json"
     stat = pool.stat()
     key = stable_hash(
         {
             "pool": [str(pool), stat.st_size, stat.st_mtime_ns],
-            "main": src.qids,
+            "main": mains,
             "ranker": o.bq_ranker,
             "seed": o.seed,
         }
@@ -140,9 +148,7 @@ def _bqd_texts(state: DiagnoseState, src: GQASource) -> tuple[Iterator[Any], dic
         # digest of the dataset it describes, so a kill in between never leaves a pair
         # that a later run would take for another ranker's dataset
         meta_path.unlink(missing_ok=True)
-        build_bqd(
-            [pool], src.questions_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress
-        )
+        build_bqd([pool], main_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress)
         write_json(meta_path, {**meta, "sha256": file_digest(out)})
     return read_bqd_texts(out), {"path": out.name, "built": True, "cached": cached, **meta}
 
@@ -188,11 +194,11 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     from vqadiag.protocols.robustness.score import Truth, score_accuracies
 
     src, clean = plain_run(state)
-    texts, bqd_info = _bqd_texts(state, src)
+    prefix = src.prefix(state.options.questions_for("robustness"))
+    texts, bqd_info = _bqd_texts(state, src, prefix)
     from vqadiag.protocols.robustness.basic_questions.noise import partitions_of_texts
 
     partitions = partitions_of_texts(texts, partitions=N_PARTITIONS)
-    prefix = subsample(src.qids, state.options.questions_for("robustness"))
     qids = [q for q in prefix if all(q in part for part in partitions)]
     if not qids:
         raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")

@@ -27,6 +27,7 @@ class PairsSuite(Suite):
     datasets = ("vqa2", "vqa2 complementary pairs")
     conditions = ("vqa2.all",)
     display_order = 50
+    own_prefix = True
     figures = (Figure("pair_both_correct", "pairs both correct"),)
     drilldown = Drilldown(
         "Complementary pairs not both answered right", below_one("pair_both_correct")
