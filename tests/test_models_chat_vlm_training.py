@@ -154,3 +154,51 @@ def test_in_process_answers_equal_those_behind_transformers_serve(run_cli, train
     local, served = (tmp_path / k / "per_question.jsonl" for k in ("local", "served"))
     assert '"noimage":' in local.read_text()  # the text-only answers are compared too
     assert local.read_bytes() == served.read_bytes()
+
+
+def test_augmented_patch_labels_follow_the_mirrored_and_moved_pixels():
+    """``pretrain_augment``: a mirrored image's labels are the mirrored grid, an image moved
+    by one patch has its labels moved by one patch (background where it left), and
+    :func:`augment` moves the pixels the same way."""
+    import torch
+
+    from vqadiag.models.reference.chat_vlm_data import augment, patch_labels
+
+    scene = {"width": 64, "height": 64, "objects": {
+        "1": {"name": "dog", "x": 0, "y": 0, "w": 20, "h": 40, "attributes": ["white"]},
+        "2": {"name": "cat", "x": 40, "y": 16, "w": 24, "h": 16, "attributes": []}}}  # fmt: skip
+    names, attrs = {"dog": 1, "cat": 2}, {"white": 0}
+    plain, plain_attr = patch_labels(scene, 4, names, attrs)
+    grid = plain.reshape(4, 4)
+    mirrored, _ = patch_labels(scene, 4, names, attrs, flip=True)
+    assert (mirrored.reshape(4, 4) == grid[:, ::-1]).all()
+    moved, moved_attr = patch_labels(scene, 4, names, attrs, shift=(0.25, -0.25))
+    expected = np.zeros((4, 4), dtype=grid.dtype)
+    expected[:3, 1:] = grid[1:, :3]
+    assert (moved.reshape(4, 4) == expected).all()
+    assert moved_attr.sum() == plain_attr.reshape(4, 4, 1)[1:, :3].sum()
+
+    pixels = torch.arange(2 * 3 * 8 * 8, dtype=torch.float32).reshape(2, 3, 8, 8) + 1
+    out = augment(pixels, np.array([True, False]), np.array([[0, 0], [2, -2]]))
+    assert torch.equal(out[0], pixels[0].flip(-1))
+    assert torch.equal(out[1, :, :6, 2:], pixels[1, :, 2:, :6])
+    assert (out[1, :, 6:] == 0).all() and (out[1, :, :, :2] == 0).all()
+
+
+def test_augmented_pre_training_is_seeded_and_deterministic(trained, world, tmp_path):
+    """``pretrain_augment=true``: the same seed gives the same bytes; the draws change the
+    weights (against the plain run ``a`` of the same seed)."""
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    out, _ = trained
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}
+    blobs = []
+    for name in ("x", "y"):
+        model = TrainedChatVLM.train(
+            GQAData(world), epochs=2, progress=False, pretrain_augment=True, **options
+        )
+        model.save(tmp_path / name)
+        blobs.append((tmp_path / name / "model/model.safetensors").read_bytes())
+    assert blobs[0] == blobs[1]
+    assert blobs[0] != (out / "a/model/model.safetensors").read_bytes()

@@ -67,6 +67,7 @@ class TrainedChatVLM(ChatVLM):
         "pretrain_batch_size": 32,
         "pretrain_lr": 1e-3,
         "aux_attributes": 64,
+        "pretrain_augment": False,
         "text_only": 0.2,
         "blind": False,
         "threads": 2,
@@ -168,10 +169,13 @@ def _fit(
     else:
         pixels = cdata.pixel_values(processor, data, image_ids)
     clock.lap("images")
-    names, attrs, n_names = cdata.scene_labels(
+    labeller, n_names = cdata.scene_labeller(
         data, split, image_ids, grid, int(opts["aux_attributes"])
     )
-    pre = fit.pretrain_vision(model, pixels, names, attrs, n_names, opts, rng, progress)
+    names, attrs = labeller()
+    pre = fit.pretrain_vision(
+        model, pixels, names, attrs, n_names, opts, rng, progress, labeller=labeller
+    )
     clock.lap("pretrain")
     features = fit.encode_images(model, pixels)
     rows = {image_id: i for i, image_id in enumerate(image_ids)}

@@ -14,7 +14,7 @@ and the per-patch labels the scene graphs give.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,13 +98,27 @@ def pixel_values(processor: Any, data: GQAData, image_ids: Sequence[str], chunk:
 
 
 def patch_labels(
-    scene: Mapping[str, Any], grid: int, names: Mapping[str, int], attrs: Mapping[str, int]
+    scene: Mapping[str, Any],
+    grid: int,
+    names: Mapping[str, int],
+    attrs: Mapping[str, int],
+    *,
+    flip: bool = False,
+    shift: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(G·G,)`` name indices and ``(G·G, A)`` attribute indicators of the patches of a
-    ``grid`` × ``grid`` split of the whole image (module docstring; row-major)."""
+    ``grid`` × ``grid`` split of the whole image (module docstring; row-major).
+
+    ``flip`` and ``shift`` (x, y, in fractions of the image) label the image mirrored left
+    to right, then moved by ``shift`` (:func:`augment`): a patch centre at ``u`` reads the
+    original at ``1 − (u − shift_x)`` (mirrored) or ``u − shift_x``; outside it,
+    background."""
     width, height = float(scene.get("width") or 1), float(scene.get("height") or 1)
     centres = (np.arange(grid) + 0.5) / grid
-    cy, cx = np.meshgrid(centres * height, centres * width, indexing="ij")
+    u, v = centres - shift[0], centres - shift[1]
+    if flip:
+        u = 1.0 - u
+    cy, cx = np.meshgrid(v * height, u * width, indexing="ij")
     cx, cy = cx.ravel(), cy.ravel()
     name = np.zeros(grid * grid, dtype=np.int64)
     attr = np.zeros((grid * grid, len(attrs)), dtype=np.float32)
@@ -124,11 +138,13 @@ def patch_labels(
     return name, attr
 
 
-def scene_labels(
+def scene_labeller(
     data: GQAData, split: str, image_ids: Sequence[str], grid: int, n_attrs: int
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(I, G·G)`` names, ``(I, G·G, A)`` attributes and the number of names for the
-    images of ``split``'s scene graphs (a DataError without them)."""
+) -> tuple[Callable[..., tuple[np.ndarray, np.ndarray]], int]:
+    """A function ``(flips=None, shifts=None) → ((I, G·G) names, (I, G·G, A) attributes)``
+    labelling the images of ``split``'s scene graphs, each mirrored (``flips[i]``) and
+    moved (``shifts[i]``, fractions of the image) as :func:`patch_labels` says, and the
+    number of names (a DataError without scene graphs)."""
     try:
         scenes = data.scene_graphs(split)
     except DataError as err:
@@ -138,10 +154,48 @@ def scene_labels(
     name_list, attr_list = scene_vocab(scenes, n_attrs)
     name_index = {n: i for i, n in enumerate(name_list)}
     attr_index = {a: i for i, a in enumerate(attr_list)}
-    names = np.zeros((len(image_ids), grid * grid), dtype=np.int64)
-    attrs = np.zeros((len(image_ids), grid * grid, len(attr_list)), dtype=np.float32)
-    for row, image_id in enumerate(image_ids):
-        scene = scenes.get(str(image_id))
-        if scene is not None:
-            names[row], attrs[row] = patch_labels(scene, grid, name_index, attr_index)
-    return names, attrs, len(name_list)
+    chosen = [scenes.get(str(image_id)) for image_id in image_ids]
+
+    def label(
+        flips: np.ndarray | None = None, shifts: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        names = np.zeros((len(chosen), grid * grid), dtype=np.int64)
+        attrs = np.zeros((len(chosen), grid * grid, len(attr_list)), dtype=np.float32)
+        for row, scene in enumerate(chosen):
+            if scene is None:
+                continue
+            flip = bool(flips[row]) if flips is not None else False
+            dx, dy = (float(v) for v in shifts[row]) if shifts is not None else (0.0, 0.0)
+            names[row], attrs[row] = patch_labels(
+                scene, grid, name_index, attr_index, flip=flip, shift=(dx, dy)
+            )
+        return names, attrs
+
+    return label, len(name_list)
+
+
+def scene_labels(
+    data: GQAData, split: str, image_ids: Sequence[str], grid: int, n_attrs: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(I, G·G)`` names, ``(I, G·G, A)`` attributes and the number of names for the
+    images of ``split``'s scene graphs, as they are (:func:`scene_labeller`)."""
+    label, n_names = scene_labeller(data, split, image_ids, grid, n_attrs)
+    names, attrs = label()
+    return names, attrs, n_names
+
+
+def augment(pixels: Any, flips: np.ndarray, shifts: np.ndarray) -> Any:
+    """``pixels`` (``(B, 3, S, S)``, the processor's values) mirrored left to right where
+    ``flips``, then moved by ``shifts`` (``(B, 2)`` whole pixels, x then y), the uncovered
+    border 0 (the processor's mean colour); what :func:`patch_labels` labels."""
+    import torch
+
+    out = torch.zeros_like(pixels)
+    size = pixels.shape[-1]
+    for i in range(len(pixels)):
+        image = pixels[i].flip(-1) if flips[i] else pixels[i]
+        dx, dy = int(shifts[i][0]), int(shifts[i][1])
+        src_x, dst_x = slice(max(0, -dx), size - max(0, dx)), slice(max(0, dx), size - max(0, -dx))
+        src_y, dst_y = slice(max(0, -dy), size - max(0, dy)), slice(max(0, dy), size - max(0, -dy))
+        out[i, :, dst_y, dst_x] = image[:, src_y, src_x]
+    return out

@@ -22,11 +22,12 @@ with the run's seed for the order and the text-only draws.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference.chat_vlm_build import IMAGE, PAD
 from vqadiag.models.reference.chat_vlm_data import Example
 from vqadiag.progress import progress_bar
@@ -66,8 +67,14 @@ def pretrain_vision(
     options: Mapping[str, Any],
     rng: np.random.Generator,
     progress: bool = False,
+    labeller: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, float]:
-    """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc}``."""
+    """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc}``.
+
+    With ``pretrain_augment`` and a ``labeller`` (``(flips, shifts) → (names, attrs)``,
+    :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`), each epoch shows every
+    image mirrored left to right with probability ½ and moved by up to half a patch each
+    way (drawn from ``rng``), labelled as it is shown."""
     import torch
 
     epochs, batch = int(options["pretrain_epochs"]), int(options["pretrain_batch_size"])
@@ -81,16 +88,28 @@ def pretrain_vision(
     steps = epochs * -(-len(pixels) // batch)
     scheduler = _schedule(optimizer, steps)
     name_t, attr_t = torch.from_numpy(names), torch.from_numpy(attrs)
+    augment = bool(options.get("pretrain_augment")) and labeller is not None
+    size, reach = pixels.shape[-1], int(options["patch_size"]) // 2
     stats = {"loss": 0.0, "name_acc": 0.0}
     tower.train()
     with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
         task = bar.add_task("chat-vlm: pre-training the vision tower", total=steps, acc=0.0)
         for _ in range(epochs):
             order = rng.permutation(len(pixels))
+            if augment:
+                flips = rng.random(len(pixels)) < 0.5
+                shifts = rng.integers(-reach, reach + 1, size=(len(pixels), 2))
+                assert labeller is not None
+                epoch_names, epoch_attrs = labeller(flips, shifts / size)
+                name_t, attr_t = torch.from_numpy(epoch_names), torch.from_numpy(epoch_attrs)
             total = right = count = 0.0
             for start in range(0, len(order), batch):
                 idx = torch.from_numpy(order[start : start + batch])
-                feats = tower_features(model, pixels[idx])
+                shown = pixels[idx]
+                if augment:
+                    chosen = order[start : start + batch]
+                    shown = cdata.augment(shown, flips[chosen], shifts[chosen])
+                feats = tower_features(model, shown)
                 logits = heads[0](feats)
                 loss = torch.nn.functional.cross_entropy(
                     logits.flatten(0, 1), name_t[idx].flatten()
