@@ -173,6 +173,23 @@ class SuitePrefixes:
         return not self.grew
 
 
+def _check_options(precision: float, max_calls: int | None, options: dict[str, Any]) -> None:
+    """One line for options ``--precision`` cannot take; drops those it chooses itself
+    and sets the default importance sample."""
+    if not precision > 0:
+        raise DataError("--precision", "must be a positive number of points")
+    if max_calls is not None and max_calls < 1:
+        raise DataError("--max-calls", "must be at least 1")
+    if options.pop("max_questions", None) is not None:
+        raise DataError("--max-questions", "--precision chooses the number of questions")
+    if options.pop("plan", False):
+        raise DataError("--plan", "plans one diagnosis: give --max-questions, not --precision")
+    options.pop("rate", None)
+    options.pop("suite_questions", None)
+    if options.get("importance_sample") is None:
+        options["importance_sample"] = DEFAULT_IMPORTANCE_SAMPLE
+
+
 def diagnose_to_precision(
     data: str | Path,
     model: str,
@@ -191,18 +208,7 @@ def diagnose_to_precision(
     from vqadiag.models.registry import load_model_spec
     from vqadiag.plugins import load_plugins
 
-    if not precision > 0:
-        raise DataError("--precision", "must be a positive number of points")
-    if max_calls is not None and max_calls < 1:
-        raise DataError("--max-calls", "must be at least 1")
-    if options.pop("max_questions", None) is not None:
-        raise DataError("--max-questions", "--precision chooses the number of questions")
-    if options.pop("plan", False):
-        raise DataError("--plan", "plans one diagnosis: give --max-questions, not --precision")
-    options.pop("rate", None)
-    options.pop("suite_questions", None)
-    if options.get("importance_sample") is None:
-        options["importance_sample"] = DEFAULT_IMPORTANCE_SAMPLE
+    _check_options(precision, max_calls, options)
     load_plugins(options.get("plugins", ()))
     model_args = options.pop("model_args", None)
     if options.get("ray"):  # the actors load the model from its spec at each step

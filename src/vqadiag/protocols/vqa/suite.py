@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.probes.conditions import Condition
 from vqadiag.suites.base import (
@@ -37,6 +40,17 @@ class PairsSuite(Suite):
         return pairs_suite(state)
 
 
+def _pairs_inputs(data: Any, split: str, records: Mapping[str, Any], pairs: list) -> Any:
+    """The pairs with their questions' annotator answers, which the VQA v2 records hold
+    (``VQA2Data.questions``); skipped without an annotations file."""
+    from vqadiag.protocols.vqa.score import PairsInputs
+
+    if data.annotations_path(split) is None:
+        raise SuiteSkipped(f"no VQA v2 annotations for split {split!r}")
+    answers = {q: {"answer_list": records[q]["answers"]} for p in pairs for q in p}
+    return PairsInputs(answers, list(pairs))
+
+
 def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     """Complementary-pair figures (``vqadiag score pairs``): both correct, identical, different.
 
@@ -46,7 +60,7 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     ``pair_both_exact`` (both answers equal the canonical ``multiple_choice_answer``).
     """
     from vqadiag.data.formats.vqa2 import read_pairs
-    from vqadiag.protocols.vqa.score import PairsInputs, score_pair_answers
+    from vqadiag.protocols.vqa.score import score_pair_answers
 
     data = vqa_data(state)
     needs_visual(state, data)
@@ -72,12 +86,7 @@ def pairs_suite(state: DiagnoseState) -> SuiteOutput:
     if not pairs:
         raise SuiteSkipped("no complementary pairs")
     write_json(state.inputs / "vqa2_pairs.json", [list(p) for p in pairs])
-    if data.annotations_path(split) is None:
-        raise SuiteSkipped(f"no VQA v2 annotations for split {split!r}")
-    # the records hold each annotated question's answers (VQA2Data.questions)
-    inputs = PairsInputs(
-        {q: {"answer_list": records[q]["answers"]} for p in pairs for q in p}, list(pairs)
-    )
+    inputs = _pairs_inputs(data, split, records, pairs)
     qids = inputs.paired
     probes = [vqa_probe(q, records[q]) for q in qids]
     run = state.run(vqa_context(state, data), Condition("vqa2.all", "plain"), probes)
