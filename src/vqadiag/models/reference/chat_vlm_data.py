@@ -174,16 +174,6 @@ def scene_labeller(
     return label, len(name_list)
 
 
-def scene_labels(
-    data: GQAData, split: str, image_ids: Sequence[str], grid: int, n_attrs: int
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(I, G·G)`` names, ``(I, G·G, A)`` attributes and the number of names for the
-    images of ``split``'s scene graphs, as they are (:func:`scene_labeller`)."""
-    label, n_names = scene_labeller(data, split, image_ids, grid, n_attrs)
-    names, attrs = label()
-    return names, attrs, n_names
-
-
 def augment(pixels: Any, flips: np.ndarray, shifts: np.ndarray) -> Any:
     """``pixels`` (``(B, 3, S, S)``, the processor's values) mirrored left to right where
     ``flips``, then moved by ``shifts`` (``(B, 2)`` whole pixels, x then y), the uncovered
