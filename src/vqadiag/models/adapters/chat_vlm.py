@@ -48,6 +48,15 @@ NAME = "hf-chat"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
+def user_turn(processor: Any, text: str, *, image: bool) -> str:
+    """The chat-template text of one user turn, with the generation prompt: the image,
+    then ``text`` (the text alone when ``image`` is False)."""
+    content: list[dict[str, str]] = [{"type": "image"}] if image else []
+    content.append({"type": "text", "text": text})
+    messages = [{"role": "user", "content": content}]
+    return str(processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+
 class ChatVLM:
     """A local ``AutoModelForImageTextToText`` chat model (module docstring)."""
 
@@ -169,17 +178,7 @@ class ChatVLM:
     def prompts(self, questions: Sequence[str], *, image: bool = True) -> list[str]:
         """The chat-template text of each question (one user turn: image, then text; the
         text alone when ``image`` is False)."""
-        out = []
-        for q in questions:
-            content: list[dict[str, str]] = [{"type": "image"}] if image else []
-            content.append({"type": "text", "text": self.generation.ask(q)})
-            messages = [{"role": "user", "content": content}]
-            out.append(
-                self.processor.apply_chat_template(
-                    messages, add_generation_prompt=True, tokenize=False
-                )
-            )
-        return out
+        return [user_turn(self.processor, self.generation.ask(q), image=image) for q in questions]
 
     def predict(self, batch: QuestionBatch, visual: ObjectInput | PixelInput | None) -> ModelOutput:
         """Generated answers, ``batch_size`` questions per ``generate`` call; ``visual``

@@ -172,10 +172,7 @@ def _fit(
     labeller, n_names = cdata.scene_labeller(
         data, split, image_ids, grid, int(opts["aux_attributes"])
     )
-    names, attrs = labeller()
-    pre = fit.pretrain_vision(
-        model, pixels, names, attrs, n_names, opts, rng, progress, labeller=labeller
-    )
+    pre = fit.pretrain_vision(model, pixels, labeller, n_names, opts, rng, progress)
     clock.lap("pretrain")
     features = fit.encode_images(model, pixels)
     rows = {image_id: i for i, image_id in enumerate(image_ids)}

@@ -22,9 +22,10 @@ import numpy as np
 
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
+from vqadiag.models.adapters.chat_vlm import user_turn
 from vqadiag.models.adapters.generated_answer import Generation
 from vqadiag.models.reference.chat_vlm_build import EOS, IMAGE
-from vqadiag.models.reference.pixel_objective import scene_vocab
+from vqadiag.models.reference.pixel_objective import point_labels, scene_vocab
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,7 @@ class Example:
 def user_prompt(processor: Any, question: str, *, image: bool) -> str:
     """The chat-template text of one user turn (the image, then the question's prompt),
     with the generation prompt: what the ``hf:`` adapter sends."""
-    content: list[dict[str, str]] = [{"type": "image"}] if image else []
-    content.append({"type": "text", "text": Generation().ask(question)})
-    messages = [{"role": "user", "content": content}]
-    return str(processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+    return user_turn(processor, Generation().ask(question), image=image)
 
 
 def prompt_ids(processor: Any, question: str, *, image: bool, n_image_tokens: int) -> list[int]:
@@ -119,23 +117,7 @@ def patch_labels(
     if flip:
         u = 1.0 - u
     cy, cx = np.meshgrid(v * height, u * width, indexing="ij")
-    cx, cy = cx.ravel(), cy.ravel()
-    name = np.zeros(grid * grid, dtype=np.int64)
-    attr = np.zeros((grid * grid, len(attrs)), dtype=np.float32)
-    best = np.full(grid * grid, np.inf)
-    for obj in scene["objects"].values():
-        x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
-        inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h) & (w * h < best)
-        if not inside.any():
-            continue
-        best[inside] = w * h
-        name[inside] = names.get(str(obj["name"]), 0)
-        row = np.zeros(len(attrs), dtype=np.float32)
-        for a in obj.get("attributes") or ():
-            if str(a) in attrs:
-                row[attrs[str(a)]] = 1.0
-        attr[inside] = row
-    return name, attr
+    return point_labels(scene["objects"].values(), cx.ravel(), cy.ravel(), names, attrs)
 
 
 def scene_labeller(

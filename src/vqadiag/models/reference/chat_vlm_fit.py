@@ -61,23 +61,23 @@ def tower_features(model: Any, pixels: torch.Tensor) -> torch.Tensor:
 def pretrain_vision(
     model: Any,
     pixels: torch.Tensor,
-    names: np.ndarray,
-    attrs: np.ndarray,
+    labeller: Callable[..., tuple[np.ndarray, np.ndarray]],
     n_names: int,
     options: Mapping[str, Any],
     rng: np.random.Generator,
     progress: bool = False,
-    labeller: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, float]:
     """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc}``.
 
-    With ``pretrain_augment`` and a ``labeller`` (``(flips, shifts) → (names, attrs)``,
-    :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`), each epoch shows every
-    image mirrored left to right with probability ½ and moved by up to half a patch each
-    way (drawn from ``rng``), labelled as it is shown."""
+    ``labeller`` (``(flips, shifts) → (names, attrs)``,
+    :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`) labels the patches;
+    with ``pretrain_augment`` each epoch shows every image mirrored left to right with
+    probability ½ and moved by up to half a patch each way (drawn from ``rng``), labelled
+    as it is shown."""
     import torch
 
     epochs, batch = int(options["pretrain_epochs"]), int(options["pretrain_batch_size"])
+    names, attrs = labeller()
     dim = model.config.vision_config.hidden_size
     heads = torch.nn.ModuleList(
         [torch.nn.Linear(dim, n_names), torch.nn.Linear(dim, attrs.shape[-1])]
@@ -88,7 +88,7 @@ def pretrain_vision(
     steps = epochs * -(-len(pixels) // batch)
     scheduler = _schedule(optimizer, steps)
     name_t, attr_t = torch.from_numpy(names), torch.from_numpy(attrs)
-    augment = bool(options.get("pretrain_augment")) and labeller is not None
+    augment = bool(options.get("pretrain_augment"))
     size, reach = pixels.shape[-1], int(options["patch_size"]) // 2
     stats = {"loss": 0.0, "name_acc": 0.0}
     tower.train()
@@ -99,7 +99,6 @@ def pretrain_vision(
             if augment:
                 flips = rng.random(len(pixels)) < 0.5
                 shifts = rng.integers(-reach, reach + 1, size=(len(pixels), 2))
-                assert labeller is not None
                 epoch_names, epoch_attrs = labeller(flips, shifts / size)
                 name_t, attr_t = torch.from_numpy(epoch_names), torch.from_numpy(epoch_attrs)
             total = right = count = 0.0

@@ -9,7 +9,7 @@ scene graph's objects (:mod:`vqadiag.models.reference.pixel_boxes`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -68,6 +68,41 @@ def scene_vocab(scenes: Mapping[str, Any], n_attrs: int) -> tuple[list[str], lis
     return ["<background>", *ranked], top
 
 
+def attribute_row(obj: Mapping[str, Any], attrs: Mapping[str, int]) -> np.ndarray:
+    """The indicator row of ``obj``'s attributes over the attribute index ``attrs``."""
+    row = np.zeros(len(attrs), dtype=np.float32)
+    for a in obj.get("attributes") or ():
+        j = attrs.get(str(a))
+        if j is not None:
+            row[j] = 1.0
+    return row
+
+
+def point_labels(
+    objects: Iterable[Mapping[str, Any]],
+    cx: np.ndarray,
+    cy: np.ndarray,
+    names: Mapping[str, int],
+    attrs: Mapping[str, int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per point ``(cx, cy)``: the name index and the attribute indicator row of the object
+    on top there, the smallest annotated box that contains it (index 0, "background", and
+    no attribute when none): the pixel model's cell labels and the chat VLM's patch
+    labels."""
+    name = np.zeros(len(cx), dtype=np.int64)
+    attr = np.zeros((len(cx), len(attrs)), dtype=np.float32)
+    best = np.full(len(cx), np.inf)
+    for obj in objects:
+        x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+        inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h) & (w * h < best)
+        if not inside.any():
+            continue
+        best[inside] = w * h
+        name[inside] = names.get(str(obj["name"]), 0)
+        attr[inside] = attribute_row(obj, attrs)
+    return name, attr
+
+
 class GridObjective:
     """``CE(answer) + w · (CE(unit names) + s · BCE(unit attributes)) + w_att · L_att``
     (the pixel model's module docstring); the units are grid cells, or with the box
@@ -122,14 +157,6 @@ class GridObjective:
             self._image_boxes[image_id] = hit
         return hit
 
-    def _attribute_row(self, obj: Mapping[str, Any]) -> np.ndarray:
-        row = np.zeros(self.n_attrs, dtype=np.float32)
-        for a in obj.get("attributes") or ():
-            j = self.attr_index.get(str(a))
-            if j is not None:
-                row[j] = 1.0
-        return row
-
     def targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         """Per unit: the name index and the attribute indicator row of its object. A cell's
         object is the one on top at its centre (in the stored image's coordinates); a
@@ -155,24 +182,12 @@ class GridObjective:
         for k, m in enumerate(match.tolist()):
             if m >= 0:
                 name[k] = self.name_index.get(str(objects[m]["name"]), 0)
-                attr[k] = self._attribute_row(objects[m])
+                attr[k] = attribute_row(objects[m], self.attr_index)
         return name, attr
 
     def _cell_targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
-        grid = self.model.grid
         scene, cx, cy, _, _ = self._scene_frame(image_id)
-        name = np.zeros(grid * grid, dtype=np.int64)
-        attr = np.zeros((grid * grid, self.n_attrs), dtype=np.float32)
-        best = np.full(grid * grid, np.inf)
-        for obj in scene["objects"].values():
-            x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
-            inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h) & (w * h < best)
-            if not inside.any():
-                continue
-            best[inside] = w * h
-            name[inside] = self.name_index.get(str(obj["name"]), 0)
-            attr[inside] = self._attribute_row(obj)
-        return name, attr
+        return point_labels(scene["objects"].values(), cx, cy, self.name_index, self.attr_index)
 
     def _units_of(self, image_id: str) -> tuple[dict[str, Any], Any, int]:
         """The scene, a function from one of its objects to its units ((n,) bool), and
