@@ -43,6 +43,7 @@ state, the steps and why the run stopped.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,14 @@ LEAST_GROWTH = 1.5
 POINT_UNITS = ("%", "points")
 
 
-def _bounded(fig: Any) -> bool:
-    return bool(fig.bounded and fig.unit in POINT_UNITS)
+def _bounded_estimates(summary: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """``(suite, figure, estimate)`` of every bounded figure of ``summary``, one per
+    estimate of a figure of many (the noise partitions)."""
+    for suite, fig in figures():
+        if fig.bounded and fig.unit in POINT_UNITS:
+            value = summary.get(fig.key)
+            for est in value if isinstance(value, list) else [value]:
+                yield suite.name, fig.key, est
 
 
 def _half_width(est: Any) -> float | None:
@@ -80,14 +87,11 @@ def suite_half_widths(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
     """``{suite: {figure: half-width}}`` of the bounded figures with a value (module
     docstring); a figure of many estimates (the noise partitions) takes its widest."""
     out: dict[str, dict[str, float]] = {}
-    for suite, fig in figures():
-        if not _bounded(fig):
-            continue
-        value = summary.get(fig.key)
-        ests = value if fig.many and isinstance(value, list) else [value]
-        widths = [w for w in map(_half_width, ests) if w is not None]
-        if widths:
-            out.setdefault(suite.name, {})[fig.key] = max(widths)
+    for suite, key, est in _bounded_estimates(summary):
+        w = _half_width(est)
+        if w is not None:
+            widths = out.setdefault(suite, {})
+            widths[key] = max(w, widths.get(key, w))
     return out
 
 
@@ -100,13 +104,9 @@ def suite_sizes(summary: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     """``{suite: the n of each bounded figure}``: a suite whose prefix grew but whose sizes
     did not has taken every question it has."""
     out: dict[str, list[Any]] = {}
-    for suite, fig in figures():
-        if not _bounded(fig):
-            continue
-        value = summary.get(fig.key)
-        for est in value if isinstance(value, list) else [value]:
-            if isinstance(est, dict):
-                out.setdefault(suite.name, []).append((fig.key, est.get("n")))
+    for suite, key, est in _bounded_estimates(summary):
+        if isinstance(est, dict):
+            out.setdefault(suite, []).append((key, est.get("n")))
     return {suite: tuple(sizes) for suite, sizes in out.items()}
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import SuiteSkipped
 from vqadiag.probes.conditions import Condition
 from vqadiag.suites.sources import needs_visual, plain_run, probe_of
@@ -63,11 +62,7 @@ def grounding_runs(state: DiagnoseState) -> GroundingRuns:
             "them for train and val: add them with --scene-graphs FILE)"
         )
     prefix = src.prefix(state.options.questions_for("fpvg"))
-    questions_file = src.questions_file
-    if len(prefix) < len(src.qids):  # the suite's own prefix (--precision)
-        questions_file = write_json(
-            state.inputs / "fpvg_questions.json", {q: src.records[q] for q in prefix}
-        )
+    questions_file = src.prefix_file(prefix, state.inputs / "fpvg_questions.json")
     rel_path = state.inputs / "relevance.json"
     summary = relevance(questions_file, scenes, src.data.detections_path, rel_path)
     summary.pop("out", None)  # RESULT_DIR/inputs/relevance.json

@@ -44,6 +44,13 @@ class GQASource:
         chosen = set(subsample(self.taken, n))
         return [q for q in self.qids if q in chosen]
 
+    def prefix_file(self, prefix: list[str], path: Path) -> Path:
+        """The questions file of ``prefix`` (:meth:`prefix`): :attr:`questions_file` when
+        it is every diagnosed question, else ``path`` written with their records."""
+        if len(prefix) == len(self.qids):
+            return self.questions_file
+        return write_json(path, {q: self.records[q] for q in prefix})
+
 
 def gqa_source(state: DiagnoseState) -> GQASource:
     """The GQA questions of the split (balanced, subsampled), made once per run."""

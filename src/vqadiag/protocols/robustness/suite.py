@@ -122,11 +122,7 @@ def _bqd_texts(
     pool, pool_split = _pool_file(src, o.split)
     from vqadiag.probes.fingerprints import stable_hash
 
-    main_file = src.questions_file
-    if len(mains) < len(src.qids):  # the suite's own prefix (--precision)
-        main_file = write_json(
-            state.inputs / "robustness_main_questions.json", {q: src.records[q] for q in mains}
-        )
+    main_file = src.prefix_file(mains, state.inputs / "robustness_main_questions.json")
     out = state.out / "bqd.json"
     stat = pool.stat()
     key = stable_hash(
