@@ -202,3 +202,87 @@ def test_augmented_pre_training_is_seeded_and_deterministic(trained, world, tmp_
         blobs.append((tmp_path / name / "model/model.safetensors").read_bytes())
     assert blobs[0] == blobs[1]
     assert blobs[0] != (out / "a/model/model.safetensors").read_bytes()
+
+
+def test_a_caption_lists_the_largest_objects_from_left_to_right():
+    """Hand-worked: areas 400 (a), 300 (b), 100 (c), 300 (d); the three largest are a, b
+    and d (b before d: equal areas, ids in order); left to right by box centre: d (x 5),
+    a (x 30), b (x 60)."""
+    from vqadiag.models.reference.chat_vlm_data import caption
+
+    scene = {"objects": {
+        "a": {"name": "dog", "x": 20, "y": 0, "w": 20, "h": 20, "attributes": ["white", "small"]},
+        "b": {"name": "cat", "x": 50, "y": 0, "w": 20, "h": 15, "attributes": []},
+        "c": {"name": "cup", "x": 0, "y": 0, "w": 10, "h": 10, "attributes": ["red"]},
+        "d": {"name": "sign", "x": 0, "y": 30, "w": 10, "h": 30, "attributes": ["metal"]},
+    }}  # fmt: skip
+    assert caption(scene, 3) == "metal sign, white small dog, cat"
+    assert caption(scene, 1) == "white small dog"
+    assert caption(scene, 9) == "red cup, metal sign, white small dog, cat"
+
+
+def test_held_out_patches_are_labelled_with_the_training_splits_names(monkeypatch):
+    """The held-out patch names use the training split's name index: "cat" is the more
+    frequent name in val but index 2 (train's) all the same."""
+    from vqadiag.errors import DataError
+    from vqadiag.models.reference import chat_vlm, chat_vlm_data
+
+    def scene(*names):
+        objects = {str(i): {"name": n, "x": 32 * i, "y": 0, "w": 32, "h": 64}
+                   for i, n in enumerate(names)}  # fmt: skip
+        return {"width": 64, "height": 64, "objects": objects}
+
+    class Data:
+        root = "world"
+
+        def __init__(self):
+            self.scenes = {"train": {"1": scene("dog", "cat"), "2": scene("dog")},
+                           "val": {"3": scene("cat", "cat"), "4": scene("dog", "cat")}}  # fmt: skip
+
+        def scene_graphs(self, split):
+            if split not in self.scenes:
+                raise DataError("world", f"no {split} scene graphs")
+            return self.scenes[split]
+
+        def questions(self, split):
+            return {f"q{i}": {"imageId": i} for i in self.scenes[split]}
+
+    monkeypatch.setattr(chat_vlm_data, "pixel_values", lambda p, d, ids: list(ids))
+    _, names, _ = chat_vlm_data.patch_vocabulary(Data(), "train", 4)
+    assert names == {"<background>": 0, "dog": 1, "cat": 2}
+    pixels, labels = chat_vlm._held_out_patches(Data(), "train", None, 2, names)
+    assert pixels == ["3", "4"]
+    assert labels.tolist() == [[2, 2, 2, 2], [1, 2, 1, 2]]
+    assert chat_vlm._held_out_patches(Data(), "val", None, 2, names) is None  # no testdev
+
+
+def test_caption_examples_are_never_asked_without_the_image(world, monkeypatch):
+    """``caption_objects``: every training image adds a caption example, asked with its
+    image even when ``text_only`` sends every question without it; the training log has
+    the held-out patch names."""
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.models.reference import chat_vlm_fit
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    seen = []
+    real = chat_vlm_fit.answer_loss
+
+    def spy(model, features, chosen, text_only):
+        seen.extend(
+            (bool(ex.text_only), blind) for ex, blind in zip(chosen, text_only, strict=True)
+        )
+        return real(model, features, chosen, text_only)
+
+    monkeypatch.setattr(chat_vlm_fit, "answer_loss", spy)
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}
+    data = GQAData(world)
+    model = TrainedChatVLM.train(data, epochs=1, progress=False, text_only=1.0,
+                                 caption_objects=3, **options)  # fmt: skip
+    images = {str(r["imageId"]) for r in data.questions("train").values()}
+    questions = sum(1 for r in data.questions("train").values() if r.get("answer") is not None)
+    assert len(seen) == questions + len(images)
+    assert sum(1 for is_question, blind in seen if is_question and blind) == questions
+    assert sum(1 for is_question, blind in seen if not is_question and not blind) == len(images)
+    pre = model.training_log["pretrain"]
+    assert 0.0 <= pre["held_out_object_name_acc"] <= 100.0
+    assert 0.0 <= pre["held_out_name_acc"] <= 100.0

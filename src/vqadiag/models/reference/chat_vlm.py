@@ -69,6 +69,7 @@ class TrainedChatVLM(ChatVLM):
         "aux_attributes": 64,
         "pretrain_augment": False,
         "text_only": 0.2,
+        "caption_objects": 0,
         "blind": False,
         "threads": 2,
     }
@@ -152,10 +153,14 @@ def _fit(
     records = [r for r in data.questions(split).values() if r.get("answer") is not None]
     if not records:
         raise DataError(data.root, f"no answered questions in split {split!r}")
-    tokenizer = build.train_tokenizer(cdata.training_texts(records), int(opts["vocab_size"]))
+    image_ids = sorted({str(r["imageId"]) for r in records})
+    scenes, names, attrs = cdata.patch_vocabulary(data, split, int(opts["aux_attributes"]))
+    k = int(opts["caption_objects"])
+    captions = {i: cdata.caption(scenes[i], k) for i in image_ids if k and i in scenes}
+    texts = cdata.training_texts(records, list(captions.values()))
+    tokenizer = build.train_tokenizer(texts, int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, seed)
-    image_ids = sorted({str(r["imageId"]) for r in records})
     grid = int(opts["image_size"]) // int(opts["patch_size"])
     rng = np.random.default_rng(seed)
     clock = _Clock()
@@ -169,19 +174,47 @@ def _fit(
     else:
         pixels = cdata.pixel_values(processor, data, image_ids)
     clock.lap("images")
-    labeller, n_names = cdata.scene_labeller(
-        data, split, image_ids, grid, int(opts["aux_attributes"])
-    )
-    pre = fit.pretrain_vision(model, pixels, labeller, n_names, opts, rng, progress)
+    labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs)
+    held_out = None if opts["blind"] else _held_out_patches(data, split, processor, grid, names)
+    pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
     clock.lap("pretrain")
     features = fit.encode_images(model, pixels)
     rows = {image_id: i for i, image_id in enumerate(image_ids)}
     train = cdata.examples(processor, records, rows, build.image_tokens(opts))
+    train += cdata.caption_examples(processor, captions, rows, build.image_tokens(opts))
     clock.lap("examples")
     history = fit.train_language(model, features, train, opts, rng, progress)
     clock.lap("language")
     model.model.vision_tower.requires_grad_(True)
     return model, processor, {"pretrain": pre, "history": history, "stage_seconds": clock.laps}
+
+
+#: at most this many held-out images measure the pre-trained tower's patch names
+HELD_OUT_IMAGES = 500
+
+
+def _held_out_patches(
+    data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int]
+) -> tuple[Any, np.ndarray] | None:
+    """The pixels of the first :data:`HELD_OUT_IMAGES` images (by id) of the first split
+    other than ``split`` with questions and scene graphs (val, then testdev) and their
+    patch names over the training split's name index ``names``; None when there is none.
+    """
+    from vqadiag.models.reference import chat_vlm_data as cdata
+
+    for other in ("val", "testdev"):
+        if other == split:
+            continue
+        try:
+            scenes = data.scene_graphs(other)
+            ids = sorted({str(r["imageId"]) for r in data.questions(other).values()})
+        except DataError:
+            continue
+        ids = [i for i in ids if i in scenes][:HELD_OUT_IMAGES]
+        if ids:
+            labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {})()
+            return cdata.pixel_values(processor, data, ids), labels
+    return None
 
 
 class _Clock:

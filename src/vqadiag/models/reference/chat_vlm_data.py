@@ -31,7 +31,8 @@ from vqadiag.models.reference.pixel_objective import point_labels, scene_vocab
 @dataclass(frozen=True)
 class Example:
     """One question: its image's row in the image table, the prompt's token ids with the
-    image and without it, and the answer's token ids (ending with EOS)."""
+    image and without it (empty: never asked without it), and the answer's token ids
+    (ending with EOS)."""
 
     image: int
     with_image: tuple[int, ...]
@@ -47,20 +48,67 @@ def user_prompt(processor: Any, question: str, *, image: bool) -> str:
 
 def prompt_ids(processor: Any, question: str, *, image: bool, n_image_tokens: int) -> list[int]:
     """The token ids the processor gives for :func:`user_prompt` (``<image>`` expanded)."""
-    ids = processor.tokenizer(user_prompt(processor, question, image=image))["input_ids"]
+    return turn_ids(processor, user_prompt(processor, question, image=image), n_image_tokens)
+
+
+def turn_ids(processor: Any, turn: str, n_image_tokens: int) -> list[int]:
+    """The token ids the processor gives for the rendered ``turn``, each ``<image>``
+    token repeated once per patch."""
+    ids = processor.tokenizer(turn)["input_ids"]
     out: list[int] = []
     for i in ids:
         out.extend([IMAGE] * n_image_tokens if i == IMAGE else [i])
     return out
 
 
-def training_texts(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """What the tokenizer is trained on: each question's prompt and its answer."""
+def training_texts(records: Sequence[Mapping[str, Any]], captions: Sequence[str] = ()) -> list[str]:
+    """What the tokenizer is trained on: each question's prompt and its answer, and with
+    ``captions`` (:func:`caption`) the caption request and the captions."""
     texts = ["USER: ASSISTANT:", Generation().ask("")]
     for r in records:
         texts.append(Generation().ask(str(r["question"])))
         texts.append(" " + str(r["answer"]))
+    if captions:
+        texts.append(CAPTION_REQUEST)
+        texts.extend(" " + c for c in captions)
     return texts
+
+
+#: the user turn's text of a caption example
+CAPTION_REQUEST = "List the largest objects from left to right."
+
+
+def caption(scene: Mapping[str, Any], k: int) -> str:
+    """The caption of one scene: its ``k`` largest annotated objects (box area; ties by
+    object id), from left to right (box centre; ties top to bottom), each its attributes
+    in the scene graph's order then its name, joined by ", "."""
+    objects = sorted(
+        scene["objects"].items(), key=lambda kv: (-float(kv[1]["w"]) * float(kv[1]["h"]), kv[0])
+    )[:k]
+
+    def centre(obj: Mapping[str, Any]) -> tuple[float, float]:
+        return float(obj["x"]) + float(obj["w"]) / 2, float(obj["y"]) + float(obj["h"]) / 2
+
+    ordered = sorted((obj for _, obj in objects), key=centre)
+    return ", ".join(
+        " ".join([*(str(a) for a in obj.get("attributes") or ()), str(obj["name"])])
+        for obj in ordered
+    )
+
+
+def caption_examples(
+    processor: Any, captions: Mapping[str, str], image_rows: Mapping[str, int],
+    n_image_tokens: int,
+) -> list[Example]:  # fmt: skip
+    """One :class:`Example` per image of ``captions`` (image id → :func:`caption`): the
+    image, then :data:`CAPTION_REQUEST`; never asked without its image (``text_only``
+    empty)."""
+    turn = turn_ids(processor, user_turn(processor, CAPTION_REQUEST, image=True), n_image_tokens)
+    out = []
+    for image_id, text in captions.items():
+        answer = processor.tokenizer(" " + text)["input_ids"]
+        out.append(Example(image_rows[image_id], tuple(turn), (), (*answer, EOS)))
+    return out
 
 
 def examples(
@@ -120,13 +168,12 @@ def patch_labels(
     return point_labels(scene["objects"].values(), cx.ravel(), cy.ravel(), names, attrs)
 
 
-def scene_labeller(
-    data: GQAData, split: str, image_ids: Sequence[str], grid: int, n_attrs: int
-) -> tuple[Callable[..., tuple[np.ndarray, np.ndarray]], int]:
-    """A function ``(flips=None, shifts=None) → ((I, G·G) names, (I, G·G, A) attributes)``
-    labelling the images of ``split``'s scene graphs, each mirrored (``flips[i]``) and
-    moved (``shifts[i]``, fractions of the image) as :func:`patch_labels` says, and the
-    number of names (a DataError without scene graphs)."""
+def patch_vocabulary(
+    data: GQAData, split: str, n_attrs: int
+) -> tuple[dict[str, Any], dict[str, int], dict[str, int]]:
+    """``split``'s scene graphs and the name and attribute indices their patches are
+    labelled with (names by frequency, index 0 background; the ``n_attrs`` most frequent
+    attributes); a DataError without scene graphs."""
     try:
         scenes = data.scene_graphs(split)
     except DataError as err:
@@ -134,26 +181,43 @@ def scene_labeller(
             err.path, f"the chat VLM's vision pre-training needs them: {err.problem}"
         ) from None
     name_list, attr_list = scene_vocab(scenes, n_attrs)
-    name_index = {n: i for i, n in enumerate(name_list)}
-    attr_index = {a: i for i, a in enumerate(attr_list)}
+    return (
+        scenes,
+        {n: i for i, n in enumerate(name_list)},
+        {a: i for i, a in enumerate(attr_list)},
+    )
+
+
+def scene_labeller(
+    scenes: Mapping[str, Any],
+    image_ids: Sequence[str],
+    grid: int,
+    names: Mapping[str, int],
+    attrs: Mapping[str, int],
+) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """A function ``(flips=None, shifts=None) → ((I, G·G) names, (I, G·G, A) attributes)``
+    labelling the images ``image_ids`` of ``scenes`` over the indices ``names`` and
+    ``attrs`` (:func:`patch_vocabulary`; the training split's, for held-out images too),
+    each mirrored (``flips[i]``) and moved (``shifts[i]``, fractions of the image) as
+    :func:`patch_labels` says."""
     chosen = [scenes.get(str(image_id)) for image_id in image_ids]
 
     def label(
         flips: np.ndarray | None = None, shifts: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        names = np.zeros((len(chosen), grid * grid), dtype=np.int64)
-        attrs = np.zeros((len(chosen), grid * grid, len(attr_list)), dtype=np.float32)
+        out_names = np.zeros((len(chosen), grid * grid), dtype=np.int64)
+        out_attrs = np.zeros((len(chosen), grid * grid, len(attrs)), dtype=np.float32)
         for row, scene in enumerate(chosen):
             if scene is None:
                 continue
             flip = bool(flips[row]) if flips is not None else False
             dx, dy = (float(v) for v in shifts[row]) if shifts is not None else (0.0, 0.0)
-            names[row], attrs[row] = patch_labels(
-                scene, grid, name_index, attr_index, flip=flip, shift=(dx, dy)
+            out_names[row], out_attrs[row] = patch_labels(
+                scene, grid, names, attrs, flip=flip, shift=(dx, dy)
             )
-        return names, attrs
+        return out_names, out_attrs
 
-    return label, len(name_list)
+    return label
 
 
 def augment(pixels: Any, flips: np.ndarray, shifts: np.ndarray) -> Any:

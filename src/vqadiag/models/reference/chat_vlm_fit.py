@@ -66,8 +66,12 @@ def pretrain_vision(
     options: Mapping[str, Any],
     rng: np.random.Generator,
     progress: bool = False,
+    held_out: tuple[torch.Tensor, np.ndarray] | None = None,
 ) -> dict[str, float]:
-    """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc}``.
+    """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc,
+    object_name_acc}`` and, with ``held_out`` (pixels and their patch names over the
+    same name index), ``held_out_name_acc`` and ``held_out_object_name_acc`` after the
+    last epoch (:func:`name_accuracy`).
 
     ``labeller`` (``(flips, shifts) → (names, attrs)``,
     :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`) labels the patches;
@@ -90,7 +94,7 @@ def pretrain_vision(
     name_t, attr_t = torch.from_numpy(names), torch.from_numpy(attrs)
     augment = bool(options.get("pretrain_augment"))
     size, reach = pixels.shape[-1], int(options["patch_size"]) // 2
-    stats = {"loss": 0.0, "name_acc": 0.0}
+    stats = {"loss": 0.0, "name_acc": 0.0, "object_name_acc": 0.0}
     tower.train()
     with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
         task = bar.add_task("chat-vlm: pre-training the vision tower", total=steps, acc=0.0)
@@ -101,7 +105,7 @@ def pretrain_vision(
                 shifts = rng.integers(-reach, reach + 1, size=(len(pixels), 2))
                 epoch_names, epoch_attrs = labeller(flips, shifts / size)
                 name_t, attr_t = torch.from_numpy(epoch_names), torch.from_numpy(epoch_attrs)
-            total = right = count = 0.0
+            total, hits = 0.0, _NameHits()
             for start in range(0, len(order), batch):
                 idx = torch.from_numpy(order[start : start + batch])
                 shown = pixels[idx]
@@ -122,12 +126,52 @@ def pretrain_vision(
                 optimizer.step()
                 scheduler.step()
                 total += float(loss.detach()) * len(idx)
-                right += float((logits.argmax(-1) == name_t[idx]).float().mean()) * len(idx)
-                count += len(idx)
-                bar.update(task, advance=1, acc=100.0 * right / count)
-            stats = {"loss": total / count, "name_acc": 100.0 * right / count}
+                hits.add(logits.argmax(-1), name_t[idx])
+                bar.update(task, advance=1, acc=hits.rates()[0])
+            stats = {"loss": total / len(order), **hits.stats("")}
     tower.eval()
+    if held_out is not None:
+        stats.update(name_accuracy(model, heads[0], *held_out).stats("held_out_"))
     return stats
+
+
+class _NameHits:
+    """Patches named right, over all patches and over those with an object (name ≠ 0)."""
+
+    def __init__(self) -> None:
+        self.right = self.count = self.object_right = self.objects = 0
+
+    def add(self, predicted: torch.Tensor, truth: torch.Tensor) -> None:
+        hit, on_object = predicted == truth, truth > 0
+        self.right += int(hit.sum())
+        self.count += hit.numel()
+        self.object_right += int((hit & on_object).sum())
+        self.objects += int(on_object.sum())
+
+    def rates(self) -> tuple[float, float]:
+        """Percent right over all patches, and over the patches with an object."""
+        return 100.0 * self.right / max(1, self.count), 100.0 * self.object_right / max(
+            1, self.objects
+        )
+
+    def stats(self, prefix: str) -> dict[str, float]:
+        both = self.rates()
+        return {f"{prefix}name_acc": both[0], f"{prefix}object_name_acc": both[1]}
+
+
+def name_accuracy(
+    model: Any, head: torch.nn.Module, pixels: torch.Tensor, names: np.ndarray
+) -> _NameHits:
+    """How often the pre-trained tower and its name head name each patch of ``pixels``
+    right (``names``: ``(I, P)`` indices over the training split's name index)."""
+    import torch
+
+    hits = _NameHits()
+    if len(pixels):
+        with torch.no_grad():
+            predicted = head(encode_images(model, pixels)).argmax(-1)
+        hits.add(predicted, torch.from_numpy(names))
+    return hits
 
 
 def encode_images(model: Any, pixels: torch.Tensor, chunk: int = 128) -> torch.Tensor:
@@ -223,7 +267,8 @@ def train_language(
             for start in range(0, len(order), batch):
                 idx = order[start : start + batch]
                 chosen = [train[i] for i in idx]
-                loss, exact = answer_loss(model, features, chosen, [bool(blind[i]) for i in idx])
+                asked_blind = [bool(blind[i]) and bool(train[i].text_only) for i in idx]
+                loss, exact = answer_loss(model, features, chosen, asked_blind)
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, float(options["grad_clip"]))
