@@ -76,6 +76,11 @@ def test_the_run_is_a_plain_transformers_folder_that_hf_loads_and_that_answers(t
     assert all(isinstance(a, str) for a in by_hf.answers) and any(by_hf.answers)
     assert by_hf.texts == by_run.texts and len(by_hf.texts) == len(batch)  # generated texts
     assert runs["a"]["val"]["questions"] > 0 and runs["a"]["val"]["accuracy"] is not None
+    # the vision pre-training's patch names, on the training and the held-out images
+    keys = {"loss", "name_acc", "object_name_acc", "held_out_name_acc", "held_out_object_name_acc"}
+    assert set(runs["a"]["pretrain"]) == keys
+    assert json.loads((out / "a" / "config.json").read_text())["pretrain"] == runs["a"]["pretrain"]
+    assert "held_out_name_acc" not in runs["blind"]["pretrain"]  # the twin sees no image
 
 
 def test_the_same_seed_gives_the_same_weights_and_another_seed_other_ones(trained):

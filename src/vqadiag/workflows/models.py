@@ -112,6 +112,7 @@ def train(
         "fingerprint": trained.fingerprint(),
         "run_fingerprint": run_fingerprint(run),
         "history": list(log.get("history", [])),
+        **({"pretrain": log["pretrain"]} if "pretrain" in log else {}),
         "val": None,
         "ci": {"val": None},
     }

@@ -122,8 +122,9 @@ class TrainedChatVLM(ChatVLM):
 
     def save(self, run_dir: Path) -> None:
         """``run_dir/model`` (the ``save_pretrained`` folder) and a ``config.json`` that
-        points at it (``model`` ``hf-chat``), with the options, the history and the
-        model folder's digest (so the run's fingerprint covers the weights)."""
+        points at it (``model`` ``hf-chat``), with the options, the history, the vision
+        pre-training's figures and the model folder's digest (so the run's fingerprint
+        covers the weights)."""
         target = Path(run_dir) / MODEL_DIR
         if target.resolve() != self.model_dir:
             if target.exists():
@@ -136,6 +137,7 @@ class TrainedChatVLM(ChatVLM):
             "model_digest": folder_digest(target, {}),
             "options": getattr(self, "options", {}),
             "history": getattr(self, "training_log", {}).get("history", []),
+            "pretrain": getattr(self, "training_log", {}).get("pretrain", {}),
         }
         save_checkpoint(Path(run_dir), config, {}, [])
 
