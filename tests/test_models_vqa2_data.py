@@ -48,3 +48,21 @@ def test_unmapped_image_names_file_and_record(world):
 def test_missing_split_names_folder(world):
     with pytest.raises(DataError, match="no VQA v2 question file for split 'testdev'"):
         VQA2Data(world).questions("testdev")
+
+
+def test_forgotten_questions_are_read_again_equal(world):
+    """A diagnosis lets go of the VQA v2 records between suites that do not read them
+    (``release_idle_sources``); the next suite that asks reads the same records again."""
+    from types import SimpleNamespace
+
+    from vqadiag.suites.sources import release_idle_sources
+
+    data = VQA2Data(world)
+    first = data.questions("val")
+    state = SimpleNamespace(memo={"vqa2": data})
+    release_idle_sources(state, ("gqa", "vqa2"))  # the next suite reads VQA v2: kept
+    assert data.questions("val") is first
+    release_idle_sources(state, ("gqa",))
+    again = data.questions("val")
+    assert again is not first and again == first
+    release_idle_sources(SimpleNamespace(memo={}), ())  # no VQA v2 read yet: nothing to do

@@ -13,6 +13,7 @@ import orjson
 
 from vqadiag.errors import DataError
 from vqadiag.suites.base import SuiteSkipped, figures
+from vqadiag.suites.sources import release_idle_sources
 from vqadiag.suites.state import DiagnoseState, Options
 
 
@@ -82,21 +83,30 @@ def run_suites(
     registry: Mapping[str, Any],
 ) -> None:
     """Run each chosen suite in order into ``ran``; a suite whose capability the model
-    lacks, or that skips itself, is recorded under ``skipped`` with the reason."""
-    for name in options.suites:
-        suite = registry[name]
-        missing = suite.missing_capability(the_model)
-        if missing is not None:
-            ran.skipped[name] = missing
-            continue
-        before = set(state.runs)
-        try:
-            output = suite.run(state)
-        except SuiteSkipped as why:
-            ran.skipped[name] = str(why)
-            continue
-        finally:
-            ran.conditions[name] = [c for c in state.runs if c not in before]
-        ran.results[name] = output.result
-        ran.rows.extend((row["suite"], row["id"], row_line(row)) for row in output.rows)
-        ran.summary.update(output.summary)
+    lacks, or that skips itself, is recorded under ``skipped`` with the reason. Between
+    two suites, data the next one does not read is let go
+    (:func:`~vqadiag.suites.sources.release_idle_sources`)."""
+    chosen = list(options.suites)
+    for i, name in enumerate(chosen):
+        _run_suite(ran, the_model, state, name, registry[name])
+        upcoming = registry[chosen[i + 1]].datasets if i + 1 < len(chosen) else ()
+        release_idle_sources(state, upcoming)
+
+
+def _run_suite(ran: SuiteRuns, the_model: Any, state: DiagnoseState, name: str, suite: Any) -> None:
+    """Run one suite into ``ran``, or record why it was skipped."""
+    missing = suite.missing_capability(the_model)
+    if missing is not None:
+        ran.skipped[name] = missing
+        return
+    before = set(state.runs)
+    try:
+        output = suite.run(state)
+    except SuiteSkipped as why:
+        ran.skipped[name] = str(why)
+        return
+    finally:
+        ran.conditions[name] = [c for c in state.runs if c not in before]
+    ran.results[name] = output.result
+    ran.rows.extend((row["suite"], row["id"], row_line(row)) for row in output.rows)
+    ran.summary.update(output.summary)

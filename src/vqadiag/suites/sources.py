@@ -10,7 +10,7 @@ image map).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,16 @@ def vqa_data(state: DiagnoseState) -> Any:
         raise SuiteSkipped(f"no VQA v2 annotations for split {split!r}")
     state.memo["vqa2"] = data
     return data
+
+
+def release_idle_sources(state: DiagnoseState, upcoming: Collection[str]) -> None:
+    """Between two suites: let go of the VQA v2 question records unless the next suite
+    (whose ``datasets`` are ``upcoming``) reads VQA v2; a later suite reads them again.
+    They are the largest data a diagnosis holds after the GQA questions, and the suites
+    between ``pairs`` (and ``gain``) and ``consistency`` never read them."""
+    data = state.memo.get("vqa2")
+    if data is not None and "vqa2" not in upcoming:
+        data.forget_questions()
 
 
 def vqa_context(state: DiagnoseState, data: Any) -> ProbeContext:

@@ -90,6 +90,11 @@ class GQAData:
             self._questions[split] = read_gqa_questions(self.questions_path(split))
         return self._questions[split]
 
+    def forget_questions(self) -> None:
+        """Let go of the question records read so far (a later :meth:`questions` reads
+        the file again): what a diagnosis does between suites that do not read them."""
+        self._questions.clear()
+
     def scene_graphs(self, split: str) -> SceneGraphs:
         """``{imageId: scene}`` of a split (read once)."""
         if split not in self._scenes:
