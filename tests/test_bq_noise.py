@@ -9,7 +9,13 @@ import pytest
 
 from vqadiag.data.formats.bqd import read_bqd, sibling_annotations, write_bqd
 from vqadiag.errors import DataError
-from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions, noisy_question
+from vqadiag.protocols.robustness.basic_questions.noise import (
+    noise_partitions,
+    noisy_question,
+    partition_of_texts,
+    partitions_of_texts,
+    shared_texts,
+)
 
 
 def _record(qid="q1", n=6):
@@ -31,6 +37,27 @@ def test_short_records_use_what_their_slice_holds():
     parts = noise_partitions([_record(n=4)], partitions=3, size=3, max_words=None)
     assert parts[1]["q1"] == "What color is the cat? Is it b3?"
     assert parts[2]["q1"] == "What color is the cat?"
+
+
+def test_one_partition_at_a_time_equals_all_partitions_at_once():
+    """The diagnosis builds each noise partition when its run asks it (partition_of_texts
+    over shared_texts): the same texts as partitions_of_texts, a repeated question id
+    included (the later record wins), and shared basic texts kept once."""
+    triples = [
+        ("q1", "What color is the cat?", [f"Is it b{k}?" for k in range(7)]),
+        ("q2", "Is the dog big?", [f"Is it b{k}?" for k in range(2, 30)]),
+        ("q1", "What is on the table?", ["Is it b0?", "Is there a cup on the table now?"]),
+    ]
+    for max_words in (None, 10, 26):
+        every = partitions_of_texts(iter(triples), partitions=7, max_words=max_words)
+        shared = shared_texts(iter(triples))
+        assert shared == triples
+        for k in range(7):
+            assert partition_of_texts(shared, k, max_words=max_words) == every[k]
+    shared = shared_texts(iter(triples))
+    assert shared[0][2][0] is shared[2][2][0]  # one object per distinct basic text
+    with pytest.raises(ValueError):
+        partition_of_texts(shared, -1)
 
 
 def test_word_limit_keeps_main_whole_and_cuts_basics_from_the_end():

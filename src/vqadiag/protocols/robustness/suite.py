@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from vqadiag.data.io.jsonio import write_json
 from vqadiag.errors import DataError
 from vqadiag.metrics.compare import compare_statistic
 from vqadiag.probes.conditions import Condition
+from vqadiag.probes.store import Answer
 from vqadiag.protocols.robustness.formulas import DEFAULT_M, DEFAULT_T, r_score_statistic
 from vqadiag.protocols.robustness.plots import PLOTS
 from vqadiag.suites.base import (
@@ -179,6 +180,47 @@ def _bqd_cached(out: Path, meta_path: Path, key: str) -> bool:
     )
 
 
+class _Raw(NamedTuple):
+    """A generative model's raw text, as :func:`raw_texts` reads it off an answer."""
+
+    raw: str | None
+
+
+def _answer_texts(answers: Sequence[Answer]) -> tuple[list[str], list[str | None] | None]:
+    """The answers' texts, and their raw texts when any answer has one: all the suite
+    keeps of a run once its prediction file is written."""
+    raws = [a.raw for a in answers]
+    return [a.answer for a in answers], raws if any(r is not None for r in raws) else None
+
+
+def _noise_runs(
+    state: DiagnoseState, src: GQASource, qids: list[str], clean: list[Answer],
+    triples: list[tuple[str, str, list[str]]],
+) -> dict[str, tuple[list[str], list[str | None] | None]]:  # fmt: skip
+    """``{"clean" | "noise_k": (answer texts, raw texts or None)}`` of ``qids``, each
+    condition's prediction file written (for ``vqadiag score robustness`` to re-score).
+    ``triples``: the basic-question dataset's texts (``shared_texts``). Partition k's
+    noisy questions are made when its run asks them, and the run is released as soon as
+    its file is written: the suite never holds the seven partitions' texts or the seven
+    runs' answers at once."""
+    from vqadiag.protocols.robustness.basic_questions.noise import partition_of_texts
+
+    write_predictions(state, "robustness", "clean", qids, clean)
+    answers = {"clean": _answer_texts(clean)}
+    for k in range(1, N_PARTITIONS + 1):
+        part = partition_of_texts(triples, k - 1)
+        probes = [probe_of(src.records[q], q, question=part[q]) for q in qids]
+        del part
+        name = f"gqa.noise_{k}"
+        run = state.run(src.ctx, Condition(name, "text", {"partition": k}), probes)
+        del probes
+        write_predictions(state, "robustness", f"noise_{k}", qids, run.answers)
+        answers[f"noise_{k}"] = _answer_texts(run.answers)
+        del run
+        state.release([name])
+    return answers
+
+
 def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     """Accuracy under the 7 basic-question noise partitions, Acc_diff, R_score (protocols.md §4).
 
@@ -192,25 +234,22 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     src, clean = plain_run(state)
     prefix = src.prefix(state.options.questions_for("robustness"))
     texts, bqd_info = _bqd_texts(state, src, prefix)
-    from vqadiag.protocols.robustness.basic_questions.noise import partitions_of_texts
+    from vqadiag.protocols.robustness.basic_questions.noise import shared_texts
 
-    partitions = partitions_of_texts(texts, partitions=N_PARTITIONS)
-    qids = [q for q in prefix if all(q in part for part in partitions)]
+    triples = shared_texts(texts)
+    covered = {qid for qid, _, _ in triples}
+    qids = [q for q in prefix if q in covered]
+    del covered
     if not qids:
         raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")
     clean_of = dict(zip(src.qids, clean.answers, strict=True))
-    answers = {"clean": [clean_of[q] for q in qids]}
-    for k, part in enumerate(partitions, start=1):
-        probes = [probe_of(src.records[q], q, question=part[q]) for q in qids]
-        run = state.run(src.ctx, Condition(f"gqa.noise_{k}", "text", {"partition": k}), probes)
-        answers[f"noise_{k}"] = run.answers
-    for k, v in answers.items():  # for ``vqadiag score robustness`` to re-score
-        write_predictions(state, "robustness", k, qids, v)
+    answers = _noise_runs(state, src, qids, [clean_of[q] for q in qids], triples)
+    del triples
     write_json(state.inputs / "robustness_questions.json", qids)
     o = state.options
     truth = Truth(src.questions_file, all_questions=False, lenient=False, records=src.records)
     truth.restrict(qids)
-    acc = np.column_stack([truth.score([a.answer for a in run]) for run in answers.values()])
+    acc = np.column_stack([truth.score(said) for said, _ in answers.values()])
     score = score_accuracies(truth, acc, seed=o.seed, n_bootstrap=o.n_bootstrap)
     result = score.to_dict()
     result["bqd"] = bqd_info
@@ -219,11 +258,10 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     rows = []
     for i, q in enumerate(qids):
         rec = src.records[q]
-        ans = {k: v[i].answer for k, v in answers.items()}
+        ans = {k: said[i] for k, (said, _) in answers.items()}
         values = {f"correct_{k}": int(v) for k, v in zip(ans, accuracy_of[q], strict=True)}
-        raw = raw_texts({k: v[i] for k, v in answers.items()})
+        raw = raw_texts({k: _Raw(raws[i] if raws else None) for k, (_, raws) in answers.items()})
         rows.append(unit_row("robustness", q, rec, answers=ans, values=values, **raw))
-    state.release([f"gqa.noise_{k}" for k in range(1, N_PARTITIONS + 1)])
     del answers
     ci = result["ci"]
     summary = {

@@ -81,3 +81,31 @@ def partitions_of_texts(
         for k in range(partitions):
             out[k][qid] = noisy_question(main, basic[k * size : (k + 1) * size], max_words)
     return out
+
+
+def shared_texts(
+    records: Iterable[tuple[str, str, Sequence[str]]],
+) -> list[tuple[str, str, list[str]]]:
+    """The ``(question_id, main question, basic texts)`` triples as a list whose basic
+    texts are kept once each (a pool question is the basic question of many main ones):
+    what :func:`partition_of_texts` builds one partition at a time from."""
+    keep: dict[str, str] = {}
+    one = keep.setdefault
+    return [(qid, main, [one(t, t) for t in basic]) for qid, main, basic in records]
+
+
+def partition_of_texts(
+    records: Sequence[tuple[str, str, Sequence[str]]],
+    k: int,
+    *,
+    size: int = DEFAULT_SIZE,
+    max_words: int | None = DEFAULT_MAX_WORDS,
+) -> dict[str, str]:
+    """Partition ``k`` (0-based) of :func:`partitions_of_texts` alone: the same
+    ``{question_id: noisy question text}``, without the other partitions' texts."""
+    if k < 0 or size < 1:
+        raise ValueError("k must be at least 0 and size at least 1")
+    return {
+        qid: noisy_question(main, basic[k * size : (k + 1) * size], max_words)
+        for qid, main, basic in records
+    }
