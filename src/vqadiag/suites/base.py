@@ -3,8 +3,10 @@
 A suite is one protocol of ``vqadiag diagnose``. It is a subclass of
 :class:`Suite`, registered with :func:`register_suite`, and declares
 
-* ``name`` and ``title``; ``datasets`` it reads (documentation and
-  ``vqadiag suites``); ``conditions`` it plans (the condition names it runs);
+* ``name`` and ``title``; ``datasets`` it reads (``vqadiag suites`` lists them, and a
+  diagnosis lets go of VQA v2 question records before a suite that does not declare
+  ``"vqa2"``: a suite that reads them must declare it); ``conditions`` it plans (the
+  condition names it runs);
 * ``requires``: model capabilities (:class:`vqadiag.models.base.Capabilities`
   flags) it cannot run without, each with the reason given when missing;
 * ``figures``: every summary figure it reports (:class:`Figure`: key, label,

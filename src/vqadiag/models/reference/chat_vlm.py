@@ -90,6 +90,8 @@ class TrainedChatVLM(ChatVLM):
         if int(out["image_size"]) % int(out["patch_size"]):
             raise DataError("--option", "image_size must be a multiple of patch_size")
         out["blind"] = bool(out["blind"])
+        if int(out["caption_objects"]) < 0:
+            raise DataError("--option", "caption_objects must be 0 (off) or more")
         return out
 
     @classmethod
@@ -179,6 +181,7 @@ def _fit(
     labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs)
     held_out = None if opts["blind"] else _held_out_patches(data, split, processor, grid, names)
     pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
+    del held_out
     clock.lap("pretrain")
     features = fit.encode_images(model, pixels)
     rows = {image_id: i for i, image_id in enumerate(image_ids)}
@@ -215,7 +218,10 @@ def _held_out_patches(
         ids = [i for i in ids if i in scenes][:HELD_OUT_IMAGES]
         if ids:
             labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {})()
-            return cdata.pixel_values(processor, data, ids), labels
+            try:
+                return cdata.pixel_values(processor, data, ids), labels
+            except DataError:  # a missing held-out image: no measure, training goes on
+                return None
     return None
 
 

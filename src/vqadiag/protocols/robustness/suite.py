@@ -239,7 +239,9 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     triples = shared_texts(texts)
     covered = {qid for qid, _, _ in triples}
     qids = [q for q in prefix if q in covered]
-    del covered
+    wanted = set(qids)
+    triples = [t for t in triples if t[0] in wanted]  # no noisy texts for unscored records
+    del covered, wanted
     if not qids:
         raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")
     clean_of = dict(zip(src.qids, clean.answers, strict=True))
