@@ -76,11 +76,10 @@ def partitions_of_texts(
     (:func:`vqadiag.data.formats.bqd.read_bqd_texts`)."""
     if partitions < 1 or size < 1:
         raise ValueError("partitions and size must be at least 1")
-    out: list[dict[str, str]] = [{} for _ in range(partitions)]
-    for qid, main, basic in records:
-        for k in range(partitions):
-            out[k][qid] = noisy_question(main, basic[k * size : (k + 1) * size], max_words)
-    return out
+    listed = list(records)
+    return [
+        partition_of_texts(listed, k, size=size, max_words=max_words) for k in range(partitions)
+    ]
 
 
 def shared_texts(
