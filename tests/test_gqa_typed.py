@@ -19,7 +19,7 @@ import pytest
 
 from vqadiag.data.formats import gqa_typed, relevance_files
 from vqadiag.data.formats import predictions as predictions_module
-from vqadiag.data.formats.gqa_typed import ood_questions, relevance_questions
+from vqadiag.data.formats.gqa_typed import ood_questions, relevance_questions, scene_boxes
 from vqadiag.data.formats.predictions import read_predictions
 from vqadiag.data.formats.result_lists import read_result_list
 from vqadiag.errors import DataError
@@ -62,6 +62,7 @@ def _fast_and_checked(monkeypatch: pytest.MonkeyPatch, call: Callable[[], Any]) 
     with monkeypatch.context() as patch:
         patch.setattr(ood_scoring, "ood_questions", lambda path: None)
         patch.setattr(gqa_typed, "relevance_questions", lambda path: None)
+        patch.setattr(gqa_typed, "scene_boxes", lambda path: None)
         patch.setattr(predictions_module, "read_result_list", lambda path: None)
         patch.setattr(gqa_inputs, "read_typed_questions", lambda path, kind: None)
         patch.setattr(gqa_typed, "answer_questions", lambda path: None)
@@ -306,17 +307,21 @@ def test_choices_with_a_question_twice_are_refused_as_before(
 # ---------------------------------------------------------------- relevance
 
 
-def _relevance_world(tmp_path: Path, questions: Any) -> tuple[Path, Path, Path]:
-    def obj(x: int, y: int, w: int, h: int) -> dict[str, Any]:
-        return {"name": "thing", "x": x, "y": y, "w": w, "h": h}
+def _scenes() -> dict[str, Any]:
+    def obj(x: float, y: float, w: float, h: float) -> dict[str, Any]:
+        return {"name": "thing", "x": x, "y": y, "w": w, "h": h, "attributes": ["red"],
+                "relations": [{"name": "near", "object": "o1"}]}  # fmt: skip
 
-    scenes = {f"img{i}": {"width": 640, "height": 480,
-                          "objects": {"o0": obj(10, 10, 40, 40), "o1": obj(200, 200, 50, 80)}}
-              for i in range(3)}  # fmt: skip
+    return {f"img{i}": {"width": 640, "height": 480,
+                        "objects": {"o0": obj(10, 10, 40, 40), "o1": obj(200.5, 200, 50, 80)}}
+            for i in range(3)}  # fmt: skip
+
+
+def _relevance_world(tmp_path: Path, questions: Any, scenes: Any = None) -> tuple[Path, Path, Path]:
     boxes = [[11, 11, 49, 49], [0, 0, 0, 0], [205, 190, 250, 280], [400, 300, 500, 400]]
     return (
         _write(tmp_path / "q.json", questions),
-        _write(tmp_path / "sg.json", scenes),
+        _write(tmp_path / "sg.json", _scenes() if scenes is None else scenes),
         _write(tmp_path / "boxes.json", {f"img{i}": boxes for i in range(3)}),
     )
 
@@ -334,6 +339,57 @@ def test_relevance_takes_the_fast_path_and_agrees(
     fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
     assert isinstance(fast, dict) and fast["n_kept"] > 0
     assert fast == checked
+
+
+def test_relevance_reads_the_scene_boxes_typed_and_agrees(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    paths = _relevance_world(tmp_path, _questions())
+    typed = scene_boxes(paths[1])
+    assert typed is not None and typed["img1"].objects["o1"]["x"] == 200.5
+    assert typed["img0"].get("objects") is typed["img0"].objects
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
+    assert isinstance(fast, dict) and fast["n_kept"] > 0
+    assert fast == checked
+
+
+def _set_box(field: str, value: Any) -> Callable[[dict], Any]:
+    def change(scenes: dict) -> Any:
+        if value is KeyError:
+            del scenes["img1"]["objects"]["o0"][field]
+        else:
+            scenes["img1"]["objects"]["o0"][field] = value
+        return scenes
+
+    return change
+
+
+SCENES_DEFERRED = {
+    "w zero": _set_box("w", 0),
+    "h negative": _set_box("h", -3),
+    "x beyond the double range": lambda s: json.dumps(s).replace("200.5", "1e999").encode(),
+    "x a boolean": _set_box("x", True),
+    "y a string": _set_box("y", "10"),
+    "name missing": _set_box("name", KeyError),
+    "name a number": _set_box("name", 7),
+    "objects a list": lambda s: s | {"img2": {"objects": []}},
+    "no objects": lambda s: s | {"img2": {"width": 4}},
+    "an image twice": lambda s: json.dumps(s)[:-1].encode() + b', "img0": {"objects": {}}}',
+    "an annotated object missing": lambda s: s | {"img2": {"objects": {}}},
+}
+
+
+@pytest.mark.parametrize("change", SCENES_DEFERRED.values(), ids=SCENES_DEFERRED.keys())
+def test_unusual_scene_graphs_defer_for_relevance(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[dict], Any]
+) -> None:
+    paths = _relevance_world(tmp_path, _questions(), change(_scenes()))
+    if change is not SCENES_DEFERRED["an annotated object missing"]:  # refused by relevance
+        assert scene_boxes(paths[1]) is None
+    fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
+    assert fast == checked
+    if isinstance(checked, str):  # refused: the message names the file and the record
+        assert "sg.json" in checked and ("img" in checked or "malformed JSON at line" in checked)
 
 
 RELEVANCE_DEFERRED = {

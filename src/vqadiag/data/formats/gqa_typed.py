@@ -1,8 +1,9 @@
-"""Typed reading of GQA question and choices files for the commands that read a few
-fields of each question: ``score ood`` (answer, balance, local group), the
+"""Typed reading of GQA question, choices and scene-graph files for the commands that
+read a few fields of each record: ``score ood`` (answer, balance, local group), the
 basic-question pool (question text, image), ``relevance`` (image and annotated
-objects), ``score gqa`` (eval.py's fields and the choices) and ``score fpvg`` (the
-answer) (docs/reliability.md, "Fast paths defer to the checked readers").
+objects; the scene graphs' object names and boxes), ``score gqa`` (eval.py's fields and
+the choices) and ``score fpvg`` (the answer) (docs/reliability.md, "Fast paths defer to
+the checked readers").
 
 msgspec decodes the file into small typed records holding those fields; every other
 field is skipped, so a 100 MB file costs a fraction of the time and memory of a dict per
@@ -27,6 +28,8 @@ Not checked: a number beyond the double range in a skipped field, which orjson r
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -130,13 +133,38 @@ class Choices(KeyedRecord, gc=False):
     plausible: list[str]
 
 
-T = TypeVar("T", bound=QuestionFields | Choices)
+class SceneBox(msgspec.Struct, gc=False):
+    """One scene-graph object as ``relevance`` reads it: its ``name`` (checked present)
+    and its box; ``obj["x"]`` reads a field as it does on the checked reader's dicts."""
+
+    name: str
+    x: float
+    y: float
+    w: float
+    h: float
+
+    def __getitem__(self, field: str) -> Any:
+        return getattr(self, field)
+
+
+class SceneObjects(KeyedRecord, gc=False):
+    """One image of a scene-graph file: its ``objects`` keyed by object id (attributes,
+    relations, the image size and every other field are skipped)."""
+
+    objects: dict[str, SceneBox]
+
+    def get(self, field: str, default: Any = None) -> Any:
+        return self.objects if field == "objects" else default
+
+
+T = TypeVar("T", bound=QuestionFields | Choices | SceneObjects)
 _DECODERS: dict[type, msgspec.json.Decoder] = {}
 
 
 def read_typed_questions(path: str | Path, record_type: type[T]) -> dict[str, T] | None:
-    """``{qid: record}`` of a GQA question (or choices) file decoded as ``record_type``, or
-    None when the file is not plainly the official shape (see the module docstring)."""
+    """``{id: record}`` of a GQA question, choices or scene-graph file decoded as
+    ``record_type``, or None when the file is not plainly the official shape (see the
+    module docstring)."""
     decoder = _DECODERS.get(record_type)
     if decoder is None:
         decoder = _DECODERS[record_type] = msgspec.json.Decoder(dict[str, record_type])
@@ -165,6 +193,30 @@ def answer_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
     if records is None:
         return None
     return {qid: {"answer": r.answer} for qid, r in records.items()}
+
+
+def scene_boxes(path: str | Path) -> dict[str, SceneObjects] | None:
+    """``{image_id: SceneObjects}`` of a scene-graph file, or None unless every object has
+    a string ``name`` and finite ``x, y`` and positive, finite ``w, h`` (the checked reader,
+    :func:`vqadiag.data.formats.gqa.read_scene_graphs`, then reads the file and names the
+    problem). About a tenth of the memory of the checked reader's dicts."""
+    scenes = read_typed_questions(path, SceneObjects)
+    if scenes is None:
+        return None
+    for scene in scenes.values():
+        for box in scene.objects.values():
+            if not (math.isfinite(box.x) and math.isfinite(box.y) and 0 < box.w < math.inf
+                    and 0 < box.h < math.inf):  # fmt: skip
+                return None
+    return scenes
+
+
+def read_scenes_with_boxes(path: str | Path) -> Mapping[str, Any]:
+    """The scene graphs ``relevance`` reads (object names and boxes): the typed fast path,
+    or the checked reader for a file it does not take (errors name file and record)."""
+    from vqadiag.data.formats.gqa import read_scene_graphs
+
+    return scene_boxes(path) or read_scene_graphs(path)
 
 
 def read_questions_with_images(path: str | Path) -> dict[str, dict[str, Any]]:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.data.formats.gqa_typed import SceneObjects
 from vqadiag.data.io.jsonio import paused_gc
 from vqadiag.data.model_inputs.geometry import (
     OverlapDenominator,
@@ -418,7 +419,8 @@ class _Block:
                 rows.append(base + row)
             self.qids.append(qid)
         self.question_image.extend([i] * len(entries))
-        objects = scene.get("objects", {}) if isinstance(scene, Mapping) else {}
+        readable = isinstance(scene, (Mapping, SceneObjects))
+        objects = scene.get("objects", {}) if readable else {}
         for obj_id in object_rows:
             obj = objects.get(obj_id)
             if obj is None:

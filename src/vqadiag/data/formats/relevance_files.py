@@ -10,8 +10,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import numpy as np
 
-from vqadiag.data.formats.gqa import read_scene_graphs
-from vqadiag.data.formats.gqa_typed import read_questions_with_images
+from vqadiag.data.formats.gqa_typed import read_questions_with_images, read_scenes_with_boxes
 from vqadiag.data.formats.relevance import (
     EXCLUSION_REASONS,
     NO_IRRELEVANT_BOXES,
@@ -193,7 +192,7 @@ def relevance(
         qs = read_questions_with_images(qpath)
         bar.advance(reading)
         needs_scenes = any(_has_annotations(r) for r in qs.values())
-        sg = read_scene_graphs(spath) if needs_scenes else {}
+        sg = read_scenes_with_boxes(spath) if needs_scenes else {}
         bar.advance(reading)
         matching = bar.add_task("match boxes", total=len(qs))
         with read_detections(detections) as dets:
