@@ -55,9 +55,10 @@ SCHEMA_VERSION = "2"
 UPGRADABLE = ("1",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Answer:
-    """One stored model answer (see the module docstring for the fields)."""
+    """One stored model answer (see the module docstring for the fields); slotted, as a
+    diagnosis holds one per question and condition."""
 
     answer: str
     p_answer: float | None = None
