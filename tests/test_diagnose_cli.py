@@ -144,6 +144,42 @@ def test_same_seed_gives_byte_identical_results(world, prior, tmp_path):
     assert other["summary"]["accuracy"]["ci_low"] != first["summary"]["accuracy"]["ci_low"]
 
 
+def test_vqa_records_are_let_go_between_suites_without_changing_a_result(
+    world, prior, tmp_path, monkeypatch
+):
+    """Every suite that does not read VQA v2 starts with its records let go (after a
+    suite that read them), and the results equal those of a run that keeps them."""
+    from vqadiag.diagnosis import running
+    from vqadiag.diagnosis.diagnose import diagnose, registered_suites
+
+    held: list[tuple[str, bool]] = []
+    run_suite = running._run_suite
+
+    def spy(ran, the_model, state, name, suite):
+        vqa = state.memo.get("vqa2")
+        held.append((name, vqa is not None and bool(vqa._questions)))
+        return run_suite(ran, the_model, state, name, suite)
+
+    suites = "pairs,gain,ood,robustness,consistency"
+    options = {"suites": suites, "n_bootstrap": 50, "max_questions": 80, "bq_ranker": "bleu1"}
+    with monkeypatch.context() as patch:
+        patch.setattr(running, "_run_suite", spy)
+        diagnose(world, str(prior), tmp_path / "released", **options)
+    assert [n for n, _ in held] == suites.split(",")
+    assert [n for n, h in held if h] == ["gain"]  # read by pairs, kept for gain only
+    registry = registered_suites()
+    assert all("vqa2" not in registry[n].datasets for n in ("ood", "robustness"))
+    assert "vqa2" in registry["consistency"].datasets  # and reads them again
+    with monkeypatch.context() as patch:
+        patch.setattr(running, "release_idle_sources", lambda state, upcoming: None)
+        diagnose(world, str(prior), tmp_path / "kept", **options)
+    released = json.loads((tmp_path / "released" / "results.json").read_text())
+    assert list(released["suites"]) == ["pairs", "ood", "robustness", "consistency"]
+    assert _stable(tmp_path / "released" / "results.json") == _stable(
+        tmp_path / "kept" / "results.json"
+    )
+
+
 def test_sigkill_then_restart_gives_the_uninterrupted_numbers(world, updn, tmp_path):
     base = [sys.executable, "-m", "vqadiag", "diagnose", "--data", str(world), "--model", str(updn),
             "--suite", "fpvg,importance", "--n-bootstrap", "50", "--batch-size", "8",
