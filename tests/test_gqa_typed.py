@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from vqadiag.data.formats import gqa_typed, relevance_files
+from vqadiag.data.formats import gqa, gqa_typed, relevance_files
 from vqadiag.data.formats import predictions as predictions_module
 from vqadiag.data.formats.gqa_typed import ood_questions, relevance_questions, scene_boxes
 from vqadiag.data.formats.predictions import read_predictions
@@ -348,7 +348,10 @@ def test_relevance_reads_the_scene_boxes_typed_and_agrees(
     typed = scene_boxes(paths[1])
     assert typed is not None and typed["img1"].objects["o1"]["x"] == 200.5
     assert typed["img0"].get("objects") is typed["img0"].objects
-    fast, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
+    with monkeypatch.context() as patch:  # the fast run never reads the scenes as dicts
+        patch.setattr(gqa, "read_scene_graphs", lambda path: pytest.fail("checked reader"))
+        fast = _outcome(lambda: _relevance(paths, tmp_path / "R.json"))
+    _, checked = _fast_and_checked(monkeypatch, lambda: _relevance(paths, tmp_path / "R.json"))
     assert isinstance(fast, dict) and fast["n_kept"] > 0
     assert fast == checked
 

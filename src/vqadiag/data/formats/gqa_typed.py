@@ -7,13 +7,16 @@ the checked readers").
 
 msgspec decodes the file into small typed records holding those fields; every other
 field is skipped, so a 100 MB file costs a fraction of the time and memory of a dict per
-question. ``relevance`` and ``score fpvg`` get them back as the slim dicts they read (only
-their fields), so everything after reading is shared with the checked path; ``score ood``
-takes the typed records and lays them out in columns, as it does the checked records.
+question. ``relevance`` and ``score fpvg`` get the questions back as the slim dicts they
+read (only their fields), so everything after reading is shared with the checked path;
+``relevance`` reads the scene objects from the typed records, which answer ``obj["x"]``
+as the checked reader's dicts do; ``score ood`` takes the typed records and lays them out
+in columns, as it does the checked records.
 
 A reader returns ``None`` unless the file is plainly the official shape, and the
-checked reader (:func:`vqadiag.data.formats.gqa.read_gqa_questions`) then reads it and names any
-problem. The typed records check at least what the checked reader checks:
+checked reader (:func:`vqadiag.data.formats.gqa.read_gqa_questions`, or
+:func:`~vqadiag.data.formats.gqa.read_scene_graphs` for scene graphs) then reads it and
+names any problem. The typed records check at least what the checked reader checks:
 
 * the optional fields it type-checks when present and not null
   (:data:`vqadiag.data.formats.gqa.QUESTION_FIELD_TYPES`) have the same types here (objects and
@@ -28,7 +31,6 @@ Not checked: a number beyond the double range in a skipped field, which orjson r
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -134,8 +136,8 @@ class Choices(KeyedRecord, gc=False):
 
 
 class SceneBox(msgspec.Struct, gc=False):
-    """One scene-graph object as ``relevance`` reads it: its ``name`` (checked present)
-    and its box; ``obj["x"]`` reads a field as it does on the checked reader's dicts."""
+    """One scene-graph object as ``relevance`` reads it: its ``name`` (a string) and its
+    box; ``obj["x"]`` reads a field as it does on the checked reader's dicts."""
 
     name: str
     x: float
@@ -197,16 +199,16 @@ def answer_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
 
 def scene_boxes(path: str | Path) -> dict[str, SceneObjects] | None:
     """``{image_id: SceneObjects}`` of a scene-graph file, or None unless every object has
-    a string ``name`` and finite ``x, y`` and positive, finite ``w, h`` (the checked reader,
+    a string ``name`` and numbers ``x, y`` and positive ``w, h`` (the checked reader,
     :func:`vqadiag.data.formats.gqa.read_scene_graphs`, then reads the file and names the
-    problem). About a tenth of the memory of the checked reader's dicts."""
+    problem; msgspec refuses a number beyond the double range, so every box is finite).
+    About a tenth of the memory of the checked reader's dicts."""
     scenes = read_typed_questions(path, SceneObjects)
     if scenes is None:
         return None
     for scene in scenes.values():
         for box in scene.objects.values():
-            if not (math.isfinite(box.x) and math.isfinite(box.y) and 0 < box.w < math.inf
-                    and 0 < box.h < math.inf):  # fmt: skip
+            if not (box.w > 0 and box.h > 0):
                 return None
     return scenes
 

@@ -318,7 +318,7 @@ BLOCK_PAIRS = 400_000
 
 def compute_relevance(
     questions: Mapping[str, Mapping[str, Any]],
-    scenes: Mapping[str, Mapping[str, Any]],
+    scenes: Mapping[str, Any],
     detections: Mapping[str, np.ndarray],
     *,
     overlap_denominator: OverlapDenominator = "detected",
@@ -347,7 +347,7 @@ def compute_relevance(
 
 def _compute(
     questions: Mapping[str, Mapping[str, Any]],
-    scenes: Mapping[str, Mapping[str, Any]],
+    scenes: Mapping[str, Any],
     detections: Mapping[str, np.ndarray],
     settings: MatchSettings,
     questions_path: Any,
@@ -399,7 +399,7 @@ class _Block:
 
     def add_image(
         self,
-        scene: Mapping[str, Any],
+        scene: Mapping[str, Any] | SceneObjects,
         entries: Sequence[tuple[str, Sequence[str]]],
         boxes: np.ndarray,
         scenes_path: Any,
