@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -135,15 +135,20 @@ class Choices(KeyedRecord, gc=False):
     plausible: list[str]
 
 
+#: a box side: positive (msgspec refuses a number beyond the double range, so it is finite)
+_Side = Annotated[float, msgspec.Meta(gt=0)]
+
+
 class SceneBox(msgspec.Struct, gc=False):
     """One scene-graph object as ``relevance`` reads it: its ``name`` (a string) and its
-    box; ``obj["x"]`` reads a field as it does on the checked reader's dicts."""
+    box, positive ``w, h`` as the checked reader requires; ``obj["x"]`` reads a field as it
+    does on the checked reader's dicts."""
 
     name: str
     x: float
     y: float
-    w: float
-    h: float
+    w: _Side
+    h: _Side
 
     def __getitem__(self, field: str) -> Any:
         return getattr(self, field)
@@ -199,18 +204,11 @@ def answer_questions(path: str | Path) -> dict[str, dict[str, Any]] | None:
 
 def scene_boxes(path: str | Path) -> dict[str, SceneObjects] | None:
     """``{image_id: SceneObjects}`` of a scene-graph file, or None unless every object has
-    a string ``name`` and numbers ``x, y`` and positive ``w, h`` (the checked reader,
-    :func:`vqadiag.data.formats.gqa.read_scene_graphs`, then reads the file and names the
-    problem; msgspec refuses a number beyond the double range, so every box is finite).
-    About a tenth of the memory of the checked reader's dicts."""
-    scenes = read_typed_questions(path, SceneObjects)
-    if scenes is None:
-        return None
-    for scene in scenes.values():
-        for box in scene.objects.values():
-            if not (box.w > 0 and box.h > 0):
-                return None
-    return scenes
+    a string ``name``, numbers ``x, y`` and positive ``w, h`` (:class:`SceneBox`; the
+    checked reader, :func:`vqadiag.data.formats.gqa.read_scene_graphs`, then reads the
+    file and names the problem). About a tenth of the memory of the checked reader's
+    dicts."""
+    return read_typed_questions(path, SceneObjects)
 
 
 def read_scenes_with_boxes(path: str | Path) -> Mapping[str, Any]:
