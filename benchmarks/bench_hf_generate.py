@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -190,6 +191,7 @@ def main() -> None:
 
     import torch
 
+    from vqadiag.data.model_inputs.gqa_data import GQAData
     from vqadiag.diagnosis.diagnose import diagnose
     from vqadiag.models.adapters.chat_vlm import ChatVLM
     from vqadiag.models.adapters.generated_answer import Generation
@@ -211,8 +213,6 @@ def main() -> None:
                     generation=Generation(max_new_tokens=args.max_new_tokens))  # fmt: skip
     model.fingerprint()  # hashes the weights once, before the clock
     recorder = Recorder(model)
-    from vqadiag.data.model_inputs.gqa_data import GQAData
-
     first = next(iter(GQAData(world).questions("val").values()))
     recorder(None, [str(first["question"])])  # warm-up (kernels, allocator)
     recorder.batches.clear()
@@ -221,17 +221,14 @@ def main() -> None:
     print(f"hf: model loaded and fingerprinted: {time.perf_counter() - t0:.0f} s")
 
     out = work / "results"
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
+    shutil.rmtree(out, ignore_errors=True)  # an earlier run's store would answer everything
     t0 = time.perf_counter()
     result = diagnose(world, model, out, suites="fpvg", max_questions=args.questions,
                       n_bootstrap=200, model_name=f"hf:{model_dir}")  # fmt: skip
     vqadiag_seconds = time.perf_counter() - t0
     asked = sum(len(q) for _, q in recorder.batches)
     computed = sum(c["computed"] for c in result["conditions"].values())
-    del model
+    del model, recorder._inner  # one copy of the weights at a time on the device
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
 
