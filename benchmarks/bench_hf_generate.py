@@ -24,11 +24,12 @@ Ratios, not absolute times: the machines are shared and noisy.
     python benchmarks/bench_hf_generate.py --size 7b     # on a GPU (cuda): about 5 minutes
     python benchmarks/bench_hf_generate.py --size tiny --questions 40    # on a CPU
 
-On a machine with PyTorch and transformers but no internet: download here the wheels
-of the dependencies its ``pip list`` lacks, for its Python (``pip download -d wheels
---only-binary=:all: --python-version 3.X --platform manylinux2014_x86_64 msgspec orjson
-…``), carry the folder and install from it first: ``pip install --no-index
---find-links wheels -e .``.
+On a machine with PyTorch but no internet: download here the wheels of the
+dependencies its ``pip list`` lacks or has too old (transformers 5 and its tokenizers,
+as vqadiag's adapter passes ``dtype=``), for its Python (``pip download -d wheels
+--only-binary=:all: --python-version 3.X --platform manylinux2014_x86_64 transformers
+msgspec orjson …``), carry the folder and install from it first: ``pip install
+--no-index --find-links wheels -e .``.
 """
 
 from __future__ import annotations
