@@ -58,7 +58,7 @@ def gqa_source(state: DiagnoseState) -> GQASource:
         return state.memo["gqa"]
     from vqadiag.data.model_inputs.gqa_data import GQAData
 
-    data = GQAData(state.data_root, images=state.options.images)
+    data = GQAData(state.data_root, images=state.options.images, compact_questions=True)
     split = state.options.split
     try:
         data.questions_path(split)

@@ -47,7 +47,7 @@ QUESTION_FIELD_TYPES: tuple[tuple[str, type], ...] = (
 )
 
 
-def _question_ok(record: Any, required: frozenset[str]) -> bool:
+def question_ok(record: Any, required: frozenset[str]) -> bool:
     """Cheap check of one record (the common case); failures are explained by
     :func:`_question_problem`."""
     if type(record) is not dict or not required <= record.keys():
@@ -97,7 +97,7 @@ def check_gqa_questions(
     required = tuple(require)
     required_set = frozenset(required)
     for qid, record in records.items():
-        if not _question_ok(record, required_set):
+        if not question_ok(record, required_set):
             _question_problem(record, required, p, record_label(qid))
 
 

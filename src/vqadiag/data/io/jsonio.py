@@ -245,12 +245,21 @@ def read_workbook(path: str | Path) -> list[dict[str, str]]:
     return frame.to_dict(orient="records")
 
 
+def _mapping_as_dict(obj: Any) -> dict[Any, Any]:
+    """orjson's ``default``: a read-only mapping that is not a dict (a question record
+    kept as its bytes, :mod:`vqadiag.data.formats.question_store`) is written as a dict."""
+    if isinstance(obj, Mapping):
+        return dict(obj.items())
+    raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
+
+
 def json_bytes(obj: Any, *, indent: bool = False) -> bytes:
-    """``obj`` as the JSON bytes :func:`write_json` writes (orjson; numpy arrays allowed)."""
+    """``obj`` as the JSON bytes :func:`write_json` writes (orjson; numpy arrays and
+    mappings allowed)."""
     option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     if indent:
         option |= orjson.OPT_INDENT_2
-    return orjson.dumps(obj, option=option)
+    return orjson.dumps(obj, default=_mapping_as_dict, option=option)
 
 
 def write_json(path: str | Path, obj: Any, *, indent: bool = False) -> Path:
@@ -285,4 +294,6 @@ _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_
 
 def stable_hash(obj: Any) -> str:
     """SHA-256 of the canonical JSON of ``obj`` (sorted keys), 16 hex characters."""
-    return hashlib.sha256(orjson.dumps(obj, option=_CANONICAL)).hexdigest()[:16]
+    return hashlib.sha256(
+        orjson.dumps(obj, default=_mapping_as_dict, option=_CANONICAL)
+    ).hexdigest()[:16]

@@ -84,7 +84,8 @@ def decode_or_none(
 JSONInt = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
-_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+#: a top-level object decoded to ``{key: msgspec.Raw}`` (each value left as its bytes)
+TOP_LEVEL_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def records_value(
@@ -111,7 +112,7 @@ def records_value(
     located = _located_list(raw, key) if locate else None
     if located is not None:
         return located
-    top: dict[str, Any] | None = decode_or_none(raw, _TOP_LEVEL)
+    top: dict[str, Any] | None = decode_or_none(raw, TOP_LEVEL_RAW)
     if top is None or key not in top:
         return None
     if count_top_level_members(_without_value(raw, top[key])) != len(top):
@@ -163,16 +164,17 @@ def _located_list(raw: bytes | mmap.mmap, key: str) -> memoryview | None:
     if raw[end : end + 1] and raw[end] not in _AFTER_VALUE:
         return None  # "]" glued to what follows: "0" would read differently
     rest = raw[:begin] + b"0" + raw[end:]
-    top: dict[str, Any] | None = decode_or_none(rest, _TOP_LEVEL)
-    if top is None or key not in top or _offset(top[key], rest) != begin:
+    top: dict[str, Any] | None = decode_or_none(rest, TOP_LEVEL_RAW)
+    if top is None or key not in top or offset_in(top[key], rest) != begin:
         return None
     if count_top_level_members(rest) != len(top):
         return None
     return memoryview(raw)[begin:end]
 
 
-def _offset(view: msgspec.Raw, buffer: bytes | mmap.mmap) -> int:
-    """Where the zero-copy ``view`` starts inside ``buffer``."""
+def offset_in(view: msgspec.Raw, buffer: bytes | mmap.mmap) -> int:
+    """Where the zero-copy ``view`` (a value msgspec decoded as ``msgspec.Raw`` from
+    ``buffer``) starts inside ``buffer``."""
     return np.frombuffer(view, np.uint8).ctypes.data - np.frombuffer(buffer, np.uint8).ctypes.data
 
 
@@ -180,7 +182,7 @@ def _without_value(raw: bytes | mmap.mmap, value: msgspec.Raw) -> bytes | mmap.m
     """``raw`` with the JSON ``value`` decoded from it (a zero-copy view into ``raw``)
     replaced by ``0``: the same top-level members, in a few bytes instead of hundreds of
     megabytes, for the duplicate-key count. ``raw`` itself if the view is not inside it."""
-    start = _offset(value, raw)
+    start = offset_in(value, raw)
     end = start + len(value)
     if not 0 <= start < end <= len(raw):
         return raw

@@ -29,6 +29,7 @@ from vqadiag.data.formats.gqa import (
     read_gqa_questions,
     read_scene_graphs,
 )
+from vqadiag.data.formats.question_store import QuestionStore, read_question_store
 from vqadiag.data.io.lru import ByteLRU
 from vqadiag.data.model_inputs.images import ImageFiles
 from vqadiag.data.model_inputs.inputs import ObjectInput, PixelInput, QuestionBatch, padded_boxes
@@ -56,6 +57,7 @@ class GQAData:
         detections: str | Path | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         images: str | Path | None = None,
+        compact_questions: bool = False,
     ) -> None:
         self.root = Path(data_dir)
         if not self.root.is_dir():
@@ -68,7 +70,9 @@ class GQAData:
         )
         self._detections_path = Path(detections) if detections else self.gqa_dir / "objects"
         self._detections: Detections | None = None
-        self._questions: dict[str, GQAQuestions] = {}
+        self._questions: dict[str, GQAQuestions | QuestionStore] = {}
+        #: keep question records as their file's bytes (what a diagnosis holds)
+        self._compact_questions = compact_questions
         self._scenes: dict[str, SceneGraphs] = {}
         self._cache: ByteLRU[str, tuple[np.ndarray, np.ndarray]] = ByteLRU(
             cache_bytes, lambda fb: fb[0].nbytes + fb[1].nbytes
@@ -84,10 +88,13 @@ class GQAData:
                 return path
         raise DataError(self.gqa_dir, f"no question file for split {split!r}")
 
-    def questions(self, split: str) -> GQAQuestions:
-        """``{qid: record}`` of a split (read once)."""
+    def questions(self, split: str) -> GQAQuestions | QuestionStore:
+        """``{qid: record}`` of a split (read once); with ``compact_questions``, a
+        :class:`~vqadiag.data.formats.question_store.QuestionStore` (each record decoded
+        when read)."""
         if split not in self._questions:
-            self._questions[split] = read_gqa_questions(self.questions_path(split))
+            read = read_question_store if self._compact_questions else read_gqa_questions
+            self._questions[split] = read(self.questions_path(split))
         return self._questions[split]
 
     def forget_questions(self) -> None:
