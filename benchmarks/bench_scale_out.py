@@ -63,11 +63,15 @@ class Heavy:
 plugins.register_adapter("heavy", Heavy, "benchmark: a forward that dominates")
 '''
 
+# The peak is the process's own high-water mark (VmHWM, kB). Not ru_maxrss: Linux carries
+# the parent's high-water mark into a child started by vfork and exec (Python's
+# subprocess does), so a child reports at least the benchmark's own peak.
 PEAK = """
-import resource, sys
+import re, sys
+from pathlib import Path
 from vqadiag.diagnosis.diagnose import diagnose
 diagnose(sys.argv[1], sys.argv[2], sys.argv[3], n_bootstrap=200, bq_ranker="bleu1")
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1))
 """
 
 
