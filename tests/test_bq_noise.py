@@ -51,11 +51,14 @@ def test_one_partition_at_a_time_equals_all_partitions_at_once():
     for max_words in (None, 10, 26):
         every = partitions_of_texts(iter(triples), partitions=7, max_words=max_words)
         shared = shared_texts(iter(triples))
-        assert shared == triples
+        assert list(shared) == triples and len(shared) == 3
         for k in range(7):
             assert partition_of_texts(shared, k, max_words=max_words) == every[k]
     shared = shared_texts(iter(triples))
-    assert shared[0][2][0] is shared[2][2][0]  # one object per distinct basic text
+    assert shared.distinct_basic_texts == 31  # b0 … b29 and the cup (37 given), once each
+    assert shared[-1] == triples[-1] and shared[1:] == triples[1:]
+    with pytest.raises(IndexError):
+        shared[3]
     with pytest.raises(ValueError):
         partition_of_texts(shared, -1)
 
@@ -241,3 +244,16 @@ def test_bqd_texts_are_the_records_texts(tmp_path, write_json):
     assert partitions_of_texts(read_bqd_texts(path), partitions=2, size=3) == noise_partitions(
         records, partitions=2, size=3
     )
+
+
+def test_packed_triples_keep_non_string_ids_and_any_text():
+    """Ids that are not strings (a checked reader's integers) stay as given; texts with
+    non-ASCII characters, empty texts and newlines come back unchanged."""
+    triples = [
+        (7, "Qu'est-ce que c'est ? \u00e9\u4e2d", ["", "line\\nbreak", "caf\u00e9\n"]),
+        (8, "", []),
+        (9, "Is it red?", ["caf\u00e9\n", "\U0001f600 emoji"]),
+    ]
+    shared = shared_texts(iter(triples))
+    assert list(shared) == triples and shared[0][0] == 7
+    assert shared.distinct_basic_texts == 4

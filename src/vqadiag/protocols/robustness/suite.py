@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from vqadiag.suites.base import (
 )
 from vqadiag.suites.sources import GQASource, plain_run, probe_of, raw_texts, unit_row
 from vqadiag.suites.state import DiagnoseState, estimate_of, write_predictions
+
+if TYPE_CHECKING:
+    from vqadiag.protocols.robustness.basic_questions.noise import PackedTriples
 
 N_PARTITIONS = 7
 
@@ -195,7 +198,7 @@ def _answer_texts(answers: Sequence[Answer]) -> tuple[list[str], list[str | None
 
 def _noise_runs(
     state: DiagnoseState, src: GQASource, qids: list[str], clean: list[Answer],
-    triples: list[tuple[str, str, list[str]]],
+    triples: PackedTriples,
 ) -> dict[str, tuple[list[str], list[str | None] | None]]:  # fmt: skip
     """``{"clean" | "noise_k": (answer texts, raw texts or None)}`` of ``qids``, each
     condition's prediction file written (for ``vqadiag score robustness`` to re-score).
@@ -240,7 +243,7 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     covered = {qid for qid, _, _ in triples}
     qids = [q for q in prefix if q in covered]
     wanted = set(qids)
-    triples = [t for t in triples if t[0] in wanted]  # no noisy texts for unscored records
+    triples = shared_texts(t for t in triples if t[0] in wanted)  # only scored records
     del covered, wanted
     if not qids:
         raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")

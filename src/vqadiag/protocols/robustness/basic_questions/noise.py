@@ -18,8 +18,10 @@ separated tokens.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from itertools import accumulate
+from typing import Any, overload
 
 DEFAULT_PARTITIONS = 7
 DEFAULT_SIZE = 3
@@ -82,15 +84,88 @@ def partitions_of_texts(
     ]
 
 
-def shared_texts(
-    records: Iterable[tuple[str, str, Sequence[str]]],
-) -> list[tuple[str, str, list[str]]]:
-    """The ``(question_id, main question, basic texts)`` triples as a list whose basic
-    texts are kept once each (a pool question is the basic question of many main ones):
-    what :func:`partition_of_texts` builds one partition at a time from."""
-    keep: dict[str, str] = {}
-    one = keep.setdefault
-    return [(qid, main, [one(t, t) for t in basic]) for qid, main, basic in records]
+class _PackedStrings:
+    """Strings kept as one UTF-8 buffer and where each ends; item ``i`` is decoded when
+    read. A few objects in all, however many strings."""
+
+    __slots__ = ("_blob", "_ends")
+
+    def __init__(self, strings: Sequence[str]) -> None:
+        encoded = [text.encode() for text in strings]
+        self._blob = b"".join(encoded)
+        self._ends = array("q", accumulate(len(e) for e in encoded))
+
+    def __getitem__(self, i: int) -> str:
+        return self._blob[self._ends[i - 1] if i else 0 : self._ends[i]].decode()
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+
+class PackedTriples(Sequence[tuple[Any, str, list[str]]]):
+    """``(question_id, main question, basic texts)`` triples packed into a few flat
+    buffers (:class:`_PackedStrings` for the ids, the main questions and each distinct
+    basic text once, an index array for the basic questions of each record); a triple is
+    rebuilt each time it is read, equal to the one given.
+
+    The triples of a basic-question dataset live through every noise run. Kept as the
+    decoder's own strings, they would pin the memory of everything decoded beside them
+    (docs/diagnose.md, "Benchmark": the memory paragraph); packed, nothing of the
+    decode outlives it.
+    """
+
+    def __init__(self, records: Iterable[tuple[Any, str, Sequence[str]]]) -> None:
+        ids: list[Any] = []
+        mains: list[str] = []
+        texts: list[str] = []
+        position: dict[str, int] = {}
+        self._basic = array("q")
+        self._ends = array("q")
+        for qid, main, basic in records:
+            ids.append(qid)
+            mains.append(main)
+            for text in basic:
+                j = position.get(text)
+                if j is None:
+                    j = position[text] = len(texts)
+                    texts.append(text)
+                self._basic.append(j)
+            self._ends.append(len(self._basic))
+        packable = all(type(qid) is str for qid in ids)
+        self._ids: Sequence[Any] = _PackedStrings(ids) if packable else ids
+        self._mains = _PackedStrings(mains)
+        self._texts = _PackedStrings(texts)
+
+    @property
+    def distinct_basic_texts(self) -> int:
+        """How many distinct basic-question texts are kept."""
+        return len(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[Any, str, list[str]]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[Any, str, list[str]]]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        start = self._ends[i - 1] if i else 0
+        texts = self._texts
+        basic = [texts[j] for j in self._basic[start : self._ends[i]]]
+        return self._ids[i], self._mains[i], basic
+
+
+def shared_texts(records: Iterable[tuple[Any, str, Sequence[str]]]) -> PackedTriples:
+    """The ``(question_id, main question, basic texts)`` triples packed, each distinct
+    basic text kept once (a pool question is the basic question of many main ones): what
+    :func:`partition_of_texts` builds one partition at a time from."""
+    return PackedTriples(records)
 
 
 def partition_of_texts(
