@@ -245,7 +245,7 @@ def _memory(worlds, runs, work, args) -> None:
         )  # fmt: skip
         peaks[images] = int(done.stdout.strip().splitlines()[-1]) / 1024
         print(f"5. peak memory, question-only, every suite, {images} images: "
-              f"{peaks[images]:.0f} MB")  # fmt: skip
+              f"{peaks[images]:.0f} MiB")  # fmt: skip
     ratio = peaks[args.images] / peaks[args.small_images]
     print(f"   {args.images} / {args.small_images} images: {ratio:.2f}×")
 

@@ -138,8 +138,11 @@ def test_gqa_data_keeps_compact_records_on_request(tmp_path: Path) -> None:
 
 
 def test_a_diagnosis_holds_compact_records_and_answers_as_with_dicts(tmp_path, monkeypatch):
-    """The whole diagnosis (every suite) on compact records writes the same rows and
-    scores as on the parsed dicts, and never parses the diagnosed question file whole."""
+    """The whole diagnosis (every suite, UpDn: FPVG, importance and gain included) on
+    compact records writes the same rows and scores as on the parsed dicts, and never
+    parses the diagnosed question file whole."""
+    pytest.importorskip("torch")
+    from vqadiag.data.formats import question_store
     from vqadiag.data.model_inputs import gqa_data
     from vqadiag.diagnosis.diagnose import diagnose
     from vqadiag.models.registry import model_class
@@ -147,27 +150,32 @@ def test_a_diagnosis_holds_compact_records_and_answers_as_with_dicts(tmp_path, m
 
     world = tmp_path / "world"
     generate_world(world, images=40, seed=3)
-    model_class("prior").train(GQAData(world), progress=False).save(tmp_path / "prior")
+    model_class("updn").train(GQAData(world), progress=False, epochs=1).save(tmp_path / "updn")
     options = {"n_bootstrap": 20, "bq_ranker": "bleu1"}
 
     checked_reader = gqa_data.read_gqa_questions
+    stores = []
 
     def refuse_val(path, *args):
-        assert "val" not in Path(path).name, "the diagnosis parsed its question file whole"
-        return checked_reader(path, *args)
+        raise AssertionError(f"the diagnosis parsed {Path(path).name} whole")
+
+    def kept(path, *args):
+        stores.append(question_store.read_question_store(path, *args))
+        return stores[-1]
 
     monkeypatch.setattr(gqa_data, "read_gqa_questions", refuse_val)
-    diagnose(world, tmp_path / "prior", tmp_path / "compact", **options)
+    monkeypatch.setattr(question_store, "read_gqa_questions", refuse_val)
+    monkeypatch.setattr(gqa_data, "read_question_store", kept)
+    diagnose(world, tmp_path / "updn", tmp_path / "compact", **options)
+    assert stores and all(isinstance(s, QuestionStore) for s in stores)
     monkeypatch.setattr(gqa_data, "read_gqa_questions", checked_reader)
     monkeypatch.setattr(gqa_data, "read_question_store", checked_reader)
-    diagnose(world, tmp_path / "prior", tmp_path / "dicts", **options)
+    diagnose(world, tmp_path / "updn", tmp_path / "dicts", **options)
 
+    compact, dicts = tmp_path / "compact", tmp_path / "dicts"
     for name in ("per_question.jsonl", "inputs/gqa_questions.json"):
-        assert (tmp_path / "compact" / name).read_bytes() == (
-            tmp_path / "dicts" / name
-        ).read_bytes()
-    suites = [
-        json.loads((tmp_path / r / "results.json").read_text())["suites"]
-        for r in ("compact", "dicts")
-    ]
-    assert suites[0] == suites[1] and len(suites[0]) >= 5
+        assert (compact / name).read_bytes() == (dicts / name).read_bytes()
+    results = [json.loads((r / "results.json").read_text()) for r in (compact, dicts)]
+    assert results[0]["suites"] == results[1]["suites"]
+    assert not results[0].get("skipped"), results[0].get("skipped")
+    assert len(results[0]["suites"]) >= 8

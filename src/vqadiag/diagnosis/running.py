@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from vqadiag.data.io.jsonio import json_bytes
 from vqadiag.errors import DataError
 from vqadiag.suites.base import SuiteSkipped, figures
 from vqadiag.suites.sources import release_idle_sources
@@ -72,7 +71,7 @@ class SuiteRuns:
 
 def row_line(row: Mapping[str, Any]) -> bytes:
     """One line of per_question.jsonl."""
-    return orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    return json_bytes(row) + b"\n"
 
 
 def run_suites(

@@ -91,7 +91,7 @@ def gqa_source(state: DiagnoseState) -> GQASource:
 
 def probe_of(record: Mapping[str, Any], qid: str, **kw: Any) -> Probe:
     """The plain probe of a GQA-like record (``kw``: keep / remove / ref / question)."""
-    question = kw.pop("question", record["question"])
+    question = kw.pop("question") if "question" in kw else record["question"]
     return Probe(qid, question, str(record["imageId"]), record, **kw)
 
 

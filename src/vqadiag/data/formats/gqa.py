@@ -97,6 +97,8 @@ def check_gqa_questions(
     required = tuple(require)
     required_set = frozenset(required)
     for qid, record in records.items():
+        if type(record) is not dict and isinstance(record, Mapping):
+            record = dict(record.items())  # a record kept as its bytes: decoded once
         if not question_ok(record, required_set):
             _question_problem(record, required, p, record_label(qid))
 
