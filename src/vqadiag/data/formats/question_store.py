@@ -18,7 +18,6 @@ records or names the file, record and problem.
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from pathlib import Path
@@ -29,10 +28,13 @@ import orjson
 from vqadiag.data.formats.gqa import GQAQuestions, question_ok, read_gqa_questions
 from vqadiag.data.io.bounded import read_input
 from vqadiag.data.io.json_keys import count_top_level_members, keys_surely_unique
-from vqadiag.data.io.typed_json import TOP_LEVEL_RAW, decode_or_none, offset_in
+from vqadiag.data.io.typed_json import (
+    TOP_LEVEL_RAW,
+    decode_or_none,
+    first_json_byte,
+    offset_in,
+)
 from vqadiag.errors import DataError
-
-_LEADING_SPACE = re.compile(rb"[ \t\r\n]*")
 
 
 class QuestionStore(Mapping[str, "StoredRecord"]):
@@ -145,8 +147,7 @@ def _store_or_none(path: Path, required: frozenset[str]) -> QuestionStore | None
         raw = read_input(path)
     except DataError:
         return None
-    start = _LEADING_SPACE.match(raw).end()  # type: ignore[union-attr]  # always matches
-    if raw[start : start + 1] != b"{":
+    if first_json_byte(raw) != b"{":
         return None
     spans = decode_or_none(raw, TOP_LEVEL_RAW)
     if not spans:

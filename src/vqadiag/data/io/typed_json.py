@@ -48,6 +48,13 @@ def map_file(path: str | Path) -> mmap.mmap | None:
         return None
 
 
+def first_json_byte(raw: bytes | mmap.mmap) -> bytes:
+    """The first byte of ``raw`` after JSON whitespace (``b""`` when there is none): what
+    tells an object (``{``) from a list (``[``) without decoding."""
+    start = _LEADING_SPACE.match(raw).end()
+    return raw[start : start + 1]
+
+
 def is_utf8(raw: bytes | mmap.mmap) -> bool:
     """Whether ``raw`` is valid UTF-8 (msgspec checks only the strings it decodes, not
     those it skips; orjson and the official scripts refuse any invalid byte)."""
@@ -101,8 +108,7 @@ def records_value(
     ``memoryview``) that runs past the list when something after it ends in ``]``; it is
     then not one JSON value, and a caller whose decode of it fails asks again with
     ``locate=False`` (the whole top level decoded)."""
-    start = _LEADING_SPACE.match(raw).end()
-    first = raw[start : start + 1]
+    first = first_json_byte(raw)
     if first not in (b"[", b"{") or not is_utf8(raw):  # a file of zeros: no scan of it
         return None
     if first == b"[":
@@ -210,8 +216,7 @@ def read_keyed_records(
     or an id written twice (more records decoded than kept); the checked reader then
     names the problem."""
     raw = map_file(path)
-    start = 0 if raw is None else _LEADING_SPACE.match(raw).end()
-    if raw is None or raw[start : start + 1] != b"{" or not is_utf8(raw):
+    if raw is None or first_json_byte(raw) != b"{" or not is_utf8(raw):
         return None
     before = next(_DECODED)
     records = decode_or_none(raw, decoder)
