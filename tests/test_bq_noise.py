@@ -57,6 +57,7 @@ def test_one_partition_at_a_time_equals_all_partitions_at_once():
     shared = shared_texts(iter(triples))
     assert shared.distinct_basic_texts == 31  # b0 … b29 and the cup (37 given), once each
     assert shared[-1] == triples[-1] and shared[1:] == triples[1:]
+    assert shared.question_ids() == ["q1", "q2", "q1"]
     with pytest.raises(IndexError):
         shared[3]
     with pytest.raises(ValueError):

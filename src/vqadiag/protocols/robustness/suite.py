@@ -239,11 +239,10 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     texts, bqd_info = _bqd_texts(state, src, prefix)
     from vqadiag.protocols.robustness.basic_questions.noise import shared_texts
 
-    triples = shared_texts(texts)
-    covered = {qid for qid, _, _ in triples}
+    wanted = set(prefix)
+    triples = shared_texts(t for t in texts if t[0] in wanted)  # no texts for unscored records
+    covered = set(triples.question_ids())
     qids = [q for q in prefix if q in covered]
-    wanted = set(qids)
-    triples = shared_texts(t for t in triples if t[0] in wanted)  # only scored records
     del covered, wanted
     if not qids:
         raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")

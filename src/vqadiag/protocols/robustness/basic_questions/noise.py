@@ -144,6 +144,10 @@ class PackedTriples(Sequence[tuple[Any, str, list[str]]]):
     def __len__(self) -> int:
         return len(self._ends)
 
+    def question_ids(self) -> list[Any]:
+        """The triples' question ids, in order (no basic text decoded)."""
+        return [self._ids[i] for i in range(len(self))]
+
     @overload
     def __getitem__(self, i: int) -> tuple[Any, str, list[str]]: ...
     @overload
