@@ -216,3 +216,92 @@ def test_slim_annotations_outside_the_fast_path(write_json: WriteJson) -> None:
     assert "record '1': duplicate question id" in _error(
         lambda p: read_vqa_annotations(p, slim=True), dup
     )
+
+
+def _checked_questions(path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``read_vqa_questions`` with the nested-sharing decode turned off: the checked way."""
+    import vqadiag.data.formats.vqa2 as vqa2
+
+    with monkeypatch.context() as m:
+        m.setattr(vqa2, "read_records_sharing_nested", lambda path, key: None)
+        try:
+            return read_vqa_questions(path)
+        except DataError as err:
+            return str(err)
+
+
+def _questions_outcome(path: Path) -> Any:
+    try:
+        return read_vqa_questions(path)
+    except DataError as err:
+        return str(err)
+
+
+def test_equal_programs_are_one_object(
+    write_json: WriteJson, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Questions with the same nested value (a synthetic world's ``semantic`` program) share
+    one object; every record equals the checked reader's, keys in file order."""
+    count = [{"operation": "select", "dependencies": [], "argument": "cup"},
+             {"operation": "count", "dependencies": [0], "argument": ""}]  # fmt: skip
+    questions = [
+        {"question_id": 1, "question": "How many cups?", "semantic": count, "image_id": 4},
+        {"image_id": 5, "question_id": 2, "question": "How many cups?", "semantic": count},
+        {"question_id": 3, "image_id": 5, "question": "Q?", "semantic": count[:1]},
+        {"question_id": 4, "image_id": "6", "question": "Q?", "extra": {"a": [1, 2.5, None]}},
+    ]
+    path = write_json("q.json", {"info": {"x": 1}, "questions": questions})
+    shared = read_vqa_questions(path)
+    checked = _checked_questions(path, monkeypatch)
+    assert shared == checked
+    assert [list(r) for r in shared.values()] == [list(r) for r in checked.values()]
+    assert shared["1"]["semantic"] is shared["2"]["semantic"]
+    assert shared["3"]["semantic"] is not shared["1"]["semantic"]
+    assert shared["4"]["extra"] == {"a": [1, 2.5, None]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q\xff"}]}',
+        b'{"questions": [], "questions": [{"question_id": 1, "image_id": 2, "question": "Q"}]}',
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q", "x": 1e400}]}',
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q", "x": NaN}]}',
+        b'{"questions": [{"question_id": 123456789012345678901234, "image_id": 2, "question": "Q"}'
+        b"]}",
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q", "x": [[[[[1]]]]]}]}',
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q", "x": {"k": 1, "k": 2}}'
+        b"]}",
+        b'{"questions": [7]}',
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q"}, {"question_id": 1}]}',
+        b'[{"question_id": 1, "image_id": 2, "question": "Q", "semantic": []}]',
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q"}',
+    ],
+)
+def test_sharing_decode_reads_as_the_checked_reader(
+    text: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Odd files give what the checked reader gives: the same records or the same one-line
+    refusal (the sharing decode defers at the first doubt)."""
+    path = tmp_path / "q.json"
+    path.write_bytes(text)
+    assert _questions_outcome(path) == _checked_questions(path, monkeypatch)
+
+
+def test_sharing_decode_defers_at_the_first_doubt(tmp_path: Path) -> None:
+    from vqadiag.data.io.typed_json import read_records_sharing_nested
+
+    path = tmp_path / "q.json"
+    for text in (
+        b'{"questions": [{"question_id": 1, "question": "Q\xff"}]}',
+        b'{"questions": [], "questions": [{"question_id": 1}]}',
+        b'{"questions": [{"question_id": 1, "x": 1e400}]}',
+        b'{"questions": [7]}',
+        b'{"questions": []}',
+    ):
+        path.write_bytes(text)
+        assert read_records_sharing_nested(path, "questions") is None, text
+    path.write_bytes(b'{"questions": [{"question_id": 1, "x": [1]}, {"x": [1]}]}')
+    records = read_records_sharing_nested(path, "questions")
+    assert records == [{"question_id": 1, "x": [1]}, {"x": [1]}]
+    assert records is not None and records[0]["x"] is records[1]["x"]

@@ -19,6 +19,7 @@ from typing import Any
 
 from vqadiag.data.formats.predictions import normalize_id
 from vqadiag.data.io.jsonio import paused_gc, read_json, require_field
+from vqadiag.data.io.typed_json import read_records_sharing_nested
 from vqadiag.errors import DataError, excerpt, record_label
 
 
@@ -62,7 +63,9 @@ def read_vqa_questions(path: str | Path) -> dict[str, dict[str, Any]]:
 
     Each record keeps its fields, with ``question_id`` as a string and
     ``image_id`` as a string. Missing fields, non-string questions and
-    duplicate ids raise DataError.
+    duplicate ids raise DataError. Equal nested values (a synthetic world's ``semantic``
+    programs) are one shared object, read-only
+    (:func:`~vqadiag.data.io.typed_json.read_records_sharing_nested`).
     """
     p = Path(path)
     with paused_gc(freeze=True):
@@ -70,18 +73,19 @@ def read_vqa_questions(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def _read_questions(p: Path) -> dict[str, dict[str, Any]]:
+    records = read_records_sharing_nested(p, "questions")
+    if records is None:
+        records = _records(p, read_json(p), "questions")
     out: dict[str, dict[str, Any]] = {}
-    for i, record in enumerate(_records(p, read_json(p), "questions")):
+    for i, record in enumerate(records):
         qid, label = _record_id(record, p, i)
         if qid in out:
             raise DataError(p, "duplicate question id", label)
         question = _string_field(record, "question", p, label)
-        out[qid] = {
-            **record,
-            "question_id": qid,
-            "image_id": _image_id(record, p, label),
-            "question": question,
-        }
+        image = _image_id(record, p, label)
+        # the three fields are required, so setting them keeps the file's key order
+        record["question_id"], record["image_id"], record["question"] = qid, image, question
+        out[qid] = record
     return out
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from vqadiag.data.formats.predictions import LINE_OR_TABLE_SUFFIXES
 from vqadiag.data.formats.result_lists import VQA_RESULTS
-from vqadiag.data.io.typed_json import JSONInt, decode_records
+from vqadiag.data.io.typed_json import JSONInt, decode_or_none, decode_records, raw_records
 
 
 class _Question(msgspec.Struct, gc=False):
@@ -49,6 +49,7 @@ class _Annotation(msgspec.Struct, gc=False):
 
 _QUESTIONS = msgspec.json.Decoder(list[_Question])
 _ANNOTATIONS = msgspec.json.Decoder(list[_Annotation])
+_ANNOTATION = msgspec.json.Decoder(_Annotation)
 
 
 @dataclass(frozen=True)
@@ -145,14 +146,18 @@ def read_annotation_entries(path: str | Path) -> dict[str, dict[str, Any]] | Non
     (:func:`vqadiag.data.formats.vqa2.read_vqa_annotations`): ``{qid: {question_id,
     image_id (when present), question_type, answer_type, multiple_choice_answer (the most
     frequent answer, first seen wins ties, when absent), answer_list}}``, each answer
-    string kept once; None otherwise (see the module docstring)."""
-    records = decode_records(path, "annotations", _ANNOTATIONS)
+    string kept once, the records decoded one at a time (:func:`raw_records
+    <vqadiag.data.io.typed_json.raw_records>`); None otherwise (see the module docstring)."""
+    records = raw_records(path, "annotations")
     if records is None:
         return None
     shared: dict[str, str] = {}
     keep = shared.setdefault
     out: dict[str, dict[str, Any]] = {}
-    for r in records:
+    for raw in records:
+        r = decode_or_none(raw, _ANNOTATION)
+        if r is None:
+            return None
         qid = str(r.question_id)
         answers = [keep(a.answer, a.answer) for a in r.answers]
         if not answers or qid in out:

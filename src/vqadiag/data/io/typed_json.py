@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 import numpy as np
+import orjson
 
 from vqadiag.data.io import bounded
 from vqadiag.data.io.json_keys import count_top_level_members
@@ -139,6 +140,58 @@ def decode_records(path: str | Path, key: str | None, decoder: msgspec.json.Deco
         value = records_value(raw, key, locate=False)
         records = None if value is None else decode_or_none(value, decoder)
     return records or None
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def raw_records(path: str | Path, key: str | None) -> list[msgspec.Raw] | None:
+    """The records of an official file (:func:`decode_records`), each left as its JSON
+    text (no copy: each points into the file's bytes), or None. Decoding them one at a
+    time (:func:`decode_or_none` with a record decoder) keeps one typed record alive at a
+    time instead of the whole file's: a reader that keeps a few fields of each record
+    peaks at what it keeps."""
+    return decode_records(path, key, _RAW_LIST)
+
+
+#: a record list decoded to one ``{field: msgspec.Raw}`` per record
+_RAW_RECORDS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+
+
+def read_records_sharing_nested(path: str | Path, key: str) -> list[dict[str, Any]] | None:
+    """The record list of an official file (:func:`decode_records`) as the dicts the
+    checked reader's ``read_json`` builds, except that a nested value (a list or an
+    object) is decoded once per distinct JSON text and that one object is held by every
+    record with the same text; None when the checked reader should read the file.
+
+    A synthetic world's VQA v2 questions each carry a ``semantic`` program: on the
+    12,000-image world, 831 distinct programs among 21,431 questions; one object per
+    question would make 20 of the records' 33 MiB. Values are equal to the checked
+    reader's (each is decoded by orjson, which it uses for texts under a megabyte and for
+    any holding a 19-digit number, and which agrees with msgspec elsewhere); the shared
+    objects are read-only, as every record a diagnosis holds (docs/reliability.md, "Fast
+    paths defer to the checked readers")."""
+    records = decode_records(path, key, _RAW_RECORDS)
+    if records is None:
+        return None
+    nested: dict[bytes, Any] = {}
+    out: list[dict[str, Any]] = []
+    try:
+        for record in records:
+            row: dict[str, Any] = {}
+            for field, raw in record.items():
+                text = bytes(raw)
+                if first_json_byte(text) in (b"[", b"{"):
+                    value = nested.get(text)
+                    if value is None:
+                        value = nested[text] = orjson.loads(text)
+                else:
+                    value = orjson.loads(text)
+                row[field] = value
+            out.append(row)
+    except orjson.JSONDecodeError:
+        return None
+    return out
 
 
 _LIST_AFTER_KEY = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*\[")

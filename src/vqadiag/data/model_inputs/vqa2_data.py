@@ -113,10 +113,8 @@ class VQA2Data(GQAData):
             ann = annotations.get(qid)
             if annotations and ann is None:
                 raise DataError(ann_path, "question has no annotation", record_label(qid))
-            row = {
-                **record,
-                "imageId": self.feature_image_id(record["image_id"], path, qid),
-            }
+            row = record  # read for this call alone: completed in place, not copied
+            row["imageId"] = self.feature_image_id(record["image_id"], path, qid)
             if ann is not None:
                 row["answer"] = ann.get("multiple_choice_answer", ann["answer_list"][0])
                 row["answers"] = ann["answer_list"]

@@ -83,7 +83,7 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     the prediction files (and the diagnosed subset of the introspect file) are written
     for ``vqadiag score consistency`` to re-score.
     """
-    from vqadiag.protocols.consistency.score import load_consistency, score_answers
+    from vqadiag.protocols.consistency.score import ConsistencyInputs, score_answers
 
     split = state.options.split
     path = state.data_root / "introspect" / f"VQAIntrospect_{split}v1.0.json"
@@ -114,8 +114,12 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     vqa = data.questions(split)
     annotated = all(q in vqa and "answers" in vqa[q] for q in main_ids)
     o = state.options
-    inputs = load_consistency(
-        intro, annotations=data.annotations_path(split) if annotated else None
+    # the mains' annotator answers, as the VQA v2 records hold them: the annotations file
+    # is not read a second time, whole, for the mains alone
+    inputs = ConsistencyInputs(
+        intro,
+        {q: {"answer_list": vqa[q]["answers"]} for q in main_ids} if annotated else None,
+        data.annotations_path(split) if annotated else None,
     )
     score = score_answers(
         inputs,
