@@ -31,7 +31,7 @@ from vqadiag.data.io.jsonio import (
     require_field,
     write_json,
 )
-from vqadiag.data.io.typed_json import JSONInt, decode_records
+from vqadiag.data.io.typed_json import JSONInt, decode_or_none, decode_records, raw_records
 from vqadiag.errors import DataError, excerpt, record_label
 
 BQD_KIND = "vqadiag.bqd"
@@ -135,6 +135,7 @@ class _TypedRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _RECORDS_DECODER = msgspec.json.Decoder(list[_TypedRecord])
+_RECORD_DECODER = msgspec.json.Decoder(_TypedRecord)
 _OPTIONAL_KEYS = ("exact", "ranked", "rounds")
 
 
@@ -158,15 +159,38 @@ def read_bqd_texts(path: str | Path) -> Iterator[tuple[str, str, list[str]]]:
     without a dict per basic question when the typed path applies: what the noise
     partitions read."""
     p = Path(path)
-    typed = _typed_checked(p)
+    typed = _typed_texts(p)
     if typed is None:
         for r in read_bqd(p):
             yield r["question_id"], r["question"], [b["question"] for b in r["basic"]]
         return
-    for r in typed:
-        main = r.question.strip()
-        texts = [b.question for b in r.basic if b.question.strip() != main]
-        yield str(r.question_id), r.question, texts
+    yield from typed
+
+
+def _typed_texts(path: Path) -> list[tuple[str, str, list[str]]] | None:
+    """:func:`read_bqd_texts`' triples through msgspec, checked as :func:`_typed_checked`
+    checks, or None (the checked reader then reads the file). The records are decoded one
+    at a time from the list's raw bytes and each text is kept once, so the 318,000 basic
+    questions of a 15,000-question dataset never exist as typed records together."""
+    raws = raw_records(path, "records")
+    if raws is None:
+        return None
+    texts: dict[str, str] = {}
+    keep = texts.setdefault
+    ids: set[str] = set()
+    out: list[tuple[str, str, list[str]]] = []
+    for raw in raws:
+        record = decode_or_none(raw, _RECORD_DECODER)
+        if record is None:
+            return None
+        qid = str(record.question_id)
+        if qid in ids or not all(math.isfinite(item.score) for item in record.basic):
+            return None
+        ids.add(qid)
+        main = record.question.strip()
+        basic = [keep(b.question, b.question) for b in record.basic if b.question.strip() != main]
+        out.append((qid, record.question, basic))
+    return out
 
 
 def _typed_bqd(path: Path) -> list[dict[str, Any]] | None:

@@ -169,7 +169,11 @@ def _records(
             "question": main_texts[i],
             "basic": [
                 {"question": pool_texts[j], "score": s, "pool_id": pool_ids[j]}
-                for j, s in zip(res["indices"], res["scores"], strict=True)
+                for j, s in zip(
+                    np.asarray(res["indices"]).tolist(),
+                    np.asarray(res["scores"]).tolist(),
+                    strict=True,
+                )
             ],
         }
         for key in ("exact", "ranked", "rounds"):
