@@ -365,3 +365,28 @@ def test_a_plugin_replaces_a_built_in_suite_of_the_same_name(tmp_path, run_cli):
         assert json.loads(cli.stdout)["suites"]["accuracy"]["title"] == "my accuracy"
     finally:
         plugins.register_suite(AccuracySuite)
+
+
+def test_suites_run_in_the_built_in_order_whatever_was_imported_first(tmp_path):
+    """A script that imports one suite's module before anything else (to patch it, say)
+    still gets the built-ins in their run order, and a plug-in after them."""
+    from vqadiag.suites.base import BUILTIN_MODULES
+
+    plug = tmp_path / "late_suite.py"
+    plug.write_text(
+        "from vqadiag.plugins import register_suite\n"
+        "from vqadiag.suites.base import Suite\n"
+        "@register_suite\nclass Late(Suite):\n    name = 'late'\n    figures = ()\n"
+    )
+    code = (
+        "import importlib, json, sys\n"
+        "import vqadiag.protocols.consistency.suite, vqadiag.protocols.robustness.suite\n"
+        "from vqadiag.suites.base import registered_suites\n"
+        f"importlib.import_module('vqadiag.plugins').load_plugins([{str(plug)!r}])\n"
+        "print(json.dumps([[n, type(s).__module__] for n, s in registered_suites().items()]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    names, modules = zip(*json.loads(out), strict=True)
+    assert list(modules[:-1]) == list(BUILTIN_MODULES) and names[-1] == "late"

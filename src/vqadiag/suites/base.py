@@ -259,6 +259,11 @@ BUILTIN_MODULES = (
 )
 
 
+#: built-in suite name → its place in the run order (that of :data:`BUILTIN_MODULES`, not
+#: of their imports: a script that imports one suite module first runs the same order)
+_BUILTIN_RANK: dict[str, int] = {}
+
+
 def register_suite(cls: type[Suite]) -> type[Suite]:
     """Class decorator: add a suite to the registry (a later one of the same name replaces it).
 
@@ -275,6 +280,8 @@ def register_suite(cls: type[Suite]) -> type[Suite]:
     for other in _REGISTRY.as_dict().values():
         if other.name != name and set(keys) & {f.key for f in other.figures}:
             raise ValueError(f"suite {name!r} reuses a figure key of suite {other.name!r}")
+    if cls.__module__ in BUILTIN_MODULES:
+        _BUILTIN_RANK[name] = BUILTIN_MODULES.index(cls.__module__)
     _REGISTRY.add(name, cls())
     return cls
 
@@ -305,7 +312,9 @@ def _load_builtins() -> None:
 def registered_suites() -> dict[str, Suite]:
     """Every registered suite by name: the built-ins in run order, then plug-ins."""
     _load_builtins()
-    return _REGISTRY.as_dict()
+    entries = _REGISTRY.as_dict()
+    last = len(BUILTIN_MODULES)
+    return {n: entries[n] for n in sorted(entries, key=lambda n: _BUILTIN_RANK.get(n, last))}
 
 
 def get_suite(name: str) -> Suite:
