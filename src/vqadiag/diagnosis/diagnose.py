@@ -34,6 +34,7 @@ from vqadiag.data.io.folders import FolderKind, claim_folder, owned_folder, read
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.data.sources.prepared import prepared_copy
 from vqadiag.data.sources.resolve import DataSource, resolve_source
+from vqadiag.diagnosis.row_lines import RowLines
 from vqadiag.diagnosis.running import (
     SuiteRuns,
     require_questions,
@@ -383,15 +384,12 @@ def _check_suite_questions(suite_questions: Mapping[str, int] | None) -> None:
             raise DataError("suite_questions", f"{name}: must be a positive number of questions")
 
 
-def _write_per_question(
-    table: Path, rows: list[tuple[str, Any, bytes]], results: dict[str, Any]
-) -> None:
+def _write_per_question(table: Path, rows: RowLines, results: dict[str, Any]) -> None:
     """Write the rows (:attr:`~vqadiag.diagnosis.running.SuiteRuns.rows`), sorted by suite
     and id, to per_question.jsonl and record their count and the file's digest in
     ``results``."""
-    rows.sort(key=lambda r: (r[0], r[1]))
     with atomic_write(table) as fh:
-        for _suite, _id, line in rows:
+        for line in rows.lines():
             fh.write(line)
     results["per_question_rows"] = len(rows)
     results["per_question_sha256"] = file_digest(table)

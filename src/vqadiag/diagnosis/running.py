@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.io.jsonio import json_bytes
+from vqadiag.diagnosis.row_lines import RowLines
 from vqadiag.errors import DataError
 from vqadiag.suites.base import SuiteSkipped, figures
 from vqadiag.suites.sources import release_idle_sources
@@ -58,20 +58,14 @@ class SuiteRuns:
     results: dict[str, Any] = field(default_factory=dict)
     #: suite name → why it was skipped
     skipped: dict[str, str] = field(default_factory=dict)
-    #: the per_question.jsonl rows, in run order, as ``(suite, id, JSON line)``: a line
-    #: takes a fraction of the memory of the row's objects, which a diagnosis would
-    #: otherwise hold for every suite until the file is written
-    rows: list[tuple[str, Any, bytes]] = field(default_factory=list)
+    #: the per_question.jsonl rows, as compressed lines (the row objects, or even their
+    #: lines, would be held through every later suite until the file is written)
+    rows: RowLines = field(default_factory=RowLines)
     #: every registered figure (None until a suite gives it)
     summary: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(summary_keys()))
     #: suite name → the conditions it ran first (a condition two suites share is the
     #: first one's)
     conditions: dict[str, list[str]] = field(default_factory=dict)
-
-
-def row_line(row: Mapping[str, Any]) -> bytes:
-    """One line of per_question.jsonl."""
-    return json_bytes(row) + b"\n"
 
 
 def run_suites(
@@ -107,5 +101,5 @@ def _run_suite(ran: SuiteRuns, the_model: Any, state: DiagnoseState, name: str, 
     finally:
         ran.conditions[name] = [c for c in state.runs if c not in before]
     ran.results[name] = output.result
-    ran.rows.extend((row["suite"], row["id"], row_line(row)) for row in output.rows)
+    ran.rows.extend(output.rows)
     ran.summary.update(output.summary)
