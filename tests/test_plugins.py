@@ -390,3 +390,23 @@ def test_suites_run_in_the_built_in_order_whatever_was_imported_first(tmp_path):
     ).stdout
     names, modules = zip(*json.loads(out), strict=True)
     assert list(modules[:-1]) == list(BUILTIN_MODULES) and names[-1] == "late"
+
+
+def test_a_suite_registered_after_its_built_in_was_removed_runs_last():
+    """Removing a built-in gives up its place: a suite registered later under the name is
+    a plug-in like any other (found in review)."""
+    from vqadiag.protocols.ood.suite import OODSuite
+    from vqadiag.suites.base import registered_suites, unregister_suite
+
+    class Other(OODSuite):
+        title = "other ood"
+
+    Other.__module__ = "some_plugin"
+    try:
+        unregister_suite("ood")
+        plugins.register_suite(Other)
+        assert list(registered_suites())[-1] == "ood"
+    finally:
+        unregister_suite("ood")
+        plugins.register_suite(OODSuite)
+    assert list(registered_suites()).index("ood") == 3

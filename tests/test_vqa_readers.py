@@ -274,6 +274,11 @@ def test_equal_programs_are_one_object(
         b"]}",
         b'{"questions": [7]}',
         b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q"}, {"question_id": 1}]}',
+        # found in review: members around the list are checked as the checked reader does
+        b'{"info": 1e400, "questions": [{"question_id": 1, "image_id": 2, "question": "Q"}]}',
+        b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q"}], "x": -1e400}',
+        b'{"info": [1, {"a": "\\u00e9"}], "questions": [{"question_id": 1, "image_id": 2,'
+        b' "question": "Q", "s": [{"a": "\\u00e9"}], "t": [{"a": "\xc3\xa9"}]}]}',
         b'[{"question_id": 1, "image_id": 2, "question": "Q", "semantic": []}]',
         b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q"}',
     ],
@@ -305,3 +310,25 @@ def test_sharing_decode_defers_at_the_first_doubt(tmp_path: Path) -> None:
     records = read_records_sharing_nested(path, "questions")
     assert records == [{"question_id": 1, "x": [1]}, {"x": [1]}]
     assert records is not None and records[0]["x"] is records[1]["x"]
+
+
+def test_nesting_is_limited_as_in_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nested value is decoded at its depth in the file: with Python's recursion limit
+    raised, a value just within orjson's nesting limit alone but beyond it in the file is
+    refused as the checked reader refuses it (found in review)."""
+    import sys
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)
+    try:
+        for depth in (1019, 1020, 1021, 1022, 1023, 1024):
+            value = b"[" * depth + b"]" * depth
+            path = tmp_path / f"deep{depth}.json"
+            path.write_bytes(
+                b'{"questions": [{"question_id": 1, "image_id": 2, "question": "Q", "d": '
+                + value
+                + b"}]}"
+            )
+            assert _questions_outcome(path) == _checked_questions(path, monkeypatch), depth
+    finally:
+        sys.setrecursionlimit(old)

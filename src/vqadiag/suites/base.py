@@ -287,8 +287,10 @@ def register_suite(cls: type[Suite]) -> type[Suite]:
 
 
 def unregister_suite(name: str) -> None:
-    """Remove a suite from the registry (tests, plug-ins that replace one)."""
+    """Remove a suite from the registry (tests, plug-ins that replace one); a suite
+    registered later under the name runs after the built-ins."""
     _REGISTRY.remove(name)
+    _BUILTIN_RANK.pop(name, None)
 
 
 def load_builtin_suites() -> None:

@@ -27,11 +27,12 @@ from vqadiag.data.formats.sniff import truth_format
 from vqadiag.data.io.jsonio import (
     finite_float,
     json_bytes,
+    paused_gc,
     read_json,
     require_field,
     write_json,
 )
-from vqadiag.data.io.typed_json import JSONInt, decode_or_none, decode_records, raw_records
+from vqadiag.data.io.typed_json import JSONInt, decode_record, decode_records, raw_records
 from vqadiag.errors import DataError, excerpt, record_label
 
 BQD_KIND = "vqadiag.bqd"
@@ -175,12 +176,17 @@ def _typed_texts(path: Path) -> list[tuple[str, str, list[str]]] | None:
     raws = raw_records(path, "records")
     if raws is None:
         return None
+    with paused_gc():
+        return _texts_of(raws)
+
+
+def _texts_of(raws: list[msgspec.Raw]) -> list[tuple[str, str, list[str]]] | None:
     texts: dict[str, str] = {}
     keep = texts.setdefault
     ids: set[str] = set()
     out: list[tuple[str, str, list[str]]] = []
     for raw in raws:
-        record = decode_or_none(raw, _RECORD_DECODER)
+        record = decode_record(raw, _RECORD_DECODER)
         if record is None:
             return None
         qid = str(record.question_id)

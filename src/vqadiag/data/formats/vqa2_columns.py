@@ -25,7 +25,8 @@ import numpy as np
 
 from vqadiag.data.formats.predictions import LINE_OR_TABLE_SUFFIXES
 from vqadiag.data.formats.result_lists import VQA_RESULTS
-from vqadiag.data.io.typed_json import JSONInt, decode_or_none, decode_records, raw_records
+from vqadiag.data.io.jsonio import paused_gc
+from vqadiag.data.io.typed_json import JSONInt, decode_record, decode_records, raw_records
 
 
 class _Question(msgspec.Struct, gc=False):
@@ -151,11 +152,16 @@ def read_annotation_entries(path: str | Path) -> dict[str, dict[str, Any]] | Non
     records = raw_records(path, "annotations")
     if records is None:
         return None
+    with paused_gc():
+        return _annotation_entries(records)
+
+
+def _annotation_entries(records: list[msgspec.Raw]) -> dict[str, dict[str, Any]] | None:
     shared: dict[str, str] = {}
     keep = shared.setdefault
     out: dict[str, dict[str, Any]] = {}
     for raw in records:
-        r = decode_or_none(raw, _ANNOTATION)
+        r = decode_record(raw, _ANNOTATION)
         if r is None:
             return None
         qid = str(r.question_id)

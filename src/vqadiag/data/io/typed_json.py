@@ -72,6 +72,9 @@ def is_utf8(raw: bytes | mmap.mmap) -> bool:
     return True
 
 
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
 def decode_or_none(
     raw: bytes | mmap.mmap | msgspec.Raw, decoder: msgspec.json.Decoder[T]
 ) -> T | None:
@@ -82,7 +85,17 @@ def decode_or_none(
     try:
         with paused_gc(freeze=len(raw) >= FREEZE_BYTES):
             return decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    except _DECODE_ERRORS:
+        return None
+
+
+def decode_record(raw: msgspec.Raw, decoder: msgspec.json.Decoder[T]) -> T | None:
+    """One record of :func:`raw_records` decoded by ``decoder``, or None (as
+    :func:`decode_or_none`, but the collector is left as it is: a caller decoding many
+    pauses it once around its loop)."""
+    try:
+        return decoder.decode(raw)
+    except _DECODE_ERRORS:
         return None
 
 
@@ -154,37 +167,62 @@ def raw_records(path: str | Path, key: str | None) -> list[msgspec.Raw] | None:
     return decode_records(path, key, _RAW_LIST)
 
 
-#: a record list decoded to one ``{field: msgspec.Raw}`` per record
-_RAW_RECORDS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+#: one record decoded to ``{field: msgspec.Raw}``
+_RAW_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+#: the depth of a record's value in ``{"key": [{"field": value}]}``
+_VALUE_DEPTH = 3
 
 
 def read_records_sharing_nested(path: str | Path, key: str) -> list[dict[str, Any]] | None:
-    """The record list of an official file (:func:`decode_records`) as the dicts the
-    checked reader's ``read_json`` builds, except that a nested value (a list or an
-    object) is decoded once per distinct JSON text and that one object is held by every
-    record with the same text; None when the checked reader should read the file.
+    """The record list of an official file (:func:`records_value`) as the dicts the checked
+    reader's ``read_json`` builds, except that a nested value (a list or an object) is
+    decoded once per distinct JSON text and that one object is held by every record with
+    the same text; None when the checked reader should read the file.
 
     A synthetic world's VQA v2 questions each carry a ``semantic`` program: on the
     12,000-image world, 831 distinct programs among 21,431 questions; one object per
-    question would make 20 of the records' 33 MiB. Values are equal to the checked
-    reader's (each is decoded by orjson, which it uses for texts under a megabyte and for
-    any holding a 19-digit number, and which agrees with msgspec elsewhere); the shared
-    objects are read-only, as every record a diagnosis holds (docs/reliability.md, "Fast
-    paths defer to the checked readers")."""
-    records = decode_records(path, key, _RAW_RECORDS)
-    if records is None:
+    question would make 20 of the records' 33 MiB. The records are decoded one at a
+    time. Values are equal to the checked reader's: each is decoded by orjson (a nested
+    one at its depth in the file, for orjson's nesting limit), which the checked reader
+    uses for texts under a megabyte and for any holding a 19-digit number, and which
+    agrees with msgspec elsewhere; the members around the list are decoded by orjson too
+    (msgspec skips them, checking less: ``1e400`` passes). The shared objects are
+    read-only, as every record a diagnosis holds (docs/reliability.md, "Fast paths defer
+    to the checked readers")."""
+    raw = map_file(path)
+    value = None if raw is None else records_value(raw, key, locate=False)
+    if raw is None or value is None:
         return None
+    if value is not raw:
+        rest = _without_value(raw, value)
+        try:
+            orjson.loads(rest)
+        except orjson.JSONDecodeError:
+            return None
+    records = decode_or_none(value, _RAW_LIST)
+    if not records:
+        return None
+    with paused_gc():
+        return _shared_nested_rows(records)
+
+
+def _shared_nested_rows(records: list[msgspec.Raw]) -> list[dict[str, Any]] | None:
     nested: dict[bytes, Any] = {}
     out: list[dict[str, Any]] = []
     try:
         for record in records:
+            fields = decode_record(record, _RAW_FIELDS)
+            if fields is None:
+                return None
             row: dict[str, Any] = {}
-            for field, raw in record.items():
-                text = bytes(raw)
+            for field, value_raw in fields.items():
+                text = bytes(value_raw)
                 if first_json_byte(text) in (b"[", b"{"):
                     value = nested.get(text)
                     if value is None:
-                        value = nested[text] = orjson.loads(text)
+                        wrapped = b"[" * _VALUE_DEPTH + text + b"]" * _VALUE_DEPTH
+                        value = orjson.loads(wrapped)[0][0][0]
+                        nested[text] = value
                 else:
                     value = orjson.loads(text)
                 row[field] = value
