@@ -206,14 +206,15 @@ def read_records_sharing_nested(path: str | Path, key: str) -> list[dict[str, An
         return _shared_nested_rows(records)
 
 
-def _shared_nested_rows(records: list[msgspec.Raw]) -> list[dict[str, Any]] | None:
+def _shared_nested_rows(records: list[Any]) -> list[dict[str, Any]] | None:
     nested: dict[bytes, Any] = {}
     out: list[dict[str, Any]] = []
     try:
-        for record in records:
+        for i, record in enumerate(records):
             fields = decode_record(record, _RAW_FIELDS)
             if fields is None:
                 return None
+            records[i] = None  # the rows grow as the list's views are let go
             row: dict[str, Any] = {}
             for field, value_raw in fields.items():
                 text = bytes(value_raw)
