@@ -161,9 +161,9 @@ _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 def raw_records(path: str | Path, key: str | None) -> list[msgspec.Raw] | None:
     """The records of an official file (:func:`decode_records`), each left as its JSON
     text (no copy: each points into the file's bytes), or None. Decoding them one at a
-    time (:func:`decode_or_none` with a record decoder) keeps one typed record alive at a
-    time instead of the whole file's: a reader that keeps a few fields of each record
-    peaks at what it keeps."""
+    time (:func:`decode_record` with a record decoder, the collector paused around the
+    loop) keeps one typed record alive at a time instead of the whole file's: a reader
+    that keeps a few fields of each record peaks at what it keeps."""
     return decode_records(path, key, _RAW_LIST)
 
 
