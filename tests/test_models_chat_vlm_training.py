@@ -37,7 +37,8 @@ def trained(world, tmp_path_factory):
     out = tmp_path_factory.mktemp("chat_runs")
     runs = {}
     for name, extra in (("a", ()), ("b", ()), ("seed1", ("--seed", "1")),
-                        ("blind", ("-o", "blind=true"))):  # fmt: skip
+                        ("blind", ("-o", "blind=true")),
+                        ("question_first", ("-o", "question_first=true"))):  # fmt: skip
         args = [a for o in TINY for a in ("-o", o)]
         got = CliRunner().invoke(app, ["train", "--model", "chat-vlm", "--data", str(world),
                                        "--out", str(out / name), "--epochs", "2", "--quiet",
@@ -115,23 +116,43 @@ def test_the_blind_twin_answers_the_same_whatever_image_it_is_shown(trained, wor
     assert any(v.any() for k, v in sighted.items() if k.endswith("patch_embedding.weight"))
 
 
-def test_training_sequences_are_the_processors_tokens(trained, world):
+@pytest.mark.parametrize("run", ["a", "question_first"])
+def test_training_sequences_are_the_processors_tokens(trained, world, run):
     import transformers
 
     from vqadiag.models.reference.chat_vlm_data import prompt_ids, user_prompt
 
     out, _ = trained
-    processor = transformers.AutoProcessor.from_pretrained(out / "a/model", local_files_only=True)
+    processor = transformers.AutoProcessor.from_pretrained(
+        out / run / "model", local_files_only=True
+    )
     _, batch, pixels = _val_batch(world, 3)
     for question, image in zip(batch.questions, pixels.images, strict=True):
         text = user_prompt(processor, question, image=True)
+        asked = f"{question}\nAnswer the question using a single word or phrase."
+        first = f"USER: {asked}\n<image>ASSISTANT:" if run == "question_first" else None
+        assert text == (first or f"USER: <image>\n{asked}ASSISTANT:")
         enc = processor(images=[[image]], text=[text], return_tensors="pt")
         assert enc["input_ids"][0].tolist() == prompt_ids(
             processor, question, image=True, n_image_tokens=4
         )
-        alone = processor(text=[user_prompt(processor, question, image=False)])
-        assert alone["input_ids"][0] == prompt_ids(processor, question, image=False,
-                                                   n_image_tokens=4)  # fmt: skip
+        alone = user_prompt(processor, question, image=False)
+        assert alone == f"USER: {asked}ASSISTANT:"
+        assert processor(text=[alone])["input_ids"][0] == prompt_ids(
+            processor, question, image=False, n_image_tokens=0
+        )
+
+
+def test_a_question_first_model_loads_and_answers_through_hf(trained, world):
+    from vqadiag.models.registry import load_model_spec
+
+    out, _ = trained
+    run = out / "question_first"
+    assert json.loads((run / "config.json").read_text())["options"]["question_first"] is True
+    _, batch, pixels = _val_batch(world)
+    by_hf = load_model_spec(f"hf:{run / 'model'}", {"batch_size": 1}).predict(batch, pixels)
+    assert by_hf.answers == load_model_spec(str(run)).predict(batch, pixels).answers
+    assert all(isinstance(a, str) for a in by_hf.answers) and len(by_hf.texts) == len(batch)
 
 
 def test_unknown_options_are_refused_before_training(run_cli, world, tmp_path):
@@ -141,13 +162,14 @@ def test_unknown_options_are_refused_before_training(run_cli, world, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("run", ["a", "question_first"])
 def test_in_process_answers_equal_those_behind_transformers_serve(run_cli, trained, world,
-                                                                  tmp_path):  # fmt: skip
+                                                                  tmp_path, run):  # fmt: skip
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
     from tiny_vlm import transformers_serve
 
-    folder = (trained[0] / "a" / "model").resolve()
+    folder = (trained[0] / run / "model").resolve()
     runs = {"local": (f"hf:{folder}", "batch_size=1")}
     with transformers_serve(folder, tmp_path / "serve.log") as url:
         runs["served"] = (f"openai:{url}", f"model={folder},in_flight=4")

@@ -69,6 +69,7 @@ class TrainedChatVLM(ChatVLM):
         "aux_attributes": 64,
         "pretrain_augment": False,
         "text_only": 0.2,
+        "question_first": False,
         "caption_objects": 0,
         "blind": False,
         "threads": 2,
@@ -90,6 +91,7 @@ class TrainedChatVLM(ChatVLM):
         if int(out["image_size"]) % int(out["patch_size"]):
             raise DataError("--option", "image_size must be a multiple of patch_size")
         out["blind"] = bool(out["blind"])
+        out["question_first"] = bool(out["question_first"])
         if int(out["caption_objects"]) < 0:
             raise DataError("--option", "caption_objects must be 0 (off) or more")
         return out

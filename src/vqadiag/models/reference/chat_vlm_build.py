@@ -1,8 +1,8 @@
 """The parts of the trained chat VLM that transformers loads with no vqadiag code
 (docs/chat-vlm.md, "The model"): a byte-level BPE tokenizer trained on the world's
 training questions and answers, a CLIP image processor (the whole image resized to a
-square, no crop), the LLaVA-1.5-style chat template and a LLaVA configuration (a CLIP
-vision tower and a Llama language model).
+square, no crop), the LLaVA-1.5-style chat template (or the same with the question
+first) and a LLaVA configuration (a CLIP vision tower and a Llama language model).
 
 Nothing is downloaded: the tokenizer is trained with ``tokenizers``, the configurations
 are written here, and the weights start from a seeded random initialisation.
@@ -19,6 +19,17 @@ CHAT_TEMPLATE = (
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
     "{% for c in m['content'] %}{% if c['type'] == 'image' or c['type'] == 'image_url' %}"
     "<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
+    "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+#: the same conversation with the question first, ``USER: {text}\n<image>ASSISTANT:``
+#: (option ``question_first``): in a causal model the image tokens then see the question
+QUESTION_FIRST_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'].upper() }}: "
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' or c['type'] == 'image_url' %}"
+    "{{ '\\n<image>' }}{% endif %}{% endfor %}{% endif %}"
     "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
     "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
 )
@@ -55,7 +66,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
 def build_processor(tokenizer: Any, options: Mapping[str, Any]) -> Any:
     """The ``LlavaProcessor``: the image resized to ``image_size`` × ``image_size`` (no
     centre crop, so no part of the picture is cut), ``(image_size / patch_size)²`` image
-    tokens, :data:`CHAT_TEMPLATE`."""
+    tokens, :data:`CHAT_TEMPLATE` (:data:`QUESTION_FIRST_TEMPLATE` with ``question_first``)."""
     import transformers
 
     size = int(options["image_size"])
@@ -67,7 +78,7 @@ def build_processor(tokenizer: Any, options: Mapping[str, Any]) -> Any:
         tokenizer=tokenizer,
         patch_size=int(options["patch_size"]),
         vision_feature_select_strategy="default",
-        chat_template=CHAT_TEMPLATE,
+        chat_template=QUESTION_FIRST_TEMPLATE if options["question_first"] else CHAT_TEMPLATE,
         num_additional_image_tokens=1,
     )
 
