@@ -162,6 +162,22 @@ def test_unknown_options_are_refused_before_training(run_cli, world, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("value", ["no", "False", "2", "[]"])
+def test_an_on_off_option_that_is_not_true_or_false_is_refused(run_cli, world, tmp_path, value):
+    got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / "r",
+                  "-o", f"question_first={value}", "--quiet")  # fmt: skip
+    assert got.exit_code != 0 and "question_first must be true or false" in got.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_on_off_options_take_true_false_1_and_0():
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    for given, read in ((True, True), (1, True), (False, False), (0, False)):
+        opts = TrainedChatVLM.resolve_options({"blind": given, "question_first": given}, None)
+        assert opts["blind"] is read and opts["question_first"] is read
+
+
 @pytest.mark.parametrize("run", ["a", "question_first"])
 def test_in_process_answers_equal_those_behind_transformers_serve(run_cli, trained, world,
                                                                   tmp_path, run):  # fmt: skip

@@ -49,8 +49,9 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def user_turn(processor: Any, text: str, *, image: bool) -> str:
-    """The chat-template text of one user turn, with the generation prompt: the image,
-    then ``text`` (the text alone when ``image`` is False)."""
+    """The chat-template text of one user turn, with the generation prompt: the content
+    is the image, then ``text`` (the text alone when ``image`` is False), rendered in the
+    order the processor's chat template gives them."""
     content: list[dict[str, str]] = [{"type": "image"}] if image else []
     content.append({"type": "text", "text": text})
     messages = [{"role": "user", "content": content}]
@@ -176,7 +177,7 @@ class ChatVLM:
 
     # -- prediction -------------------------------------------------------------------
     def prompts(self, questions: Sequence[str], *, image: bool = True) -> list[str]:
-        """The chat-template text of each question (one user turn: image, then text; the
+        """The chat-template text of each question (one user turn, :func:`user_turn`; the
         text alone when ``image`` is False)."""
         return [user_turn(self.processor, self.generation.ask(q), image=image) for q in questions]
 

@@ -90,8 +90,8 @@ class TrainedChatVLM(ChatVLM):
             out["epochs"] = int(epochs)
         if int(out["image_size"]) % int(out["patch_size"]):
             raise DataError("--option", "image_size must be a multiple of patch_size")
-        out["blind"] = bool(out["blind"])
-        out["question_first"] = bool(out["question_first"])
+        for key in ("blind", "pretrain_augment", "question_first"):
+            out[key] = _switch(key, out[key])
         if int(out["caption_objects"]) < 0:
             raise DataError("--option", "caption_objects must be 0 (off) or more")
         return out
@@ -144,6 +144,14 @@ class TrainedChatVLM(ChatVLM):
             "pretrain": getattr(self, "training_log", {}).get("pretrain", {}),
         }
         save_checkpoint(Path(run_dir), config, {}, [])
+
+
+def _switch(key: str, value: Any) -> bool:
+    """An on/off option: true, false, 1 or 0; anything else (``no``, ``False`` as a
+    string) is refused rather than read as on."""
+    if value in (True, False):  # 1 and 0 compare equal to them
+        return bool(value)
+    raise DataError("--option", f"{key} must be true or false, not {value!r}")
 
 
 def _fit(

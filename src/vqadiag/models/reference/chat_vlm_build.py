@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: LLaVA-1.5's conversation format: ``USER: <image>\n{text}\nASSISTANT: {answer}</s>``
+#: LLaVA-1.5's conversation format, as transformers renders it (``trim_blocks``):
+#: ``USER: <image>\n{text}ASSISTANT: {answer}</s>``
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'].upper() }}: "
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}"

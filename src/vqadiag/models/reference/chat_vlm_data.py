@@ -3,8 +3,9 @@ the world's questions in the chat template, the images as the processor prepares
 and the per-patch labels the scene graphs give.
 
 * A question becomes the user turn of :class:`~vqadiag.models.adapters.chat_vlm.ChatVLM`
-  (the image, then ``Generation().ask(question)``), rendered by the processor's chat
-  template with the generation prompt, tokenised as the processor tokenises it (the
+  (the image and ``Generation().ask(question)``), rendered by the processor's chat
+  template with the generation prompt (the image first, or the text first with
+  ``question_first``), tokenised as the processor tokenises it (the
   ``<image>`` token repeated once per patch); the target is ``" " + answer`` and the
   end-of-sequence token. The same question without its image is the text alone.
 * A patch's labels are the name and the attributes of the object on top at the patch's
@@ -41,8 +42,9 @@ class Example:
 
 
 def user_prompt(processor: Any, question: str, *, image: bool) -> str:
-    """The chat-template text of one user turn (the image, then the question's prompt),
-    with the generation prompt: what the ``hf:`` adapter sends."""
+    """The chat-template text of one user turn (the image and the question's prompt, in
+    the order of the processor's chat template), with the generation prompt: what the
+    ``hf:`` adapter sends."""
     return user_turn(processor, Generation().ask(question), image=image)
 
 
