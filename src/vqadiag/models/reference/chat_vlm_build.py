@@ -13,26 +13,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: LLaVA-1.5's conversation format, as transformers renders it (``trim_blocks``):
-#: ``USER: <image>\n{text}ASSISTANT: {answer}</s>``
-CHAT_TEMPLATE = (
+#: what every turn of both templates shares: the role, a string content as it is, and
+#: after the content the end-of-sequence token of an assistant turn and, at the end, the
+#: generation prompt
+_TURN_OPEN = (
     "{% for m in messages %}{{ m['role'].upper() }}: "
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
-    "{% for c in m['content'] %}{% if c['type'] == 'image' or c['type'] == 'image_url' %}"
-    "<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
+)
+_TURN_CLOSE = (
+    "{% endif %}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
     "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+_IS_IMAGE = "c['type'] == 'image' or c['type'] == 'image_url'"
+#: LLaVA-1.5's conversation format, as transformers renders it (``trim_blocks``):
+#: ``USER: <image>\n{text}ASSISTANT: {answer}</s>`` (the parts in the order given)
+CHAT_TEMPLATE = (
+    _TURN_OPEN + "{% for c in m['content'] %}{% if " + _IS_IMAGE + " %}"
+    "<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}" + _TURN_CLOSE
 )
 #: the same conversation with the question first, ``USER: {text}\n<image>ASSISTANT:``
 #: (option ``question_first``): in a causal model the image tokens then see the question
 QUESTION_FIRST_TEMPLATE = (
-    "{% for m in messages %}{{ m['role'].upper() }}: "
-    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
-    "{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}"
-    "{% for c in m['content'] %}{% if c['type'] == 'image' or c['type'] == 'image_url' %}"
-    "{{ '\\n<image>' }}{% endif %}{% endfor %}{% endif %}"
-    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
-    "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+    _TURN_OPEN + "{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% for c in m['content'] %}{% if " + _IS_IMAGE + " %}"
+    "{{ '\\n<image>' }}{% endif %}{% endfor %}" + _TURN_CLOSE
 )
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<image>")
 PAD, BOS, EOS, IMAGE = range(4)
