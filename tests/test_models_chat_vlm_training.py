@@ -310,11 +310,11 @@ def test_caption_examples_are_never_asked_without_the_image(world, monkeypatch):
     seen = []
     real = chat_vlm_fit.answer_loss
 
-    def spy(model, features, chosen, text_only):
+    def spy(model, features, chosen, text_only, *rest):
         seen.extend(
             (bool(ex.text_only), blind) for ex, blind in zip(chosen, text_only, strict=True)
         )
-        return real(model, features, chosen, text_only)
+        return real(model, features, chosen, text_only, *rest)
 
     monkeypatch.setattr(chat_vlm_fit, "answer_loss", spy)
     options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}

@@ -71,6 +71,8 @@ class TrainedChatVLM(ChatVLM):
         "text_only": 0.2,
         "question_first": False,
         "caption_objects": 0,
+        "ground_tokens": 0.0,
+        "ground_layer": 0,
         "blind": False,
         "threads": 2,
     }
@@ -94,6 +96,7 @@ class TrainedChatVLM(ChatVLM):
             out[key] = _switch(key, out[key])
         if int(out["caption_objects"]) < 0:
             raise DataError("--option", "caption_objects must be 0 (off) or more")
+        _check_grounding(out)
         return out
 
     @classmethod
@@ -154,6 +157,28 @@ def _switch(key: str, value: Any) -> bool:
     raise DataError("--option", f"{key} must be true or false, not {value!r}")
 
 
+def _check_grounding(opts: Mapping[str, Any]) -> None:
+    """``ground_tokens`` is a weight ≥ 0 and ``ground_layer`` a layer of the Llama; the
+    tied question tokens must come after the image (not ``question_first``)."""
+    try:
+        weight, layer = float(opts["ground_tokens"]), int(opts["ground_layer"])
+    except (TypeError, ValueError):
+        raise DataError(
+            "--option", "ground_tokens must be a number and ground_layer a whole number"
+        ) from None
+    if not weight >= 0:  # NaN too
+        raise DataError("--option", f"ground_tokens must be a weight of 0 or more, not {weight}")
+    layers = int(opts["text_layers"])
+    if not 0 <= layer < layers:
+        raise DataError("--option", f"ground_layer must be a Llama layer, 0 to {layers - 1}")
+    if weight > 0 and opts["question_first"]:
+        raise DataError(
+            "--option",
+            "ground_tokens needs the image before the question (question_first false): "
+            "in the causal Llama the question's tokens cannot see a later image",
+        )
+
+
 def _fit(
     data: GQAData, split: str, seed: int, opts: Mapping[str, Any], progress: bool
 ) -> tuple[Any, Any, dict[str, Any]]:
@@ -195,10 +220,17 @@ def _fit(
     clock.lap("pretrain")
     features = fit.encode_images(model, pixels)
     rows = {image_id: i for i, image_id in enumerate(image_ids)}
-    train = cdata.examples(processor, records, rows, build.image_tokens(opts))
+    grounded = float(opts["ground_tokens"]) > 0 and not opts["blind"]
+    train = cdata.examples(
+        processor, records, rows, build.image_tokens(opts), scenes if grounded else None
+    )
     train += cdata.caption_examples(processor, captions, rows, build.image_tokens(opts))
     clock.lap("examples")
+    if grounded:  # attention weights come out of the eager implementation only
+        model.set_attn_implementation("eager")
     history = fit.train_language(model, features, train, opts, rng, progress)
+    if grounded:
+        model.set_attn_implementation("sdpa")
     clock.lap("language")
     model.model.vision_tower.requires_grad_(True)
     return model, processor, {"pretrain": pre, "history": history, "stage_seconds": clock.laps}

@@ -32,13 +32,15 @@ from vqadiag.models.reference.pixel_objective import point_labels, scene_vocab
 @dataclass(frozen=True)
 class Example:
     """One question: its image's row in the image table, the prompt's token ids with the
-    image and without it (empty: never asked without it), and the answer's token ids
-    (ending with EOS)."""
+    image and without it (empty: never asked without it), the answer's token ids (ending
+    with EOS), and the question tokens tied to objects (:func:`grounding`: pairs of a
+    position in ``with_image`` and the positions of the object's image tokens)."""
 
     image: int
     with_image: tuple[int, ...]
     text_only: tuple[int, ...]
     answer: tuple[int, ...]
+    grounded: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def user_prompt(processor: Any, question: str, *, image: bool) -> str:
@@ -61,6 +63,74 @@ def turn_ids(processor: Any, turn: str, n_image_tokens: int) -> list[int]:
     for i in ids:
         out.extend([IMAGE] * n_image_tokens if i == IMAGE else [i])
     return out
+
+
+def question_words(question: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` character spans of the words GQA ``annotations`` index: the
+    question split on spaces after removing a final ``?`` / ``.`` (``"Is it red?"`` →
+    [(0, 2), (3, 5), (6, 9)])."""
+    text = question.rstrip()
+    if text.endswith(("?", ".")):
+        text = text[:-1]
+    spans, start = [], 0
+    for word in text.split(" "):
+        spans.append((start, start + len(word)))
+        start += len(word) + 1
+    return spans
+
+
+def object_patches(obj: Mapping[str, Any], scene: Mapping[str, Any], grid: int) -> list[int]:
+    """The patches (row-major, of a ``grid`` × ``grid`` split of the whole image) whose
+    centre lies in the object's box, or the patch of the box's centre when none does (as
+    the pixel model's cells; docs/models.md)."""
+    width, height = float(scene.get("width") or 1), float(scene.get("height") or 1)
+    x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+    centres = (np.arange(grid) + 0.5) / grid
+    cols = np.flatnonzero((centres * width >= x) & (centres * width < x + w))
+    rows = np.flatnonzero((centres * height >= y) & (centres * height < y + h))
+    if len(cols) and len(rows):
+        return [int(r * grid + c) for r in rows for c in cols]
+    col = min(grid - 1, max(0, int((x + w / 2) / width * grid)))
+    row = min(grid - 1, max(0, int((y + h / 2) / height * grid)))
+    return [row * grid + col]
+
+
+def grounding(
+    processor: Any, record: Mapping[str, Any], scene: Mapping[str, Any] | None, grid: int
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """The question tokens the record's ``annotations`` tie to objects of ``scene``, as
+    ``(t, P_t)``: ``t`` a token's position in the prompt with the image
+    (:func:`prompt_ids`), ``P_t`` the positions of the image tokens of the object's
+    patches (:func:`object_patches`). A token is tied to a word when their characters
+    overlap; only tokens after the image are kept (a causal model's earlier tokens cannot
+    see it). Empty without a scene graph or annotations."""
+    tied = (record.get("annotations") or {}).get("question") or {}
+    if scene is None or not isinstance(tied, Mapping) or not tied:
+        return ()
+    question = str(record["question"])
+    turn = user_prompt(processor, question, image=True)
+    encoded = processor.tokenizer(turn, return_offsets_mapping=True)
+    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    if IMAGE not in ids or question not in turn:
+        return ()
+    image_at, n_image = ids.index(IMAGE), grid * grid
+    base = turn.index(question, turn.index("<image>"))
+    words = question_words(question)
+    out = []
+    for span, object_id in tied.items():
+        obj = scene["objects"].get(str(object_id))
+        bounds = str(span).split(":")
+        if obj is None or not all(b.isdigit() for b in bounds) or not bounds[0]:
+            continue
+        first = int(bounds[0])
+        stop = int(bounds[1]) if len(bounds) == 2 else first + 1
+        patches = tuple(image_at + p for p in object_patches(obj, scene, grid))
+        for start, end in words[first:stop]:
+            lo, hi = base + start, base + end
+            for position, (s, e) in enumerate(offsets):
+                if position > image_at and s < hi and e > lo:
+                    out.append((position + n_image - 1, patches))
+    return tuple(out)
 
 
 def training_texts(records: Sequence[Mapping[str, Any]], captions: Sequence[str] = ()) -> list[str]:
@@ -115,19 +185,25 @@ def caption_examples(
 
 def examples(
     processor: Any, records: Sequence[Mapping[str, Any]], image_rows: Mapping[str, int],
-    n_image_tokens: int,
+    n_image_tokens: int, scenes: Mapping[str, Any] | None = None,
 ) -> list[Example]:  # fmt: skip
-    """One :class:`Example` per record (``question``, ``answer``, ``imageId``)."""
+    """One :class:`Example` per record (``question``, ``answer``, ``imageId``); with
+    ``scenes`` (image id → scene graph) each with its :func:`grounding`."""
+    grid = round(n_image_tokens**0.5)
     out = []
     for r in records:
         question = str(r["question"])
         answer = processor.tokenizer(" " + str(r["answer"]))["input_ids"]
+        tied = (
+            () if scenes is None else grounding(processor, r, scenes.get(str(r["imageId"])), grid)
+        )
         out.append(
             Example(
                 image_rows[str(r["imageId"])],
                 tuple(prompt_ids(processor, question, image=True, n_image_tokens=n_image_tokens)),
                 tuple(prompt_ids(processor, question, image=False, n_image_tokens=0)),
                 (*answer, EOS),
+                tied,
             )
         )
     return out

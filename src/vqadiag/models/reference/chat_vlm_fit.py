@@ -207,10 +207,22 @@ def _batch_tensors(
 
 
 def answer_loss(
-    model: Any, features: torch.Tensor, chosen: Sequence[Example], text_only: Sequence[bool]
-) -> tuple[torch.Tensor, float]:
-    """Cross-entropy of the answers' tokens and the share of answers whose every token is
-    the argmax (teacher forcing) for one batch."""
+    model: Any,
+    features: torch.Tensor,
+    chosen: Sequence[Example],
+    text_only: Sequence[bool],
+    ground: tuple[float, int, int] | None = None,
+) -> tuple[torch.Tensor, float, float | None]:
+    """Cross-entropy of the answers' tokens, the share of answers whose every token is
+    the argmax (teacher forcing) and, with ``ground``, the mean attention mass
+    Σ_{p ∈ P_t} α_tp of the tied tokens (None without them), for one batch.
+
+    With ``ground`` (weight λ, layer, head) the loss adds λ · L_ground, where
+    ``L_ground = mean over tied tokens t of −log Σ_{p ∈ P_t} α_tp``: α the attention of
+    that head of that Llama layer (eager attention), ``P_t`` the image tokens of the
+    object the question's annotations tie to token t
+    (:func:`~vqadiag.models.reference.chat_vlm_data.grounding`); questions asked
+    without their image have none."""
     import torch
 
     ids, mask, labels = _batch_tensors(chosen, text_only)
@@ -221,15 +233,51 @@ def answer_loss(
         projected = inner.multi_modal_projector(features[torch.tensor(rows)])
         slots = (ids == IMAGE).unsqueeze(-1).expand_as(embeds)
         embeds = embeds.masked_scatter(slots, projected.to(embeds.dtype))
-    hidden = inner.language_model(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
+    tied = _tied_tokens(chosen, text_only, ids.shape[1]) if ground else None
+    out = inner.language_model(
+        inputs_embeds=embeds, attention_mask=mask, output_attentions=tied is not None
+    )
+    hidden = out.last_hidden_state
     where = labels != -100
     logits = model.lm_head(hidden[where])
     target = labels[where]
     loss = torch.nn.functional.cross_entropy(logits, target)
+    mass = None
+    if tied is not None:
+        weight, layer, head = ground
+        batch_rows, positions, on = tied
+        alpha = out.attentions[layer][batch_rows, head, positions]
+        mass = (alpha * on).sum(-1)
+        loss = loss + weight * -torch.log(mass + 1e-6).mean()
+        mass = float(mass.detach().mean())
     hit = torch.zeros_like(labels, dtype=torch.bool)
     hit[where] = logits.argmax(-1) == target
     exact = ((hit | ~where).all(-1)).float().mean()
-    return loss, float(exact)
+    return loss, float(exact), mass
+
+
+def _tied_tokens(
+    chosen: Sequence[Example], text_only: Sequence[bool], length: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The batch rows and positions of the tied tokens of the questions asked with their
+    image, and a ``(n, length)`` 0/1 mask of their objects' image tokens; None when
+    there are none."""
+    import torch
+
+    pairs = [
+        (row, position, patches)
+        for row, (ex, blind) in enumerate(zip(chosen, text_only, strict=True))
+        if not blind
+        for position, patches in ex.grounded
+    ]
+    if not pairs:
+        return None
+    on = torch.zeros((len(pairs), length))
+    for i, (_, _, patches) in enumerate(pairs):
+        on[i, list(patches)] = 1.0
+    rows = torch.tensor([p[0] for p in pairs])
+    positions = torch.tensor([p[1] for p in pairs])
+    return rows, positions, on
 
 
 def train_language(
@@ -241,7 +289,8 @@ def train_language(
     progress: bool = False,
 ) -> list[dict[str, float]]:
     """Stage 2 (module docstring); returns ``[{epoch, loss, acc, seconds}]`` (acc: answers right
-    under teacher forcing, percent)."""
+    under teacher forcing, percent), with ``ground_tokens`` also ``ground_mass``: the mean
+    attention mass of the tied tokens on their objects (:func:`answer_loss`)."""
     import torch
 
     model.model.vision_tower.requires_grad_(False)
@@ -253,6 +302,8 @@ def train_language(
     steps = epochs * -(-len(train) // batch)
     scheduler = _schedule(optimizer, steps)
     share = float(options["text_only"])
+    weight = float(options["ground_tokens"])
+    ground = (weight, int(options["ground_layer"]), 0) if weight > 0 else None
     history = []
     model.train()
     with progress_bar(
@@ -264,11 +315,14 @@ def train_language(
             order = rng.permutation(len(train))
             blind = rng.random(len(train)) < share
             total = right = count = 0.0
+            masses: list[float] = []
             for start in range(0, len(order), batch):
                 idx = order[start : start + batch]
                 chosen = [train[i] for i in idx]
                 asked_blind = [bool(blind[i]) and bool(train[i].text_only) for i in idx]
-                loss, exact = answer_loss(model, features, chosen, asked_blind)
+                loss, exact, mass = answer_loss(model, features, chosen, asked_blind, ground)
+                if mass is not None:
+                    masses.append(mass)
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, float(options["grad_clip"]))
@@ -283,5 +337,7 @@ def train_language(
                 {"epoch": epoch + 1, "loss": total / count, "acc": 100.0 * right / count,
                  "seconds": round(seconds, 1)}
             )  # fmt: skip
+            if ground:
+                history[-1]["ground_mass"] = float(np.mean(masses)) if masses else None
     model.eval()
     return history

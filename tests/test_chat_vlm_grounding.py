@@ -1,0 +1,177 @@
+"""``-o ground_tokens``: the chat VLM's question tokens that the annotations tie to an
+object are taught to attend to that object's image tokens (docs/chat-vlm.md, "Training").
+Hand-worked cases for the words, the patches, the tied tokens and the loss; the option
+through ``vqadiag train``; its bad values refused."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from vqadiag.models.reference import chat_vlm_build as build
+from vqadiag.models.reference import chat_vlm_data as cdata
+from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+#: a 64 × 64 scene: a cup in the top-left quarter, a table across the bottom half and a
+#: 2 × 2 crumb inside the top-right quarter
+SCENE = {
+    "width": 64,
+    "height": 64,
+    "objects": {
+        "1": {"name": "cup", "x": 0, "y": 0, "w": 32, "h": 32},
+        "2": {"name": "table", "x": 0, "y": 32, "w": 64, "h": 32},
+        "3": {"name": "crumb", "x": 40, "y": 10, "w": 2, "h": 2},
+    },
+}
+QUESTION = "Is the cup on the wooden table?"
+
+
+def test_question_words_are_the_annotations_words_with_their_characters():
+    assert cdata.question_words("Is it red?") == [(0, 2), (3, 5), (6, 9)]
+    assert cdata.question_words("Is the cup, or the plate, red?")[2] == (7, 11)  # "cup,"
+    assert cdata.question_words("Who is it.") == [(0, 3), (4, 6), (7, 9)]
+
+
+def test_object_patches_are_those_whose_centre_lies_in_the_box():
+    """Grid 2 over 64 × 64: patch centres at 16 and 48. The cup (0–32) covers centre 16
+    on both axes: patch 0; the table (y 32–64, x 0–64): patches 2 and 3; the crumb
+    (x 40–42, y 10–12) covers no centre: the patch of its centre (41, 11), patch 1."""
+    objects = SCENE["objects"]
+    assert cdata.object_patches(objects["1"], SCENE, 2) == [0]
+    assert cdata.object_patches(objects["2"], SCENE, 2) == [2, 3]
+    assert cdata.object_patches(objects["3"], SCENE, 2) == [1]
+    # grid 4 (centres 8, 24, 40, 56): the cup covers columns and rows 0–1
+    assert cdata.object_patches(objects["1"], SCENE, 4) == [0, 1, 4, 5]
+
+
+def _processor(question_first: bool = False):
+    opts = TrainedChatVLM.resolve_options(
+        {"image_size": 32, "patch_size": 16, "question_first": question_first}, None
+    )
+    texts = cdata.training_texts([{"question": QUESTION, "answer": "yes"}] * 20)
+    return build.build_processor(build.train_tokenizer(texts, 400), opts)
+
+
+def test_tied_tokens_are_the_words_tokens_after_the_image_with_their_objects_patches():
+    """Word 2 ("cup") → the cup, words 5–6 ("wooden table", annotation "5:7") → the
+    table; the tokens of those words, positions in the prompt with its 4 image tokens,
+    and the image tokens of patch 0 and of patches 2 and 3."""
+    processor = _processor()
+    record = {"question": QUESTION, "annotations": {"question": {"2": "1", "5:7": "2"}}}
+    tied = cdata.grounding(processor, record, SCENE, grid=2)
+    ids = cdata.prompt_ids(processor, QUESTION, image=True, n_image_tokens=4)
+    first_image = ids.index(build.IMAGE)
+    by_object: dict[tuple[int, ...], list[int]] = {}
+    for position, patches in tied:
+        by_object.setdefault(patches, []).append(position)
+    cup, table = (first_image,), (first_image + 2, first_image + 3)
+    assert set(by_object) == {cup, table}
+    decode = processor.tokenizer.decode
+    assert decode([ids[p] for p in by_object[cup]]).strip() == "cup"
+    assert decode([ids[p] for p in by_object[table]]).strip() == "wooden table"
+    assert all(p > first_image + 3 for p in by_object[cup] + by_object[table])
+
+
+def test_no_ties_without_annotations_a_scene_or_the_object():
+    processor = _processor()
+    bare = {"question": QUESTION}
+    assert cdata.grounding(processor, bare, SCENE, grid=2) == ()
+    tied = {"question": QUESTION, "annotations": {"question": {"2": "1"}}}
+    assert cdata.grounding(processor, tied, None, grid=2) == ()
+    unknown = {"question": QUESTION, "annotations": {"question": {"2": "99", "x": "1"}}}
+    assert cdata.grounding(processor, unknown, SCENE, grid=2) == ()
+
+
+def test_with_uniform_attention_the_grounding_loss_is_minus_log_of_the_objects_share():
+    """Hand-worked: with layer 0's query weights zero every score is equal, so token t
+    spreads its attention evenly over positions 0..t (causal). A token at t = 9 tied to
+    2 image tokens has mass 2/10: the loss grows by λ · −log(0.2); tied to every
+    position 0..9, by −log(1) = 0."""
+    import torch
+
+    from vqadiag.models.reference.chat_vlm_data import Example
+    from vqadiag.models.reference.chat_vlm_fit import answer_loss
+
+    opts = TrainedChatVLM.resolve_options(
+        {"image_size": 32, "patch_size": 16, "text_dim": 32, "text_heads": 2,
+         "vision_dim": 32, "vision_heads": 2}, None,
+    )  # fmt: skip
+    model = build.build_llava(50, opts, 0)
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        model.model.language_model.layers[0].self_attn.q_proj.weight.zero_()
+    features = torch.randn(1, 4, 32)
+    prompt = (5, 6, build.IMAGE, build.IMAGE, build.IMAGE, build.IMAGE, 7, 8, 9, 10)
+    plain = Example(0, prompt, (), (11, build.EOS))
+    two = Example(0, prompt, (), (11, build.EOS), ((9, (2, 3)),))
+    every = Example(0, prompt, (), (11, build.EOS), ((9, tuple(range(10))),))
+    base, _, none = answer_loss(model, features, [plain], [False], (2.0, 0, 1))
+    with_two, _, mass = answer_loss(model, features, [two], [False], (2.0, 0, 1))
+    with_every, _, all_mass = answer_loss(model, features, [every], [False], (2.0, 0, 1))
+    assert none is None and mass == pytest.approx(0.2, abs=1e-5)
+    assert float((with_two - base).detach()) == pytest.approx(2.0 * -math.log(0.2), abs=1e-4)
+    assert all_mass == pytest.approx(1.0, abs=1e-5)
+    assert float((with_every - base).detach()) == pytest.approx(0.0, abs=1e-4)
+    # asked without its image, a question has nothing to attend to: no grounding term
+    asked_blind = Example(0, prompt, (5, 6, 7, 8, 9, 10), two.answer, two.grounded)
+    _, _, blind_mass = answer_loss(model, features, [asked_blind], [True], (2.0, 0, 1))
+    assert blind_mass is None
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    out = tmp_path_factory.mktemp("ground_world") / "world"
+    generate_world(out, images=30, seed=4)
+    return out
+
+
+TINY = ["image_size=32", "patch_size=16", "vision_dim=32", "vision_layers=1", "vision_heads=2",
+        "text_dim=32", "text_layers=2", "text_heads=2", "vocab_size=400", "pretrain_epochs=1",
+        "batch_size=32"]  # fmt: skip
+
+
+def test_grounded_training_logs_the_attention_mass_and_saves_a_plain_sdpa_model(
+    run_cli, world, tmp_path
+):
+    import transformers
+
+    args = [a for o in TINY for a in ("-o", o)]
+    out = tmp_path / "run"
+    got = run_cli("train", "--model", "chat-vlm", "--data", str(world), "--out", str(out),
+                  "--epochs", "2", "--quiet", "--json", *args, "-o", "ground_tokens=1",
+                  "-o", "ground_layer=1")  # fmt: skip
+    assert got.exit_code == 0, got.stderr
+    history = json.loads((out / "config.json").read_text())["history"]
+    assert [0 < h["ground_mass"] < 1 for h in history] == [True, True]
+    saved = json.loads((out / "model" / "config.json").read_text())
+    assert saved.get("_attn_implementation") in (None, "sdpa")
+    model = transformers.AutoModelForImageTextToText.from_pretrained(
+        out / "model", local_files_only=True
+    )
+    assert model.config._attn_implementation != "eager"
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["ground_tokens=nan"], "ground_tokens must be a weight of 0 or more"),
+        (["ground_tokens=-1"], "ground_tokens must be a weight of 0 or more"),
+        (["ground_tokens=abc"], "ground_tokens must be a number"),
+        (["ground_tokens=1", "ground_layer=2"], "ground_layer must be a Llama layer, 0 to 1"),
+        (["ground_tokens=1", "question_first=true"], "needs the image before the question"),
+    ],
+)
+def test_bad_grounding_options_are_refused_before_training(run_cli, world, tmp_path, options, says):
+    args = [a for o in options for a in ("-o", o)]
+    got = run_cli("train", "--model", "chat-vlm", "--data", str(world), "--out",
+                  str(tmp_path / "run"), *args)  # fmt: skip
+    assert got.exit_code != 0
+    assert says in got.stderr and "--option" in got.stderr
+    assert not (tmp_path / "run").exists()
