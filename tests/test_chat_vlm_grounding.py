@@ -57,10 +57,11 @@ def _processor(question_first: bool = False):
     return build.build_processor(build.train_tokenizer(texts, 400), opts)
 
 
-def test_tied_tokens_are_the_words_tokens_after_the_image_with_their_objects_patches():
+def test_with_the_image_first_the_tied_words_tokens_look_at_their_objects_patches():
     """Word 2 ("cup") → the cup, words 5–6 ("wooden table", annotation "5:7") → the
-    table; the tokens of those words, positions in the prompt with its 4 image tokens,
-    and the image tokens of patch 0 and of patches 2 and 3."""
+    table. With the image first each token of those words (positions in the prompt with
+    its 4 image tokens) is a query with the image tokens of its object as keys: patch 0,
+    and patches 2 and 3."""
     processor = _processor()
     record = {"question": QUESTION, "annotations": {"question": {"2": "1", "5:7": "2"}}}
     tied = cdata.grounding(processor, record, SCENE, grid=2)
@@ -75,6 +76,23 @@ def test_tied_tokens_are_the_words_tokens_after_the_image_with_their_objects_pat
     assert decode([ids[p] for p in by_object[cup]]).strip() == "cup"
     assert decode([ids[p] for p in by_object[table]]).strip() == "wooden table"
     assert all(p > first_image + 3 for p in by_object[cup] + by_object[table])
+
+
+def test_with_the_question_first_the_objects_image_tokens_look_at_its_words():
+    """The same annotations, the question before the image: each image token of the cup
+    (patch 0) is a query with the tokens of "cup" as keys; each of the table's (patches 2
+    and 3), with those of "wooden table"."""
+    processor = _processor(question_first=True)
+    record = {"question": QUESTION, "annotations": {"question": {"2": "1", "5:7": "2"}}}
+    tied = dict(cdata.grounding(processor, record, SCENE, grid=2))
+    ids = cdata.prompt_ids(processor, QUESTION, image=True, n_image_tokens=4)
+    first_image = ids.index(build.IMAGE)
+    assert sorted(tied) == [first_image, first_image + 2, first_image + 3]
+    decode = processor.tokenizer.decode
+    assert decode([ids[k] for k in tied[first_image]]).strip() == "cup"
+    assert tied[first_image + 2] == tied[first_image + 3]
+    assert decode([ids[k] for k in tied[first_image + 2]]).strip() == "wooden table"
+    assert max(tied[first_image + 2]) < first_image
 
 
 def test_no_ties_without_annotations_a_scene_or_the_object():
@@ -165,7 +183,6 @@ def test_grounded_training_logs_the_attention_mass_and_saves_a_plain_sdpa_model(
         (["ground_tokens=-1"], "ground_tokens must be a weight of 0 or more"),
         (["ground_tokens=abc"], "ground_tokens must be a number"),
         (["ground_tokens=1", "ground_layer=2"], "ground_layer must be a Llama layer, 0 to 1"),
-        (["ground_tokens=1", "question_first=true"], "needs the image before the question"),
     ],
 )
 def test_bad_grounding_options_are_refused_before_training(run_cli, world, tmp_path, options, says):

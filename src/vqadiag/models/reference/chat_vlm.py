@@ -158,8 +158,7 @@ def _switch(key: str, value: Any) -> bool:
 
 
 def _check_grounding(opts: Mapping[str, Any]) -> None:
-    """``ground_tokens`` is a weight ≥ 0 and ``ground_layer`` a layer of the Llama; the
-    tied question tokens must come after the image (not ``question_first``)."""
+    """``ground_tokens`` is a weight ≥ 0 and ``ground_layer`` a layer of the Llama."""
     try:
         weight, layer = float(opts["ground_tokens"]), int(opts["ground_layer"])
     except (TypeError, ValueError):
@@ -171,12 +170,6 @@ def _check_grounding(opts: Mapping[str, Any]) -> None:
     layers = int(opts["text_layers"])
     if not 0 <= layer < layers:
         raise DataError("--option", f"ground_layer must be a Llama layer, 0 to {layers - 1}")
-    if weight > 0 and opts["question_first"]:
-        raise DataError(
-            "--option",
-            "ground_tokens needs the image before the question (question_first false): "
-            "in the causal Llama the question's tokens cannot see a later image",
-        )
 
 
 def _fit(

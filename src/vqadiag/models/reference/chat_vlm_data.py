@@ -98,12 +98,16 @@ def object_patches(obj: Mapping[str, Any], scene: Mapping[str, Any], grid: int) 
 def grounding(
     processor: Any, record: Mapping[str, Any], scene: Mapping[str, Any] | None, grid: int
 ) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    """The question tokens the record's ``annotations`` tie to objects of ``scene``, as
-    ``(t, P_t)``: ``t`` a token's position in the prompt with the image
-    (:func:`prompt_ids`), ``P_t`` the positions of the image tokens of the object's
-    patches (:func:`object_patches`). A token is tied to a word when their characters
-    overlap; only tokens after the image are kept (a causal model's earlier tokens cannot
-    see it). Empty without a scene graph or annotations."""
+    """The attention the record's ``annotations`` ask for, as pairs ``(q, K_q)`` of
+    positions in the prompt with the image (:func:`prompt_ids`): the query position q
+    should put its attention on the key positions K_q.
+
+    Each annotation ties question words to an object of ``scene``: the words' tokens W
+    (a token is tied to a word when their characters overlap) and the image tokens P of
+    the object's patches (:func:`object_patches`). In a causal model only the later part
+    can look at the earlier one: with the image first each token of W is a query with
+    keys P; with the question first each token of P is a query with keys W. Empty
+    without a scene graph or annotations."""
     tied = (record.get("annotations") or {}).get("question") or {}
     if scene is None or not isinstance(tied, Mapping) or not tied:
         return ()
@@ -114,7 +118,7 @@ def grounding(
     if IMAGE not in ids or question not in turn:
         return ()
     image_at, n_image = ids.index(IMAGE), grid * grid
-    base = turn.index(question, turn.index("<image>"))
+    base = turn.index(question)
     words = question_words(question)
     out = []
     for span, object_id in tied.items():
@@ -125,11 +129,18 @@ def grounding(
         first = int(bounds[0])
         stop = int(bounds[1]) if len(bounds) == 2 else first + 1
         patches = tuple(image_at + p for p in object_patches(obj, scene, grid))
-        for start, end in words[first:stop]:
-            lo, hi = base + start, base + end
-            for position, (s, e) in enumerate(offsets):
-                if position > image_at and s < hi and e > lo:
-                    out.append((position + n_image - 1, patches))
+        chars = [(base + start, base + end) for start, end in words[first:stop]]
+        tokens = tuple(
+            position + (n_image - 1 if position > image_at else 0)
+            for position, (s, e) in enumerate(offsets)
+            if position != image_at and any(s < hi and e > lo for lo, hi in chars)
+        )
+        if not tokens:
+            continue
+        if tokens[0] > image_at:
+            out.extend((token, patches) for token in tokens)
+        else:
+            out.extend((patch, tokens) for patch in patches)
     return tuple(out)
 
 

@@ -215,14 +215,14 @@ def answer_loss(
 ) -> tuple[torch.Tensor, float, float | None]:
     """Cross-entropy of the answers' tokens, the share of answers whose every token is
     the argmax (teacher forcing) and, with ``ground``, the mean attention mass
-    Σ_{p ∈ P_t} α_tp of the tied tokens (None without them), for one batch.
+    Σ_{k ∈ K_q} α_qk of the pairs (None without them), for one batch.
 
     With ``ground`` (weight λ, layer, head) the loss adds λ · L_ground, where
-    ``L_ground = mean over tied tokens t of −log Σ_{p ∈ P_t} α_tp``: α the attention of
-    that head of that Llama layer (eager attention), ``P_t`` the image tokens of the
-    object the question's annotations tie to token t
-    (:func:`~vqadiag.models.reference.chat_vlm_data.grounding`); questions asked
-    without their image have none."""
+    ``L_ground = mean over the pairs (q, K_q) of −log Σ_{k ∈ K_q} α_qk``: α the attention
+    of that head of that Llama layer (eager attention), the pairs those the question's
+    annotations ask for (:func:`~vqadiag.models.reference.chat_vlm_data.grounding`: a
+    tied question token and its object's image tokens, or the other way round with the
+    question first); questions asked without their image have none."""
     import torch
 
     ids, mask, labels = _batch_tensors(chosen, text_only)
@@ -290,7 +290,7 @@ def train_language(
 ) -> list[dict[str, float]]:
     """Stage 2 (module docstring); returns ``[{epoch, loss, acc, seconds}]`` (acc: answers right
     under teacher forcing, percent), with ``ground_tokens`` also ``ground_mass``: the mean
-    attention mass of the tied tokens on their objects (:func:`answer_loss`)."""
+    attention mass of the pairs (:func:`answer_loss`)."""
     import torch
 
     model.model.vision_tower.requires_grad_(False)
