@@ -95,6 +95,19 @@ def test_with_the_question_first_the_objects_image_tokens_look_at_its_words():
     assert max(tied[first_image + 2]) < first_image
 
 
+def test_the_question_is_found_where_the_template_puts_it():
+    """A question whose words also open the turn (``USER``) is tied at its own place,
+    after the image, not at the role's."""
+    processor = _processor()
+    question = "USER: cup?"
+    record = {"question": question, "annotations": {"question": {"0": "1"}}}
+    tied = cdata.grounding(processor, record, SCENE, grid=2)
+    ids = cdata.prompt_ids(processor, question, image=True, n_image_tokens=4)
+    first_image = ids.index(build.IMAGE)
+    assert tied and all(q > first_image + 3 for q, _ in tied)
+    assert processor.tokenizer.decode([ids[q] for q, _ in tied]).strip() == "USER:"
+
+
 def test_no_ties_without_annotations_a_scene_or_the_object():
     processor = _processor()
     bare = {"question": QUESTION}
@@ -103,13 +116,19 @@ def test_no_ties_without_annotations_a_scene_or_the_object():
     assert cdata.grounding(processor, tied, None, grid=2) == ()
     unknown = {"question": QUESTION, "annotations": {"question": {"2": "99", "x": "1"}}}
     assert cdata.grounding(processor, unknown, SCENE, grid=2) == ()
+    malformed = {"": "1", "3:": "1", "²": "1", "1:2:9": "1", "5:3": "1"}
+    odd = {"question": QUESTION, "annotations": {"question": malformed}}
+    assert cdata.grounding(processor, odd, SCENE, grid=2) == ()
 
 
 def test_with_uniform_attention_the_grounding_loss_is_minus_log_of_the_objects_share():
-    """Hand-worked: with layer 0's query weights zero every score is equal, so token t
-    spreads its attention evenly over positions 0..t (causal). A token at t = 9 tied to
-    2 image tokens has mass 2/10: the loss grows by λ · −log(0.2); tied to every
-    position 0..9, by −log(1) = 0."""
+    """Hand-worked: with the query weights of head 0 of layer 0 zero, that head's scores
+    are all equal, so token t spreads its attention evenly over positions 0..t (causal;
+    right padding is never attended). In one batch: a token at t = 9 tied to 2 image
+    tokens has mass 2/10; a token at t = 11 of a longer row tied to 4 has mass 4/12; a
+    row asked without its image has no pairs. The loss grows by λ · mean(−log 0.2,
+    −log ⅓) and the batch's mass is mean(0.2, ⅓). Tied to every position 0..9 the mass
+    is 1 and the loss does not grow."""
     import torch
 
     from vqadiag.models.reference.chat_vlm_data import Example
@@ -121,24 +140,58 @@ def test_with_uniform_attention_the_grounding_loss_is_minus_log_of_the_objects_s
     )  # fmt: skip
     model = build.build_llava(50, opts, 0)
     model.set_attn_implementation("eager")
+    attention = model.model.language_model.layers[0].self_attn
     with torch.no_grad():
-        model.model.language_model.layers[0].self_attn.q_proj.weight.zero_()
-    features = torch.randn(1, 4, 32)
-    prompt = (5, 6, build.IMAGE, build.IMAGE, build.IMAGE, build.IMAGE, 7, 8, 9, 10)
-    plain = Example(0, prompt, (), (11, build.EOS))
-    two = Example(0, prompt, (), (11, build.EOS), ((9, (2, 3)),))
-    every = Example(0, prompt, (), (11, build.EOS), ((9, tuple(range(10))),))
-    base, _, none = answer_loss(model, features, [plain], [False], (2.0, 0, 1))
-    with_two, _, mass = answer_loss(model, features, [two], [False], (2.0, 0, 1))
-    with_every, _, all_mass = answer_loss(model, features, [every], [False], (2.0, 0, 1))
-    assert none is None and mass == pytest.approx(0.2, abs=1e-5)
-    assert float((with_two - base).detach()) == pytest.approx(2.0 * -math.log(0.2), abs=1e-4)
+        attention.q_proj.weight[: attention.head_dim].zero_()  # head 0's queries only
+    features = torch.randn(2, 4, 32)
+    image = (build.IMAGE,) * 4
+    short, long = (5, 6, *image, 7, 8, 9, 10), (5, 6, *image, 7, 8, 9, 10, 11, 12)
+    text = (5, 6, 7, 8)
+    answer = (13, build.EOS)
+    plain = [Example(0, short, text, answer), Example(1, long, text, answer),
+             Example(0, short, text, answer)]  # fmt: skip
+    tied = [Example(0, short, text, answer, ((9, (2, 3)),)),
+            Example(1, long, text, answer, ((11, (2, 3, 4, 5)),)),
+            Example(0, short, text, answer, ((9, (2, 3)),))]  # fmt: skip
+    asked_blind = [False, False, True]
+    ground = (2.0, 0, 0)
+    base, _, none = answer_loss(model, features, plain, asked_blind, ground)
+    grounded, _, mass = answer_loss(model, features, tied, asked_blind, ground)
+    assert none is None
+    assert mass == pytest.approx((0.2 + 1 / 3) / 2, abs=1e-5)
+    expected = 2.0 * (-math.log(0.2) - math.log(1 / 3)) / 2
+    assert float((grounded - base).detach()) == pytest.approx(expected, abs=1e-4)
+    every = [Example(0, short, text, answer, ((9, tuple(range(10))),))]
+    base_one, _, _ = answer_loss(model, features, plain[:1], [False], ground)
+    with_every, _, all_mass = answer_loss(model, features, every, [False], ground)
     assert all_mass == pytest.approx(1.0, abs=1e-5)
-    assert float((with_every - base).detach()) == pytest.approx(0.0, abs=1e-4)
-    # asked without its image, a question has nothing to attend to: no grounding term
-    asked_blind = Example(0, prompt, (5, 6, 7, 8, 9, 10), two.answer, two.grounded)
-    _, _, blind_mass = answer_loss(model, features, [asked_blind], [True], (2.0, 0, 1))
-    assert blind_mass is None
+    assert float((with_every - base_one).detach()) == pytest.approx(0.0, abs=1e-4)
+
+
+def test_the_training_runs_eager_attention_and_gives_the_model_back_as_it_was(world, monkeypatch):
+    """Eager attention (whose weights the loss reads) only while the answers are trained
+    with ``ground_tokens``; the model :func:`_fit` returns has its own attention again.
+    The blind twin has no pairs: never eager, no ``ground_mass``."""
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.models.reference import chat_vlm, chat_vlm_fit
+
+    seen = []
+    real = chat_vlm_fit.train_language
+
+    def spy(model, *args):
+        seen.append(model.config.text_config._attn_implementation)
+        return real(model, *args)
+
+    monkeypatch.setattr(chat_vlm_fit, "train_language", spy)
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}
+    for blind in (False, True):
+        opts = TrainedChatVLM.resolve_options({**options, "ground_tokens": 1, "blind": blind}, 1)
+        model, _, log = chat_vlm._fit(GQAData(world), "train", 0, opts, False)
+        config = model.config
+        assert {config._attn_implementation, config.text_config._attn_implementation,
+                config.vision_config._attn_implementation} == {"sdpa"}  # fmt: skip
+        assert ("ground_mass" in log["history"][0]) is not blind
+    assert seen == ["eager", "sdpa"]
 
 
 @pytest.fixture(scope="module")
@@ -155,25 +208,16 @@ TINY = ["image_size=32", "patch_size=16", "vision_dim=32", "vision_layers=1", "v
         "batch_size=32"]  # fmt: skip
 
 
-def test_grounded_training_logs_the_attention_mass_and_saves_a_plain_sdpa_model(
-    run_cli, world, tmp_path
-):
-    import transformers
-
+def test_grounded_training_through_the_cli_logs_the_attention_mass(run_cli, world, tmp_path):
     args = [a for o in TINY for a in ("-o", o)]
     out = tmp_path / "run"
     got = run_cli("train", "--model", "chat-vlm", "--data", str(world), "--out", str(out),
                   "--epochs", "2", "--quiet", "--json", *args, "-o", "ground_tokens=1",
                   "-o", "ground_layer=1")  # fmt: skip
     assert got.exit_code == 0, got.stderr
-    history = json.loads((out / "config.json").read_text())["history"]
-    assert [0 < h["ground_mass"] < 1 for h in history] == [True, True]
-    saved = json.loads((out / "model" / "config.json").read_text())
-    assert saved.get("_attn_implementation") in (None, "sdpa")
-    model = transformers.AutoModelForImageTextToText.from_pretrained(
-        out / "model", local_files_only=True
-    )
-    assert model.config._attn_implementation != "eager"
+    config = json.loads((out / "config.json").read_text())
+    assert config["options"]["ground_tokens"] == 1 and config["options"]["ground_layer"] == 1
+    assert [0 < h["ground_mass"] < 1 for h in config["history"]] == [True, True]
 
 
 @pytest.mark.parametrize(
@@ -181,6 +225,7 @@ def test_grounded_training_logs_the_attention_mass_and_saves_a_plain_sdpa_model(
     [
         (["ground_tokens=nan"], "ground_tokens must be a weight of 0 or more"),
         (["ground_tokens=-1"], "ground_tokens must be a weight of 0 or more"),
+        (["ground_tokens=inf"], "ground_tokens must be a weight of 0 or more"),
         (["ground_tokens=abc"], "ground_tokens must be a number"),
         (["ground_tokens=1", "ground_layer=2"], "ground_layer must be a Llama layer, 0 to 1"),
     ],

@@ -25,6 +25,7 @@ text-only questions; deterministic algorithms and ``threads`` intra-op threads.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -165,7 +166,7 @@ def _check_grounding(opts: Mapping[str, Any]) -> None:
         raise DataError(
             "--option", "ground_tokens must be a number and ground_layer a whole number"
         ) from None
-    if not weight >= 0:  # NaN too
+    if not (math.isfinite(weight) and weight >= 0):
         raise DataError("--option", f"ground_tokens must be a weight of 0 or more, not {weight}")
     layers = int(opts["text_layers"])
     if not 0 <= layer < layers:
@@ -219,11 +220,13 @@ def _fit(
     )
     train += cdata.caption_examples(processor, captions, rows, build.image_tokens(opts))
     clock.lap("examples")
+    attention = model.config._attn_implementation
     if grounded:  # attention weights come out of the eager implementation only
         model.set_attn_implementation("eager")
-    history = fit.train_language(model, features, train, opts, rng, progress)
-    if grounded:
-        model.set_attn_implementation("sdpa")
+    try:
+        history = fit.train_language(model, features, train, opts, rng, progress)
+    finally:
+        model.set_attn_implementation(attention)
     clock.lap("language")
     model.model.vision_tower.requires_grad_(True)
     return model, processor, {"pretrain": pre, "history": history, "stage_seconds": clock.laps}

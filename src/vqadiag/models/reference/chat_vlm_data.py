@@ -113,18 +113,18 @@ def grounding(
         return ()
     question = str(record["question"])
     turn = user_prompt(processor, question, image=True)
+    base, image_first = _question_place(processor)
     encoded = processor.tokenizer(turn, return_offsets_mapping=True)
     ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
-    if IMAGE not in ids or question not in turn:
+    if IMAGE not in ids or turn[base : base + len(question)] != question:
         return ()
     image_at, n_image = ids.index(IMAGE), grid * grid
-    base = turn.index(question)
     words = question_words(question)
     out = []
     for span, object_id in tied.items():
         obj = scene["objects"].get(str(object_id))
         bounds = str(span).split(":")
-        if obj is None or not all(b.isdigit() for b in bounds) or not bounds[0]:
+        if obj is None or len(bounds) > 2 or not all(b.isdecimal() for b in bounds):
             continue
         first = int(bounds[0])
         stop = int(bounds[1]) if len(bounds) == 2 else first + 1
@@ -137,11 +137,19 @@ def grounding(
         )
         if not tokens:
             continue
-        if tokens[0] > image_at:
+        if image_first:
             out.extend((token, patches) for token in tokens)
         else:
             out.extend((patch, tokens) for patch in patches)
     return tuple(out)
+
+
+def _question_place(processor: Any) -> tuple[int, bool]:
+    """Where the chat template puts the question in a user turn with the image: its first
+    character's index, and whether the image comes before it."""
+    marker = "\x00"
+    turn = user_prompt(processor, marker, image=True)
+    return turn.index(marker), turn.index("<image>") < turn.index(marker)
 
 
 def training_texts(records: Sequence[Mapping[str, Any]], captions: Sequence[str] = ()) -> list[str]:

@@ -218,11 +218,13 @@ def answer_loss(
     Σ_{k ∈ K_q} α_qk of the pairs (None without them), for one batch.
 
     With ``ground`` (weight λ, layer, head) the loss adds λ · L_ground, where
-    ``L_ground = mean over the pairs (q, K_q) of −log Σ_{k ∈ K_q} α_qk``: α the attention
-    of that head of that Llama layer (eager attention), the pairs those the question's
-    annotations ask for (:func:`~vqadiag.models.reference.chat_vlm_data.grounding`: a
-    tied question token and its object's image tokens, or the other way round with the
-    question first); questions asked without their image have none."""
+    ``L_ground = mean over the batch's pairs (q, K_q) of −log(Σ_{k ∈ K_q} α_qk + 10⁻⁶)``:
+    α the attention of that head of that Llama layer (eager attention), the pairs those
+    the question's annotations ask for
+    (:func:`~vqadiag.models.reference.chat_vlm_data.grounding`: a tied question token
+    and its object's image tokens, or the other way round with the question first; a
+    token in two annotations, or a patch in two annotated boxes, counts once per pair);
+    questions asked without their image have none."""
     import torch
 
     ids, mask, labels = _batch_tensors(chosen, text_only)
@@ -289,8 +291,9 @@ def train_language(
     progress: bool = False,
 ) -> list[dict[str, float]]:
     """Stage 2 (module docstring); returns ``[{epoch, loss, acc, seconds}]`` (acc: answers right
-    under teacher forcing, percent), with ``ground_tokens`` also ``ground_mass``: the mean
-    attention mass of the pairs (:func:`answer_loss`)."""
+    under teacher forcing, percent), with ``ground_tokens`` (not ``blind``) also
+    ``ground_mass``: the mean over the epoch's batches of the batch's mean attention mass
+    of the pairs (:func:`answer_loss`)."""
     import torch
 
     model.model.vision_tower.requires_grad_(False)
@@ -303,7 +306,8 @@ def train_language(
     scheduler = _schedule(optimizer, steps)
     share = float(options["text_only"])
     weight = float(options["ground_tokens"])
-    ground = (weight, int(options["ground_layer"]), 0) if weight > 0 else None
+    grounded = weight > 0 and not options.get("blind")
+    ground = (weight, int(options["ground_layer"]), 0) if grounded else None
     history = []
     model.train()
     with progress_bar(
