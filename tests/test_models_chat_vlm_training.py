@@ -340,3 +340,66 @@ def test_patch_name_hits_count_all_patches_and_those_with_an_object():
     hits.add(torch.tensor([[0, 1, 2]]), torch.tensor([[0, 1, 1]]))
     hits.add(torch.tensor([[2, 3]]), torch.tensor([[0, 3]]))
     assert hits.stats("x_") == pytest.approx({"x_name_acc": 60.0, "x_object_name_acc": 200 / 3})
+
+
+def test_the_tuned_tower_layers_finish_the_features_llava_reads():
+    """``tune_tower_layers`` K: the states kept for the last K layers, run through them
+    with the class token dropped, are the features LLaVA reads, exactly."""
+    import torch
+
+    from vqadiag.models.reference import chat_vlm_build as build
+    from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}
+    opts = TrainedChatVLM.resolve_options({**options, "vision_layers": 3}, None)
+    model = build.build_llava(60, opts, 0)
+    pixels = torch.randn(2, 3, 32, 32)
+    # LLaVA's own image features: one (patches, text width) tensor per image
+    projected = torch.cat(model.get_image_features(pixel_values=pixels).pooler_output)
+    for tuned in (0, 1, 3):
+        states = fit.encode_images(model, pixels, tuned=tuned)
+        assert states.shape[1] == (4 if tuned == 0 else 5)
+        features = fit.image_features(model, states, tuned)
+        got = model.model.multi_modal_projector(features).flatten(0, 1)
+        assert torch.equal(got, projected)
+
+
+def test_tune_tower_layers_trains_the_last_tower_layers_and_nothing_else_of_the_tower(
+    world, monkeypatch
+):
+    """With ``tune_tower_layers=1`` of 2, the answering stage changes the tower's last
+    layer and leaves its first layer and its embeddings as pre-training left them."""
+    import torch
+
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.models.reference import chat_vlm, chat_vlm_fit
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    before = {}
+    real = chat_vlm_fit.train_language
+
+    def spy(model, *args):
+        before.update({k: v.clone() for k, v in model.model.vision_tower.state_dict().items()})
+        return real(model, *args)
+
+    monkeypatch.setattr(chat_vlm_fit, "train_language", spy)
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}
+    opts = TrainedChatVLM.resolve_options(
+        {**options, "vision_layers": 2, "tune_tower_layers": 1}, 1
+    )
+    model, _, _ = chat_vlm._fit(GQAData(world), "train", 0, opts, False)
+    after = model.model.vision_tower.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith("encoder.layers.1.") for k in changed)
+
+
+@pytest.mark.parametrize("value", ["-1", "2", "1.5", "true", '"a"'])
+def test_a_tune_tower_layers_outside_the_tower_is_refused(run_cli, world, tmp_path, value):
+    args = [a for o in TINY for a in ("-o", o)]
+    got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / "r",
+                  *args, "-o", f"tune_tower_layers={value}", "--quiet")  # fmt: skip
+    assert (
+        got.exit_code != 0 and "tune_tower_layers must be a whole number from 0 to 1" in got.stderr
+    )
+    assert not (tmp_path / "r").exists()

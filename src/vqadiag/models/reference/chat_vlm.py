@@ -74,6 +74,7 @@ class TrainedChatVLM(ChatVLM):
         "caption_objects": 0,
         "ground_tokens": 0.0,
         "ground_layer": 0,
+        "tune_tower_layers": 0,
         "blind": False,
         "threads": 2,
     }
@@ -98,6 +99,7 @@ class TrainedChatVLM(ChatVLM):
         if int(out["caption_objects"]) < 0:
             raise DataError("--option", "caption_objects must be 0 (off) or more")
         _check_grounding(out)
+        _check_tuned_layers(out)
         return out
 
     @classmethod
@@ -173,6 +175,16 @@ def _check_grounding(opts: Mapping[str, Any]) -> None:
         raise DataError("--option", f"ground_layer must be a Llama layer, 0 to {layers - 1}")
 
 
+def _check_tuned_layers(opts: Mapping[str, Any]) -> None:
+    """``tune_tower_layers`` is a whole number from 0 to ``vision_layers``."""
+    layers, tuned = int(opts["vision_layers"]), opts["tune_tower_layers"]
+    if isinstance(tuned, bool) or not isinstance(tuned, int) or not 0 <= tuned <= layers:
+        raise DataError(
+            "--option",
+            f"tune_tower_layers must be a whole number from 0 to {layers}, not {tuned!r}",
+        )
+
+
 def _fit(
     data: GQAData, split: str, seed: int, opts: Mapping[str, Any], progress: bool
 ) -> tuple[Any, Any, dict[str, Any]]:
@@ -212,7 +224,7 @@ def _fit(
     pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
     del held_out
     clock.lap("pretrain")
-    features = fit.encode_images(model, pixels)
+    features = fit.encode_images(model, pixels, tuned=int(opts["tune_tower_layers"]))
     rows = {image_id: i for i, image_id in enumerate(image_ids)}
     grounded = float(opts["ground_tokens"]) > 0 and not opts["blind"]
     train = cdata.examples(

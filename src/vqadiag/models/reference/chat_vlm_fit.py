@@ -174,13 +174,33 @@ def name_accuracy(
     return hits
 
 
-def encode_images(model: Any, pixels: torch.Tensor, chunk: int = 128) -> torch.Tensor:
-    """``(I, P, D)`` tower features of every image, computed once (the tower is frozen)."""
+def encode_images(
+    model: Any, pixels: torch.Tensor, chunk: int = 128, tuned: int = 0
+) -> torch.Tensor:
+    """``(I, P, D)`` tower features of every image, computed once (the tower is frozen);
+    with ``tuned`` K > 0 the hidden states that enter the tower's last K layers instead,
+    class token kept (``(I, P + 1, D)``; :func:`image_features` finishes them)."""
     import torch
 
+    def encode(part: torch.Tensor) -> torch.Tensor:
+        if not tuned:
+            return tower_features(model, part)
+        out = model.model.vision_tower(part, output_hidden_states=True)
+        return out.hidden_states[-1 - tuned]
+
     with torch.no_grad():
-        parts = [tower_features(model, pixels[s : s + chunk]) for s in range(0, len(pixels), chunk)]
+        parts = [encode(pixels[s : s + chunk]) for s in range(0, len(pixels), chunk)]
     return torch.cat(parts)
+
+
+def image_features(model: Any, states: torch.Tensor, tuned: int) -> torch.Tensor:
+    """The features LLaVA reads from :func:`encode_images`' ``states``: as they are, or
+    through the tower's last ``tuned`` layers (which then learn), class token dropped."""
+    if not tuned:
+        return states
+    for layer in model.model.vision_tower.encoder.layers[-tuned:]:
+        states = layer(states, None)
+    return states[:, 1:]
 
 
 def _batch_tensors(
@@ -212,6 +232,7 @@ def answer_loss(
     chosen: Sequence[Example],
     text_only: Sequence[bool],
     ground: tuple[float, int, int] | None = None,
+    tuned: int = 0,
 ) -> tuple[torch.Tensor, float, float | None]:
     """Cross-entropy of the answers' tokens, the share of answers whose every token is
     the argmax (teacher forcing) and, with ``ground``, the mean attention mass
@@ -232,7 +253,8 @@ def answer_loss(
     embeds = inner.language_model.get_input_embeddings()(ids)
     rows = [ex.image for ex, blind in zip(chosen, text_only, strict=True) if not blind]
     if rows:
-        projected = inner.multi_modal_projector(features[torch.tensor(rows)])
+        shown = image_features(model, features[torch.tensor(rows)], tuned)
+        projected = inner.multi_modal_projector(shown)
         slots = (ids == IMAGE).unsqueeze(-1).expand_as(embeds)
         embeds = embeds.masked_scatter(slots, projected.to(embeds.dtype))
     tied = _tied_tokens(chosen, text_only, ids.shape[1]) if ground else None
@@ -296,8 +318,12 @@ def train_language(
     of the pairs (:func:`answer_loss`)."""
     import torch
 
-    model.model.vision_tower.requires_grad_(False)
-    params = [p for n, p in model.named_parameters() if p.requires_grad and "vision_tower" not in n]
+    tuned = int(options["tune_tower_layers"])
+    tower = model.model.vision_tower
+    tower.requires_grad_(False)
+    if tuned:
+        tower.encoder.layers[-tuned:].requires_grad_(True)
+    params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         params, lr=float(options["lr"]), weight_decay=float(options["weight_decay"])
     )
@@ -324,7 +350,7 @@ def train_language(
                 idx = order[start : start + batch]
                 chosen = [train[i] for i in idx]
                 asked_blind = [bool(blind[i]) and bool(train[i].text_only) for i in idx]
-                loss, exact, mass = answer_loss(model, features, chosen, asked_blind, ground)
+                loss, exact, mass = answer_loss(model, features, chosen, asked_blind, ground, tuned)
                 if mass is not None:
                     masses.append(mass)
                 optimizer.zero_grad()
