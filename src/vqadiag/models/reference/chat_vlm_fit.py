@@ -6,9 +6,11 @@
    (:func:`~vqadiag.models.reference.chat_vlm_data.patch_labels`), through two linear
    heads on the hidden states LLaVA reads (the last layer's, class token dropped); the
    heads are thrown away afterwards.
-2. :func:`train_language`: the tower is frozen, each training image is encoded once, and
-   the projector and the Llama learn to generate the answer after the prompt (teacher
-   forcing; cross-entropy on the answer's tokens and the end-of-sequence token only).
+2. :func:`train_language`: the tower is frozen (all but its last ``tune_tower_layers``
+   layers), each training image is encoded once (up to those layers), and the projector
+   and the Llama learn to generate the answer after the prompt (teacher forcing;
+   cross-entropy on the answer's tokens and the end-of-sequence token only), with
+   ``ground_tokens`` also where one attention head looks (:func:`answer_loss`).
    A seeded fraction ``text_only`` of the questions of each epoch is asked without its
    image (the text alone, as the no-image condition asks it), so the model has a
    question-only answer of its own.
