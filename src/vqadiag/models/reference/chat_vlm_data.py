@@ -33,8 +33,8 @@ from vqadiag.models.reference.pixel_objective import point_labels, scene_vocab
 class Example:
     """One question: its image's row in the image table, the prompt's token ids with the
     image and without it (empty: never asked without it), the answer's token ids (ending
-    with EOS), and the question tokens tied to objects (:func:`grounding`: pairs of a
-    position in ``with_image`` and the positions of the object's image tokens)."""
+    with EOS), and the attention its annotations ask for (:func:`grounding`: pairs of a
+    query position in ``with_image`` and the key positions it should look at)."""
 
     image: int
     with_image: tuple[int, ...]

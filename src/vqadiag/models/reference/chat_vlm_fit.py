@@ -259,7 +259,7 @@ def answer_loss(
         projected = inner.multi_modal_projector(shown)
         slots = (ids == IMAGE).unsqueeze(-1).expand_as(embeds)
         embeds = embeds.masked_scatter(slots, projected.to(embeds.dtype))
-    tied = _tied_tokens(chosen, text_only, ids.shape[1]) if ground else None
+    tied = _grounding_pairs(chosen, text_only, ids.shape[1]) if ground else None
     out = inner.language_model(
         inputs_embeds=embeds, attention_mask=mask, output_attentions=tied is not None
     )
@@ -282,25 +282,25 @@ def answer_loss(
     return loss, float(exact), mass
 
 
-def _tied_tokens(
+def _grounding_pairs(
     chosen: Sequence[Example], text_only: Sequence[bool], length: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """The batch rows and positions of the tied tokens of the questions asked with their
-    image, and a ``(n, length)`` 0/1 mask of their objects' image tokens; None when
-    there are none."""
+    """The batch rows and query positions of the grounding pairs of the questions asked
+    with their image, and a ``(n, length)`` 0/1 mask of each query's key positions; None
+    when there are none."""
     import torch
 
     pairs = [
-        (row, position, patches)
+        (row, query, keys)
         for row, (ex, blind) in enumerate(zip(chosen, text_only, strict=True))
         if not blind
-        for position, patches in ex.grounded
+        for query, keys in ex.grounded
     ]
     if not pairs:
         return None
     on = torch.zeros((len(pairs), length))
-    for i, (_, _, patches) in enumerate(pairs):
-        on[i, list(patches)] = 1.0
+    for i, (_, _, keys) in enumerate(pairs):
+        on[i, list(keys)] = 1.0
     rows = torch.tensor([p[0] for p in pairs])
     positions = torch.tensor([p[1] for p in pairs])
     return rows, positions, on
