@@ -26,7 +26,7 @@ from vqadiag.errors import DataError
 from vqadiag.models.adapters.chat_vlm import user_turn
 from vqadiag.models.adapters.generated_answer import Generation
 from vqadiag.models.reference.chat_vlm_build import EOS, IMAGE
-from vqadiag.models.reference.pixel_objective import point_labels, scene_vocab
+from vqadiag.models.reference.pixel_objective import object_cells, point_labels, scene_vocab
 
 
 @dataclass(frozen=True)
@@ -81,18 +81,13 @@ def question_words(question: str) -> list[tuple[int, int]]:
 
 def object_patches(obj: Mapping[str, Any], scene: Mapping[str, Any], grid: int) -> list[int]:
     """The patches (row-major, of a ``grid`` × ``grid`` split of the whole image) whose
-    centre lies in the object's box, or the patch of the box's centre when none does (as
-    the pixel model's cells; docs/models.md)."""
+    centre lies in the object's box, or the patch of the box's centre when none does (the
+    pixel model's cells, :func:`~vqadiag.models.reference.pixel_objective.object_cells`;
+    docs/models.md)."""
     width, height = float(scene.get("width") or 1), float(scene.get("height") or 1)
-    x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
     centres = (np.arange(grid) + 0.5) / grid
-    cols = np.flatnonzero((centres * width >= x) & (centres * width < x + w))
-    rows = np.flatnonzero((centres * height >= y) & (centres * height < y + h))
-    if len(cols) and len(rows):
-        return [int(r * grid + c) for r in rows for c in cols]
-    col = min(grid - 1, max(0, int((x + w / 2) / width * grid)))
-    row = min(grid - 1, max(0, int((y + h / 2) / height * grid)))
-    return [row * grid + col]
+    cx, cy = np.tile(centres * width, grid), np.repeat(centres * height, grid)
+    return [int(i) for i in np.flatnonzero(object_cells(obj, cx, cy, width, height, grid))]
 
 
 def grounding(

@@ -78,6 +78,22 @@ def attribute_row(obj: Mapping[str, Any], attrs: Mapping[str, int]) -> np.ndarra
     return row
 
 
+def object_cells(
+    obj: Mapping[str, Any], cx: np.ndarray, cy: np.ndarray, width: float, height: float,
+    grid: int,
+) -> np.ndarray:  # fmt: skip
+    """(G·G,) bool: the cells (centres ``cx``, ``cy`` in the image's pixels, row-major)
+    whose centre lies in the object's box, or the cell of the box's centre when none
+    does."""
+    x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+    inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h)
+    if not inside.any():
+        col = min(grid - 1, max(0, int((x + w / 2) / width * grid)))
+        row = min(grid - 1, max(0, int((y + h / 2) / height * grid)))
+        inside[row * grid + col] = True
+    return inside
+
+
 def point_labels(
     objects: Iterable[Mapping[str, Any]],
     cx: np.ndarray,
@@ -199,7 +215,7 @@ class GridObjective:
         scene, cx, cy, width, height = self._scene_frame(image_id)
         return (
             scene,
-            lambda obj: self._object_cells(obj, cx, cy, width, height),
+            lambda obj: object_cells(obj, cx, cy, width, height, self.model.grid),
             self.model.grid**2,
         )
 
@@ -219,20 +235,6 @@ class GridObjective:
             if obj is not None:
                 out |= units_of(obj)
         return out
-
-    def _object_cells(
-        self, obj: Mapping[str, Any], cx: np.ndarray, cy: np.ndarray, width: float, height: float
-    ) -> np.ndarray:
-        """(G·G,) bool: the cells whose centre lies in the object's box, or the cell of the
-        box's centre when none does."""
-        grid = self.model.grid
-        x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
-        inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h)
-        if not inside.any():
-            col = min(grid - 1, max(0, int((x + w / 2) / width * grid)))
-            row = min(grid - 1, max(0, int((y + h / 2) / height * grid)))
-            inside[row * grid + col] = True
-        return inside
 
     def token_attention_target(self, record: Mapping[str, Any], n_tokens: int) -> np.ndarray:
         """(T, n) bool: for each of the first ``n_tokens`` model tokens that the question's
