@@ -1,0 +1,176 @@
+"""What limits the chat VLM: its tower's perception or its answering? (docs/chat-vlm.md,
+"What limits it")
+
+Runs the chat VLM's answering stage (:func:`~vqadiag.models.reference.chat_vlm_fit.
+train_language`, the recipe's options) on one of two kinds of image features, then prints
+one JSON line with the val split's exact match, asked with the image and with the text
+alone:
+
+* ``--features tower``: the features the trained model reads, from the vision tower
+  pre-trained on the scene graphs (:func:`~vqadiag.models.reference.chat_vlm_fit.
+  pretrain_vision`), with the pre-training figures;
+* ``--features oracle``: perfect patch perception, no pixels: each patch's feature is
+  ``E_name[n] + Σ_a E_attr[a]``, the scene-graph name ``n`` and attributes ``a`` of the
+  patch's object (the labels the tower is pre-trained on, every attribute of the
+  training split), ``E`` fixed Gaussian embeddings of the tower's width; a name or
+  attribute the training split lacks is background / nothing.
+
+Exact match is the share of val answers whose every token, and the end-of-sequence
+token, is the argmax under teacher forcing: the answers greedy decoding gives exactly, so
+it equals the accuracy ``vqadiag train`` prints without generating.
+
+Usage: ``python experiments/chat_vlm_ceiling.py WORLD --features oracle [--epochs 12]
+[-o KEY=VALUE ...]`` (WORLD as ``--data`` takes it; the options default to the best
+recipe of docs/chat-vlm.md: 40 augmented pre-training epochs, batch 32, one thread, the
+question first). About 12 minutes on one core for the demo world.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
+from vqadiag.data.model_inputs.gqa_data import GQAData
+from vqadiag.models.reference import chat_vlm_build as build
+from vqadiag.models.reference import chat_vlm_data as cdata
+from vqadiag.models.reference import chat_vlm_fit as fit
+from vqadiag.models.reference.chat_vlm import HELD_OUT_IMAGES, TrainedChatVLM
+
+RECIPE = {
+    "pretrain_epochs": 40,
+    "pretrain_augment": True,
+    "batch_size": 32,
+    "threads": 1,
+    "question_first": True,
+}
+#: every attribute of the training split labels an oracle patch
+ALL_ATTRIBUTES = 1_000_000
+
+
+def answered(data: GQAData, split: str) -> list[dict[str, Any]]:
+    """The split's questions that have an answer."""
+    return [r for r in data.questions(split).values() if r.get("answer") is not None]
+
+
+def oracle_features(
+    scenes: Mapping[str, Any],
+    image_ids: Sequence[str],
+    grid: int,
+    names: Mapping[str, int],
+    attrs: Mapping[str, int],
+    embeddings: tuple[torch.Tensor, torch.Tensor],
+) -> torch.Tensor:
+    """``(I, G·G, D)``: per patch ``E_name[n] + Σ_a E_attr[a]`` of its labels."""
+    label_names, label_attrs = cdata.scene_labeller(scenes, image_ids, grid, names, attrs)()
+    by_name, by_attr = embeddings
+    return by_name[torch.from_numpy(label_names)] + torch.from_numpy(label_attrs) @ by_attr
+
+
+def exact_match(
+    model: Any, features: torch.Tensor, examples: Sequence[cdata.Example], text_only: bool
+) -> float:
+    """Percent of ``examples`` answered exactly under teacher forcing."""
+    right = 0.0
+    with torch.no_grad():
+        for start in range(0, len(examples), 64):
+            chosen = examples[start : start + 64]
+            _, exact, _ = fit.answer_loss(model, features, chosen, [text_only] * len(chosen))
+            right += exact * len(chosen)
+    return 100.0 * right / max(1, len(examples))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("world")
+    parser.add_argument("--features", choices=("tower", "oracle"), required=True)
+    parser.add_argument("--epochs", type=int, default=12, help="answering epochs; 0: none")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args()
+    given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
+    opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
+    torch.set_num_threads(int(opts["threads"]))
+    began = time.perf_counter()
+    out = run(GQAData(args.world), args.features, opts, args.seed)
+    print(
+        json.dumps(
+            {
+                "features": args.features,
+                "options": {k: opts[k] for k in sorted(given)},
+                "epochs": args.epochs,
+                **out,
+                "seconds": round(time.perf_counter() - began),
+            }
+        )
+    )
+
+
+def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """Features of ``kind`` for the train and val images, then ``opts["epochs"]``
+    answering epochs; the figures :func:`main` prints."""
+    train_records, val_records = answered(data, "train"), answered(data, "val")
+    train_ids = sorted({str(r["imageId"]) for r in train_records})
+    val_ids = sorted({str(r["imageId"]) for r in val_records})
+    oracle = kind == "oracle"
+    n_attrs = ALL_ATTRIBUTES if oracle else int(opts["aux_attributes"])
+    scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
+    val_scenes = data.scene_graphs("val")
+    tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
+    processor = build.build_processor(tokenizer, opts)
+    model = build.build_llava(len(tokenizer), opts, seed)
+    grid = int(opts["image_size"]) // int(opts["patch_size"])
+    rng = np.random.default_rng(seed)
+    pretrain: dict[str, float] = {}
+    if oracle:
+        dim = int(opts["vision_dim"])
+        draw = torch.Generator().manual_seed(seed + 1)
+        embeddings = (
+            torch.randn(len(names), dim, generator=draw),
+            torch.randn(len(attrs), dim, generator=draw),
+        )
+        train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings)
+        val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings)
+    else:
+        pixels = cdata.pixel_values(processor, data, train_ids)
+        val_pixels = cdata.pixel_values(processor, data, val_ids)
+        labeller = cdata.scene_labeller(scenes, train_ids, grid, names, attrs)
+        # held out as `vqadiag train` measures it: the first HELD_OUT_IMAGES val images
+        shown = [i for i in val_ids if i in val_scenes][:HELD_OUT_IMAGES]
+        held_names, _ = cdata.scene_labeller(val_scenes, shown, grid, names, {})()
+        held_out = (val_pixels[[val_ids.index(i) for i in shown]], held_names)
+        pretrain = fit.pretrain_vision(
+            model, pixels, labeller, len(names), opts, rng, False, held_out
+        )
+        train_features = fit.encode_images(model, pixels)
+        val_features = fit.encode_images(model, val_pixels)
+        del pixels, val_pixels, held_out
+    out: dict[str, Any] = {"pretrain": {k: round(v, 2) for k, v in pretrain.items()}}
+    if not int(opts["epochs"]):
+        return out
+    tokens = build.image_tokens(opts)
+    train_rows = {image_id: row for row, image_id in enumerate(train_ids)}
+    val_rows = {image_id: row for row, image_id in enumerate(val_ids)}
+    grounded = scenes if float(opts["ground_tokens"]) > 0 else None
+    train = cdata.examples(processor, train_records, train_rows, tokens, grounded)
+    val = cdata.examples(processor, val_records, val_rows, tokens)
+    if grounded is not None:  # attention weights come out of the eager implementation only
+        model.set_attn_implementation("eager")
+    history = fit.train_language(model, train_features, train, opts, rng)
+    return {
+        **out,
+        "last_epoch": {k: round(v, 3) for k, v in history[-1].items() if v is not None},
+        "val_exact": round(exact_match(model, val_features, val, False), 2),
+        "val_exact_text_only": round(exact_match(model, val_features, val, True), 2),
+        "val_questions": len(val),
+    }
+
+
+if __name__ == "__main__":
+    main()
