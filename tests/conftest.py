@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,6 +25,21 @@ class CliResult:
 
     def json(self) -> Any:
         return json.loads(self.stdout)
+
+
+@pytest.fixture
+def experiment() -> Callable[[str], ModuleType]:
+    """A loader of ``experiments/NAME.py`` (a folder of scripts, not a package) as a module."""
+
+    def load(name: str) -> ModuleType:
+        script = Path(__file__).resolve().parents[1] / "experiments" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, script)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture

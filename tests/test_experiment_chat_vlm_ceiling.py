@@ -3,28 +3,17 @@ both feature kinds end to end on a small rendered world."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "chat_vlm_ceiling.py"
 
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("chat_vlm_ceiling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_oracle_features_sum_the_patch_objects_name_and_attribute_embeddings():
-    script = load_script()
+def test_oracle_features_sum_the_patch_objects_name_and_attribute_embeddings(experiment):
+    script = experiment("chat_vlm_ceiling")
     # a 2 × 2 grid over a 100 × 50 image: patch centres (25, 12.5) (75, 12.5) (25, 37.5)
     # (75, 37.5); "table" (brown) covers the left half, "cup" (white, small; smaller, on
     # top) the top-left quarter; "ghost" is not in the name index: its patch is background
@@ -66,8 +55,10 @@ TINY = ["-o", "vision_dim=32", "-o", "vision_layers=1", "-o", "text_dim=32", "-o
 
 
 @pytest.mark.parametrize("features", ["oracle", "tower"])
-def test_one_epoch_prints_the_val_exact_match(features, rendered_world_60, monkeypatch, capsys):
-    script = load_script()
+def test_one_epoch_prints_the_val_exact_match(
+    experiment, features, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
     out = run(
         script, monkeypatch, capsys, str(rendered_world_60), "--features", features,
         "--epochs", "1", "-o", "pretrain_epochs=1", *TINY,
@@ -84,8 +75,10 @@ def test_one_epoch_prints_the_val_exact_match(features, rendered_world_60, monke
     assert out["last_epoch"]["epoch"] == 1
 
 
-def test_grounding_supervision_reaches_the_answering_stage(rendered_world_60, monkeypatch, capsys):
-    script = load_script()
+def test_grounding_supervision_reaches_the_answering_stage(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
     out = run(
         script, monkeypatch, capsys, str(rendered_world_60), "--features", "oracle",
         "--epochs", "1", "-o", "ground_tokens=1.0", *TINY,
@@ -94,9 +87,9 @@ def test_grounding_supervision_reaches_the_answering_stage(rendered_world_60, mo
 
 
 def test_no_answering_epochs_measure_the_pre_trained_tower_alone(
-    rendered_world_60, monkeypatch, capsys
+    experiment, rendered_world_60, monkeypatch, capsys
 ):
-    script = load_script()
+    script = experiment("chat_vlm_ceiling")
     out = run(
         script, monkeypatch, capsys, str(rendered_world_60), "--features", "tower",
         "--epochs", "0", "-o", "pretrain_epochs=1", *TINY,
@@ -105,10 +98,10 @@ def test_no_answering_epochs_measure_the_pre_trained_tower_alone(
     assert "val_exact" not in out and "last_epoch" not in out
 
 
-def test_options_are_read_as_vqadiag_train_reads_them(monkeypatch, capsys):
+def test_options_are_read_as_vqadiag_train_reads_them(experiment, monkeypatch, capsys):
     from vqadiag.errors import DataError
 
-    script = load_script()
+    script = experiment("chat_vlm_ceiling")
     argv = ["chat_vlm_ceiling.py", "w", "--features", "tower"]
     monkeypatch.setattr(sys, "argv", [*argv, "-o", "x"])
     with pytest.raises(DataError, match="expected KEY=VALUE"):

@@ -3,27 +3,16 @@ epoch end to end on a small rendered world."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "pixel_recognition.py"
 
-
-def load_probe():
-    spec = importlib.util.spec_from_file_location("pixel_recognition", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_cell_targets_take_the_smallest_box_containing_each_centre():
-    probe = load_probe()
+def test_cell_targets_take_the_smallest_box_containing_each_centre(experiment):
+    probe = experiment("pixel_recognition")
     # a 2 × 2 grid over a 100 × 50 image: cell centres (25, 12.5) (75, 12.5) (25, 37.5)
     # (75, 37.5); "table" covers the whole left half, "cup" (smaller, on top) the top left
     # quarter; "lamp" covers no cell centre
@@ -44,8 +33,10 @@ def test_cell_targets_take_the_smallest_box_containing_each_centre():
     assert objects == [(2, 1, 8.0), (0, 2, 4.8), (3, 3, 1.6)]
 
 
-def test_one_epoch_prints_the_recognition_figures(rendered_world_60, monkeypatch, capsys):
-    probe = load_probe()
+def test_one_epoch_prints_the_recognition_figures(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    probe = experiment("pixel_recognition")
     argv = ["pixel_recognition.py", str(rendered_world_60 / "gqa"), "--epochs", "1", "--size", "32"]
     monkeypatch.setattr(sys, "argv", argv)
     probe.main()
