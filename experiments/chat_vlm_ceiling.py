@@ -16,13 +16,16 @@ alone:
   attribute the training split lacks is background / nothing.
 
 Exact match is the share of val answers whose every token, and the end-of-sequence
-token, is the argmax under teacher forcing: the answers greedy decoding gives exactly, so
-it equals the accuracy ``vqadiag train`` prints without generating.
+token, is the argmax under teacher forcing: the answers greedy decoding gives exactly,
+before any normalisation (the accuracy ``vqadiag train`` prints compares normalised
+answers, so it can be a little higher).
 
 Usage: ``python experiments/chat_vlm_ceiling.py WORLD --features oracle [--epochs 12]
-[-o KEY=VALUE ...]`` (WORLD as ``--data`` takes it; the options default to the best
-recipe of docs/chat-vlm.md: 40 augmented pre-training epochs, batch 32, one thread, the
-question first). About 12 minutes on one core for the demo world.
+[-o KEY=VALUE ...]`` (WORLD as ``--data`` takes it; ``-o`` as ``vqadiag train -o``,
+over the best recipe of docs/chat-vlm.md: 40 augmented pre-training epochs, batch 32,
+one thread, the question first; ``--epochs 0`` stops after the tower's pre-training).
+On the demo world about 14 minutes (oracle) and 19 (tower) on a core shared with
+another run.
 """
 
 from __future__ import annotations
