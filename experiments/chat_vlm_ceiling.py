@@ -44,7 +44,7 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference import chat_vlm_fit as fit
-from vqadiag.models.reference.chat_vlm import HELD_OUT_IMAGES, TrainedChatVLM
+from vqadiag.models.reference.chat_vlm import TrainedChatVLM, held_out_patches
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -124,7 +124,6 @@ def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[st
     oracle = kind == "oracle"
     n_attrs = ALL_ATTRIBUTES if oracle else int(opts["aux_attributes"])
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
-    val_scenes = data.scene_graphs("val")
     tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, seed)
@@ -139,21 +138,19 @@ def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[st
             torch.randn(len(attrs), dim, generator=draw),
         )
         train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings)
+        val_scenes = data.scene_graphs("val")
         val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings)
     else:
         pixels = cdata.pixel_values(processor, data, train_ids)
-        val_pixels = cdata.pixel_values(processor, data, val_ids)
         labeller = cdata.scene_labeller(scenes, train_ids, grid, names, attrs)
-        # held out as `vqadiag train` measures it: the first HELD_OUT_IMAGES val images
-        shown = [i for i in val_ids if i in val_scenes][:HELD_OUT_IMAGES]
-        held_names, _ = cdata.scene_labeller(val_scenes, shown, grid, names, {})()
-        held_out = (val_pixels[[val_ids.index(i) for i in shown]], held_names)
+        held_out = held_out_patches(data, "train", processor, grid, names)  # as `vqadiag train`
         pretrain = fit.pretrain_vision(
             model, pixels, labeller, len(names), opts, rng, False, held_out
         )
+        del held_out
         train_features = fit.encode_images(model, pixels)
-        val_features = fit.encode_images(model, val_pixels)
-        del pixels, val_pixels, held_out
+        del pixels
+        val_features = fit.encode_images(model, cdata.pixel_values(processor, data, val_ids))
     out: dict[str, Any] = {"pretrain": {k: round(v, 2) for k, v in pretrain.items()}}
     if not int(opts["epochs"]):
         return out

@@ -293,10 +293,10 @@ def test_held_out_patches_are_labelled_with_the_training_splits_names(monkeypatc
     monkeypatch.setattr(chat_vlm_data, "pixel_values", lambda p, d, ids: list(ids))
     _, names, _ = chat_vlm_data.patch_vocabulary(Data(), "train", 4)
     assert names == {"<background>": 0, "dog": 1, "cat": 2}
-    pixels, labels = chat_vlm._held_out_patches(Data(), "train", None, 2, names)
+    pixels, labels = chat_vlm.held_out_patches(Data(), "train", None, 2, names)
     assert pixels == ["3", "4"]
     assert labels.tolist() == [[2, 2, 2, 2], [1, 2, 1, 2]]
-    assert chat_vlm._held_out_patches(Data(), "val", None, 2, names) is None  # no testdev
+    assert chat_vlm.held_out_patches(Data(), "val", None, 2, names) is None  # no testdev
 
 
 def test_caption_examples_are_never_asked_without_the_image(world, monkeypatch):

@@ -220,7 +220,7 @@ def _fit(
         pixels = cdata.pixel_values(processor, data, image_ids)
     clock.lap("images")
     labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs)
-    held_out = None if opts["blind"] else _held_out_patches(data, split, processor, grid, names)
+    held_out = None if opts["blind"] else held_out_patches(data, split, processor, grid, names)
     pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
     del held_out
     clock.lap("pretrain")
@@ -248,7 +248,7 @@ def _fit(
 HELD_OUT_IMAGES = 500
 
 
-def _held_out_patches(
+def held_out_patches(
     data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int]
 ) -> tuple[Any, np.ndarray] | None:
     """The pixels of the first :data:`HELD_OUT_IMAGES` images (by id) of the first split
