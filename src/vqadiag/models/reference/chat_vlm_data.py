@@ -26,7 +26,12 @@ from vqadiag.errors import DataError
 from vqadiag.models.adapters.chat_vlm import user_turn
 from vqadiag.models.adapters.generated_answer import Generation
 from vqadiag.models.reference.chat_vlm_build import EOS, IMAGE
-from vqadiag.models.reference.pixel_objective import object_cells, point_labels, scene_vocab
+from vqadiag.models.reference.pixel_objective import (
+    cell_centres,
+    object_cells,
+    point_labels,
+    scene_vocab,
+)
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,7 @@ def object_patches(obj: Mapping[str, Any], scene: Mapping[str, Any], grid: int) 
     pixel model's cells, :func:`~vqadiag.models.reference.pixel_objective.object_cells`;
     docs/models.md)."""
     width, height = float(scene.get("width") or 1), float(scene.get("height") or 1)
-    centres = (np.arange(grid) + 0.5) / grid
-    cx, cy = np.tile(centres * width, grid), np.repeat(centres * height, grid)
+    cx, cy = cell_centres(width, height, grid)
     return [int(i) for i in np.flatnonzero(object_cells(obj, cx, cy, width, height, grid))]
 
 

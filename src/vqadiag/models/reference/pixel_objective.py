@@ -78,6 +78,13 @@ def attribute_row(obj: Mapping[str, Any], attrs: Mapping[str, int]) -> np.ndarra
     return row
 
 
+def cell_centres(width: float, height: float, grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """(G·G,) x and (G·G,) y: the centre of every cell of a ``grid`` × ``grid`` split of a
+    ``width`` × ``height`` image, in its pixels, row-major."""
+    centres = (np.arange(grid) + 0.5) / grid
+    return np.tile(centres * width, grid), np.repeat(centres * height, grid)
+
+
 def object_cells(
     obj: Mapping[str, Any], cx: np.ndarray, cy: np.ndarray, width: float, height: float,
     grid: int,
@@ -146,20 +153,17 @@ class GridObjective:
         self.bce = torch.nn.BCEWithLogitsLoss()
         self._targets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._image_boxes: dict[str, np.ndarray] = {}
-        grid = model.grid
-        self._centres = (np.arange(grid) + 0.5) / grid
 
     def _scene_frame(
         self, image_id: str
     ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, float, float]:
         """The scene, every cell's centre (x, y) in the stored image's pixels, and the
         image's width and height."""
-        grid = self.model.grid
         scene = self.scenes.get(image_id) or {"objects": {}}
         width = float(scene.get("width") or 1.0)
         height = float(scene.get("height") or 1.0)
-        cx = np.tile(self._centres * width, grid)
-        return scene, cx, np.repeat(self._centres * height, grid), width, height
+        cx, cy = cell_centres(width, height, self.model.grid)
+        return scene, cx, cy, width, height
 
     def _boxes(self, image_id: str) -> np.ndarray:
         """The image's detected boxes as the box encoder reads them (stored pixels; read
