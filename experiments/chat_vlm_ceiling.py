@@ -44,7 +44,11 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference import chat_vlm_fit as fit
-from vqadiag.models.reference.chat_vlm import TrainedChatVLM, held_out_patches
+from vqadiag.models.reference.chat_vlm import (
+    TrainedChatVLM,
+    held_out_patches,
+    training_device,
+)
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -126,7 +130,7 @@ def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[st
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
     tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
-    model = build.build_llava(len(tokenizer), opts, seed)
+    model = build.build_llava(len(tokenizer), opts, seed).to(training_device(opts))
     grid = int(opts["image_size"]) // int(opts["patch_size"])
     rng = np.random.default_rng(seed)
     pretrain: dict[str, float] = {}

@@ -170,6 +170,27 @@ def test_an_on_off_option_that_is_not_true_or_false_is_refused(run_cli, world, t
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("gpu", "device must be a PyTorch device (cpu, cuda …), not 'gpu'"),
+        ("mps", "device 'mps': chat-vlm trains on cpu or cuda"),
+        ("cuda", "device 'cuda': this machine's PyTorch has no CUDA"),
+    ],
+)
+def test_a_device_this_machine_cannot_train_on_is_refused(run_cli, world, tmp_path, value,
+                                                          message):  # fmt: skip
+    import torch
+
+    if value == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / "r",
+                  "-o", f"device={value}", "--quiet")  # fmt: skip
+    assert got.exit_code != 0 and message in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
 def test_on_off_options_take_true_false_1_and_0():
     from vqadiag.models.reference.chat_vlm import TrainedChatVLM
 

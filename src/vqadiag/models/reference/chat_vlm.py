@@ -21,11 +21,18 @@ did (its answers cannot depend on the image).
 
 Seeded and deterministic: one seed initialises the weights and draws the order and the
 text-only questions; deterministic algorithms and ``threads`` intra-op threads.
+
+``device`` (``-o device=cuda``; default ``cpu``) trains on that PyTorch device, and the
+trained model answers there (the run folder's ``config.json`` names it; ``hf:RUN/model``
+with ``--device`` answers anywhere). On CUDA the deterministic kernels are asked for, but
+an operation without one (the backward of PyTorch's memory-efficient attention) warns
+rather than stops, so two GPU runs may differ slightly (docs/chat-vlm.md, "On a GPU").
 """
 
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -77,6 +84,7 @@ class TrainedChatVLM(ChatVLM):
         "tune_tower_layers": 0,
         "blind": False,
         "threads": 2,
+        "device": "cpu",
     }
 
     training_log: dict[str, Any]
@@ -100,6 +108,7 @@ class TrainedChatVLM(ChatVLM):
             raise DataError("--option", "caption_objects must be 0 (off) or more")
         _check_grounding(out)
         _check_tuned_layers(out)
+        training_device(out)
         return out
 
     @classmethod
@@ -119,12 +128,13 @@ class TrainedChatVLM(ChatVLM):
 
         opts = cls.resolve_options(options, epochs)
         start = time.perf_counter()
-        with torch_training_settings(int(opts["threads"])):
+        on_gpu = training_device(opts).type != "cpu"
+        with torch_training_settings(int(opts["threads"]), warn_only=on_gpu):
             model, processor, log = _fit(data, split, seed, opts, progress)
         folder = Path(tempfile.mkdtemp(prefix="vqadiag-chat-vlm-"))
         model.save_pretrained(folder)
         processor.save_pretrained(folder)
-        trained = cls(folder)
+        trained = cls(folder, device=str(opts["device"]))
         weakref.finalize(trained, shutil.rmtree, folder, True)
         trained.options = opts
         trained.training_log = {**log, "seconds": time.perf_counter() - start}
@@ -175,6 +185,30 @@ def _check_grounding(opts: Mapping[str, Any]) -> None:
         raise DataError("--option", f"ground_layer must be a Llama layer, 0 to {layers - 1}")
 
 
+def training_device(opts: Mapping[str, Any]) -> Any:
+    """The ``torch.device`` of ``opts["device"]``, refused in one line when it is not a
+    device name or this machine lacks it. Before a CUDA device's first use it sets
+    ``CUBLAS_WORKSPACE_CONFIG`` (unless set), which cuBLAS needs to be deterministic."""
+    import torch
+
+    name = opts["device"]
+    try:
+        device = torch.device(str(name))
+    except (RuntimeError, ValueError):
+        raise DataError(
+            "--option", f"device must be a PyTorch device (cpu, cuda …), not {name!r}"
+        ) from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DataError("--option", f"device {name!r}: this machine's PyTorch has no CUDA")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DataError("--option", f"device {name!r}: only {torch.cuda.device_count()} GPU(s)")
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    elif device.type != "cpu":
+        raise DataError("--option", f"device {name!r}: chat-vlm trains on cpu or cuda")
+    return device
+
+
 def _check_tuned_layers(opts: Mapping[str, Any]) -> None:
     """``tune_tower_layers`` is a whole number from 0 to ``vision_layers``."""
     layers, tuned = int(opts["vision_layers"]), opts["tune_tower_layers"]
@@ -205,7 +239,7 @@ def _fit(
     texts = cdata.training_texts(records, list(captions.values()))
     tokenizer = build.train_tokenizer(texts, int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
-    model = build.build_llava(len(tokenizer), opts, seed)
+    model = build.build_llava(len(tokenizer), opts, seed).to(training_device(opts))
     grid = int(opts["image_size"]) // int(opts["patch_size"])
     rng = np.random.default_rng(seed)
     clock = _Clock()

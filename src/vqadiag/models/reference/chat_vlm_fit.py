@@ -19,6 +19,9 @@ The forward pass of stage 2 is LLaVA's own: the projected patch features replace
 ``<image>`` tokens' embeddings, then the Llama and its head. Both stages use AdamW with
 a linear warm-up over the first 5% of steps and a cosine decay to 0, one generator seeded
 with the run's seed for the order and the text-only draws.
+
+Both run on the model's device (:func:`model_device`): pixels and batches are built on the
+CPU and moved there a batch at a time; the encoded features stay there.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ def _schedule(optimizer: Any, total: int) -> Any:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def model_device(model: Any) -> torch.device:
+    """The device the model's weights are on."""
+    return next(model.parameters()).device
+
+
 def tower_features(model: Any, pixels: torch.Tensor) -> torch.Tensor:
     """The hidden states LLaVA reads: the tower's last layer, class token dropped."""
     out = model.model.vision_tower(pixels, output_hidden_states=True)
@@ -85,15 +93,16 @@ def pretrain_vision(
     epochs, batch = int(options["pretrain_epochs"]), int(options["pretrain_batch_size"])
     names, attrs = labeller()
     dim = model.config.vision_config.hidden_size
+    device = model_device(model)
     heads = torch.nn.ModuleList(
         [torch.nn.Linear(dim, n_names), torch.nn.Linear(dim, attrs.shape[-1])]
-    )
+    ).to(device)
     tower = model.model.vision_tower
     params = [p for p in tower.parameters() if p.requires_grad] + list(heads.parameters())
     optimizer = torch.optim.AdamW(params, lr=float(options["pretrain_lr"]), weight_decay=0.01)
     steps = epochs * -(-len(pixels) // batch)
     scheduler = _schedule(optimizer, steps)
-    name_t, attr_t = torch.from_numpy(names), torch.from_numpy(attrs)
+    name_t, attr_t = torch.from_numpy(names).to(device), torch.from_numpy(attrs).to(device)
     augment = bool(options.get("pretrain_augment"))
     size, reach = pixels.shape[-1], int(options["patch_size"]) // 2
     stats = {"loss": 0.0, "name_acc": 0.0, "object_name_acc": 0.0}
@@ -106,15 +115,16 @@ def pretrain_vision(
                 flips = rng.random(len(pixels)) < 0.5
                 shifts = rng.integers(-reach, reach + 1, size=(len(pixels), 2))
                 epoch_names, epoch_attrs = labeller(flips, shifts / size)
-                name_t, attr_t = torch.from_numpy(epoch_names), torch.from_numpy(epoch_attrs)
+                name_t = torch.from_numpy(epoch_names).to(device)
+                attr_t = torch.from_numpy(epoch_attrs).to(device)
             total, hits = 0.0, _NameHits()
             for start in range(0, len(order), batch):
-                idx = torch.from_numpy(order[start : start + batch])
-                shown = pixels[idx]
+                chosen = order[start : start + batch]
+                shown = pixels[torch.from_numpy(chosen)]
                 if augment:
-                    chosen = order[start : start + batch]
                     shown = cdata.augment(shown, flips[chosen], shifts[chosen])
-                feats = tower_features(model, shown)
+                idx = torch.from_numpy(chosen).to(device)
+                feats = tower_features(model, shown.to(device))
                 logits = heads[0](feats)
                 loss = torch.nn.functional.cross_entropy(
                     logits.flatten(0, 1), name_t[idx].flatten()
@@ -172,19 +182,23 @@ def name_accuracy(
     if len(pixels):
         with torch.no_grad():
             predicted = head(encode_images(model, pixels)).argmax(-1)
-        hits.add(predicted, torch.from_numpy(names))
+        hits.add(predicted, torch.from_numpy(names).to(predicted.device))
     return hits
 
 
 def encode_images(
     model: Any, pixels: torch.Tensor, chunk: int = 128, tuned: int = 0
 ) -> torch.Tensor:
-    """``(I, P, D)`` tower features of every image, computed once (the tower is frozen);
-    with ``tuned`` K > 0 the hidden states that enter the tower's last K layers instead,
-    class token kept (``(I, P + 1, D)``; :func:`image_features` finishes them)."""
+    """``(I, P, D)`` tower features of every image, computed once (the tower is frozen),
+    on the model's device; with ``tuned`` K > 0 the hidden states that enter the tower's
+    last K layers instead, class token kept (``(I, P + 1, D)``; :func:`image_features`
+    finishes them)."""
     import torch
 
+    device = model_device(model)
+
     def encode(part: torch.Tensor) -> torch.Tensor:
+        part = part.to(device)
         if not tuned:
             return tower_features(model, part)
         out = model.model.vision_tower(part, output_hidden_states=True)
@@ -250,16 +264,19 @@ def answer_loss(
     questions asked without their image have none."""
     import torch
 
-    ids, mask, labels = _batch_tensors(chosen, text_only)
+    device = model_device(model)
+    ids, mask, labels = (t.to(device) for t in _batch_tensors(chosen, text_only))
     inner = model.model
     embeds = inner.language_model.get_input_embeddings()(ids)
     rows = [ex.image for ex, blind in zip(chosen, text_only, strict=True) if not blind]
     if rows:
-        shown = image_features(model, features[torch.tensor(rows)], tuned)
+        shown = image_features(model, features[torch.tensor(rows)].to(device), tuned)
         projected = inner.multi_modal_projector(shown)
         slots = (ids == IMAGE).unsqueeze(-1).expand_as(embeds)
         embeds = embeds.masked_scatter(slots, projected.to(embeds.dtype))
     tied = _grounding_pairs(chosen, text_only, ids.shape[1]) if ground else None
+    if tied is not None:
+        tied = tuple(t.to(device) for t in tied)
     out = inner.language_model(
         inputs_embeds=embeds, attention_mask=mask, output_attentions=tied is not None
     )
