@@ -100,6 +100,28 @@ def test_bad_options(run_cli, tmp_path):
     assert res.exit_code == 2 and "file" in res.stderr and "expected the demo folder" in res.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--device", "cuda"), "only the chat VLM (--chat-vlm) uses a device"),
+        (("--chat-vlm", "--device", "gpu"), "device must be a PyTorch device"),
+        (("--chat-vlm", "--device", "mps"), "chat-vlm trains on cpu or cuda"),
+        (("--chat-vlm", "--device", "cuda"), "this machine's PyTorch has no CUDA"),
+    ],
+)
+def test_a_device_the_chat_vlm_cannot_use_is_refused_before_any_stage(run_cli, tmp_path, args,
+                                                                      message):  # fmt: skip
+    import torch
+
+    if args[-1] == "cuda" and "--chat-vlm" in args and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    res = run_cli("demo", "--out", tmp_path / "d", "--size", "tiny", *args)
+    assert res.exit_code == 2
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("error: --device: ") and message in line
+    assert not (tmp_path / "d").exists()
+
+
 def test_the_demos_findings_follow_from_its_figures(first_run):
     """No finding without its test passing: blind models are never called grounded nor
     said to use the image; a seeing model whose accuracy is not above the blind
@@ -167,3 +189,38 @@ def test_new_model_defaults_retrain_that_model_only(first_run, run_cli, monkeypa
     assert set(status.values()) == {"skipped"}
     config = json.loads((out / "runs" / "pixel" / "config.json").read_text())
     assert config["options"]["dropout"] == 0.25
+
+
+def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
+    tmp_path, monkeypatch
+):
+    """The device reaches the chat VLM's training options (and no other model's), and a
+    run trained on one device is not reused for another."""
+    from dataclasses import replace
+
+    from vqadiag.workflows import demo as workflow
+    from vqadiag.workflows import models
+
+    seen = []
+
+    def fake_train(world, name, run, **kwargs):
+        seen.append((name, kwargs["options"]))
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "config.json").write_text(json.dumps({"options": kwargs["options"]}))
+        return {"val": {"accuracy": 50.0}}
+
+    monkeypatch.setattr(models, "train", fake_train)
+    plan = workflow._plan("tiny", 0, None, None, None, None, None, False)
+    stages = workflow._Stages(tmp_path, False)
+
+    def train(name, device):
+        workflow._train_stage(stages, replace(plan, device=device), tmp_path, tmp_path, "w", name)
+
+    train("chat-vlm", "cuda:0")
+    train("pixel", "cuda:0")
+    assert seen == [("chat-vlm", {"device": "cuda:0"}), ("pixel", {})]
+    train("chat-vlm", "cuda:0")  # done: skipped
+    train("pixel", "cpu")  # the other models do not depend on it
+    assert len(seen) == 2
+    train("chat-vlm", "cpu")
+    assert seen[-1] == ("chat-vlm", {})

@@ -188,6 +188,13 @@ def demo_command(
             "diagnosed on fewer questions, adds minutes).",
         ),
     ] = False,
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device",
+            help="Where the chat VLM trains and answers (cpu, cuda, cuda:1 …; with --chat-vlm).",
+        ),
+    ] = "cpu",
     seed: SeedOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
@@ -207,6 +214,7 @@ def demo_command(
         bq_ranker=bq_ranker,
         progress=True,
         chat_vlm=chat_vlm,
+        device=device,
     )
     emit(result, as_json, _render_demo)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,7 @@ def demo(
     bq_ranker: str | None = None,
     progress: bool = True,
     chat_vlm: bool = False,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Generate a world, train five models (six with ``chat_vlm``: the chat VLM of
     docs/chat-vlm.md, diagnosed on the size's ``chat_vlm_questions`` questions per split),
@@ -188,12 +189,15 @@ def demo(
 
     ``size`` picks :data:`SIZES`; ``images``, ``epochs`` (question-only, UpDn and pixel),
     ``max_questions`` (questions diagnosed per split), ``n_bootstrap`` and
-    ``bq_ranker`` override it. The basic-question dataset of the robustness suite is
-    built once, by the first model's diagnosis, and reused by the others. Returns
+    ``bq_ranker`` override it; ``device`` is where the chat VLM trains and answers
+    (docs/chat-vlm.md, "On a GPU"; checked before any stage). The basic-question dataset
+    of the robustness suite is built once, by the first model's diagnosis, and reused by
+    the others. Returns
     ``{out, size, seed, images, bq_ranker, stages: [{stage, status, seconds}],
     models: {name: {run, results, val_accuracy}}, report: {html, json}, seconds}``.
     """
     plan = _plan(size, seed, images, epochs, max_questions, n_bootstrap, bq_ranker, progress)
+    plan = replace(plan, device=_chat_device(device, chat_vlm))
     root = _demo_folder(out)
     start = time.perf_counter()
     stages = _Stages(root, progress)
@@ -236,6 +240,27 @@ class _Plan:
     n_bootstrap: int
     ranker: str
     progress: bool
+    #: where the chat VLM trains and answers (the other models train on the CPU)
+    device: str = "cpu"
+
+
+def _chat_device(device: str, chat_vlm: bool) -> str:
+    """``device``, refused in one line when it is not the CPU and there is no chat VLM
+    to use it, or when the chat VLM cannot train there."""
+    if device == "cpu":
+        return device
+    if not chat_vlm:
+        raise DataError(
+            "--device",
+            "only the chat VLM (--chat-vlm) uses a device; the other models train on the CPU",
+        )
+    from vqadiag.models.reference.chat_vlm import training_device
+
+    try:
+        training_device({"device": device})
+    except DataError as err:  # named after the demo's own option
+        raise DataError("--device", err.problem) from None
+    return device
 
 
 def _plan(
@@ -309,6 +334,8 @@ def _train_stage(
         "world": world_fp,
         "defaults": _defaults_digest(name),
     }
+    options = {"device": plan.device} if name == CHAT_VLM and plan.device != "cpu" else {}
+    config.update(options)  # a run trained elsewhere is not reused
     title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
     fp = _run_fingerprint(run)
     stage = f"train-{name}"
@@ -326,6 +353,7 @@ def _train_stage(
             run,
             epochs=model_epochs,
             seed=plan.seed,
+            options=options,
             progress=plan.progress,
             n_bootstrap=plan.n_bootstrap,
         )
