@@ -16,6 +16,7 @@ pytest.importorskip("transformers")
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+from vqadiag.models.reference.pixel_objective import word_token_starts
 
 #: a 64 × 64 scene: a cup in the top-left quarter, a table across the bottom half and a
 #: 2 × 2 crumb inside the top-right quarter
@@ -35,6 +36,10 @@ def test_question_words_are_the_annotations_words_with_their_characters():
     assert cdata.question_words("Is it red?") == [(0, 2), (3, 5), (6, 9)]
     assert cdata.question_words("Is the cup, or the plate, red?")[2] == (7, 11)  # "cup,"
     assert cdata.question_words("Who is it.") == [(0, 3), (4, 6), (7, 9)]
+    # leading whitespace is not a word (as for the pixel model), and the spans stay in
+    # the question as given
+    assert cdata.question_words(" \tIs it red? ") == [(2, 4), (5, 7), (8, 11)]
+    assert len(word_token_starts(" \tIs it red? ")) == 3
 
 
 def test_object_patches_are_those_whose_centre_lies_in_the_box():

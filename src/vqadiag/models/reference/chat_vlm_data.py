@@ -71,14 +71,17 @@ def turn_ids(processor: Any, turn: str, n_image_tokens: int) -> list[int]:
 
 
 def question_words(question: str) -> list[tuple[int, int]]:
-    """The ``(start, end)`` character spans of the words GQA ``annotations`` index: the
-    question split on spaces after removing a final ``?`` / ``.`` (``"Is it red?"`` →
-    [(0, 2), (3, 5), (6, 9)])."""
+    """The ``(start, end)`` character spans, in ``question`` as given, of the words GQA
+    ``annotations`` index: the question stripped of surrounding whitespace and a final
+    ``?`` / ``.``, split on spaces (``"Is it red?"`` → [(0, 2), (3, 5), (6, 9)];
+    ``" Is it red?"`` → [(1, 3), (4, 6), (7, 10)]), the words the pixel model's
+    :func:`~vqadiag.models.reference.pixel_objective.word_token_starts` counts."""
     text = question.rstrip()
     if text.endswith(("?", ".")):
         text = text[:-1]
-    spans, start = [], 0
-    for word in text.split(" "):
+    start = len(text) - len(text.lstrip())
+    spans = []
+    for word in text[start:].split(" "):
         spans.append((start, start + len(word)))
         start += len(word) + 1
     return spans
