@@ -49,27 +49,6 @@ def test_training_restores_global_torch_settings(world):
     assert torch.are_deterministic_algorithms_enabled() == deterministic
 
 
-@pytest.mark.parametrize("warn_only", [False, True])
-def test_training_settings_ask_for_deterministic_kernels_and_restore_the_callers(warn_only):
-    from vqadiag.models.training import torch_training_settings
-
-    before = torch.are_deterministic_algorithms_enabled()
-    before_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(False)
-    try:
-        with torch_training_settings(1, warn_only=warn_only):
-            assert torch.are_deterministic_algorithms_enabled()
-            assert torch.is_deterministic_algorithms_warn_only_enabled() is warn_only
-            assert torch.get_num_threads() == 1
-        assert not torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        with torch_training_settings(None):
-            assert not torch.is_deterministic_algorithms_warn_only_enabled()
-        assert torch.is_deterministic_algorithms_warn_only_enabled()
-    finally:
-        torch.use_deterministic_algorithms(before, warn_only=before_warn_only)
-
-
 def test_log_has_loss_and_val_accuracy_per_epoch(world):
     model = QuestionOnlyModel.train(GQAData(world), epochs=2, seed=0, progress=False, hidden_dim=16)
     log = model.training_log

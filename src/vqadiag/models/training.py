@@ -113,22 +113,20 @@ class CrossEntropyObjective:
 
 
 @contextmanager
-def torch_training_settings(threads: int | None, *, warn_only: bool = False) -> Iterator[None]:
+def torch_training_settings(threads: int | None) -> Iterator[None]:
     """Deterministic algorithms and ``threads`` intra-op threads inside the block; the
-    caller's settings are restored afterwards. With ``warn_only`` an operation that has no
-    deterministic kernel (some CUDA ones) warns instead of stopping the run."""
+    caller's settings are restored afterwards."""
     import torch
 
     deterministic = torch.are_deterministic_algorithms_enabled()
-    was_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     previous = torch.get_num_threads()
-    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    torch.use_deterministic_algorithms(True)
     if threads:
         torch.set_num_threads(int(threads))
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(deterministic, warn_only=was_warn_only)
+        torch.use_deterministic_algorithms(deterministic)
         torch.set_num_threads(previous)
 
 

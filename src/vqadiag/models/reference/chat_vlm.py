@@ -24,9 +24,8 @@ text-only questions; deterministic algorithms and ``threads`` intra-op threads.
 
 ``device`` (``-o device=cuda``; default ``cpu``) trains on that PyTorch device, and the
 trained model answers there (the run folder's ``config.json`` names it; ``hf:RUN/model``
-with ``--device`` answers anywhere). On CUDA the deterministic kernels are asked for, but
-an operation without one (the backward of PyTorch's memory-efficient attention) warns
-rather than stops, so two GPU runs may differ slightly (docs/chat-vlm.md, "On a GPU").
+with ``--device`` answers anywhere). On CUDA too the deterministic algorithms are asked
+for (docs/chat-vlm.md, "On a GPU").
 """
 
 from __future__ import annotations
@@ -128,8 +127,7 @@ class TrainedChatVLM(ChatVLM):
 
         opts = cls.resolve_options(options, epochs)
         start = time.perf_counter()
-        on_gpu = training_device(opts).type != "cpu"
-        with torch_training_settings(int(opts["threads"]), warn_only=on_gpu):
+        with torch_training_settings(int(opts["threads"])):
             model, processor, log = _fit(data, split, seed, opts, progress)
         folder = Path(tempfile.mkdtemp(prefix="vqadiag-chat-vlm-"))
         model.save_pretrained(folder)
