@@ -224,3 +224,17 @@ def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
     assert len(seen) == 2
     train("chat-vlm", "cpu")
     assert seen[-1] == ("chat-vlm", {})
+
+
+def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monkeypatch):
+    """A demo folder trained before the device option existed is not trained again for
+    it; any CPU name is the CPU; another default still keys the stage."""
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+    from vqadiag.workflows import demo as workflow
+
+    digest = workflow._defaults_digest("chat-vlm")
+    monkeypatch.setitem(TrainedChatVLM.defaults, "device", "cuda")
+    assert workflow._defaults_digest("chat-vlm") == digest
+    monkeypatch.setitem(TrainedChatVLM.defaults, "epochs", 4)
+    assert workflow._defaults_digest("chat-vlm") != digest
+    assert workflow._chat_device("cpu:0", True) == workflow._chat_device("cpu", False) == "cpu"

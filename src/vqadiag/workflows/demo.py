@@ -245,8 +245,8 @@ class _Plan:
 
 
 def _chat_device(device: str, chat_vlm: bool) -> str:
-    """``device``, refused in one line when it is not the CPU and there is no chat VLM
-    to use it, or when the chat VLM cannot train there."""
+    """``device`` (``cpu`` for any CPU name), refused in one line when it is not the CPU
+    and there is no chat VLM to use it, or when the chat VLM cannot train there."""
     if device == "cpu":
         return device
     if not chat_vlm:
@@ -257,10 +257,10 @@ def _chat_device(device: str, chat_vlm: bool) -> str:
     from vqadiag.models.reference.chat_vlm import training_device
 
     try:
-        training_device({"device": device})
+        parsed = training_device({"device": device})
     except DataError as err:  # named after the demo's own option
         raise DataError("--device", err.problem) from None
-    return device
+    return "cpu" if parsed.type == "cpu" else device
 
 
 def _plan(
@@ -456,6 +456,9 @@ def _defaults_digest(name: str) -> str | None:
     defaults = getattr(model_class(name), "defaults", None)
     if not defaults:
         return None
+    # the chat VLM's device is not a default that changes its weights on the CPU; a stage
+    # on another device is keyed by it (_train_stage)
+    defaults = {k: v for k, v in defaults.items() if k != "device"}
     return hashlib.sha256(orjson.dumps(defaults, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
