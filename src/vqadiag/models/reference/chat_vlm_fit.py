@@ -120,10 +120,11 @@ def pretrain_vision(
             total, hits = 0.0, _NameHits()
             for start in range(0, len(order), batch):
                 chosen = order[start : start + batch]
-                shown = pixels[torch.from_numpy(chosen)]
+                rows = torch.from_numpy(chosen)
+                shown = pixels[rows]
                 if augment:
                     shown = cdata.augment(shown, flips[chosen], shifts[chosen])
-                idx = torch.from_numpy(chosen).to(device)
+                idx = rows.to(device)
                 feats = tower_features(model, shown.to(device))
                 logits = heads[0](feats)
                 loss = torch.nn.functional.cross_entropy(
