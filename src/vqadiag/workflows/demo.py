@@ -256,10 +256,7 @@ def _chat_device(device: str, chat_vlm: bool) -> str:
         )
     from vqadiag.models.reference.chat_vlm import training_device
 
-    try:
-        parsed = training_device({"device": device})
-    except DataError as err:  # named after the demo's own option
-        raise DataError("--device", err.problem) from None
+    parsed = training_device({"device": device}, "--device")
     return "cpu" if parsed.type == "cpu" else device
 
 

@@ -183,10 +183,11 @@ def _check_grounding(opts: Mapping[str, Any]) -> None:
         raise DataError("--option", f"ground_layer must be a Llama layer, 0 to {layers - 1}")
 
 
-def training_device(opts: Mapping[str, Any]) -> Any:
-    """The ``torch.device`` of ``opts["device"]``, refused in one line when it is not a
-    device name or this machine lacks it. Before a CUDA device's first use it sets
-    ``CUBLAS_WORKSPACE_CONFIG`` (unless set), which cuBLAS needs to be deterministic."""
+def training_device(opts: Mapping[str, Any], option: str = "--option") -> Any:
+    """The ``torch.device`` of ``opts["device"]``, refused in one line naming ``option``
+    when it is not a device name or this machine lacks it. Before a CUDA device's first
+    use it sets ``CUBLAS_WORKSPACE_CONFIG`` (unless set), which cuBLAS needs to be
+    deterministic."""
     import torch
 
     name = opts["device"]
@@ -194,16 +195,16 @@ def training_device(opts: Mapping[str, Any]) -> Any:
         device = torch.device(str(name))
     except (RuntimeError, ValueError):
         raise DataError(
-            "--option", f"device must be a PyTorch device (cpu, cuda …), not {name!r}"
+            option, f"device must be a PyTorch device (cpu, cuda …), not {name!r}"
         ) from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise DataError("--option", f"device {name!r}: this machine's PyTorch has no CUDA")
+            raise DataError(option, f"device {name!r}: this machine's PyTorch has no CUDA")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise DataError("--option", f"device {name!r}: only {torch.cuda.device_count()} GPU(s)")
+            raise DataError(option, f"device {name!r}: only {torch.cuda.device_count()} GPU(s)")
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     elif device.type != "cpu":
-        raise DataError("--option", f"device {name!r}: chat-vlm trains on cpu or cuda")
+        raise DataError(option, f"device {name!r}: chat-vlm trains on cpu or cuda")
     return device
 
 
