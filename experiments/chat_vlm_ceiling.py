@@ -23,7 +23,9 @@ answers, so it can be a little higher).
 Usage: ``python experiments/chat_vlm_ceiling.py WORLD --features oracle [--epochs 12]
 [-o KEY=VALUE ...]`` (WORLD as ``--data`` takes it; ``-o`` as ``vqadiag train -o``,
 over the best recipe of docs/chat-vlm.md: 40 augmented pre-training epochs, batch 32,
-one thread, the question first; ``--epochs 0`` stops after the tower's pre-training).
+one thread, the question first; ``-o scene_questions=K`` adds the scene questions
+``vqadiag train`` adds, and ``train_questions`` counts them in; ``--epochs 0`` stops
+after the tower's pre-training).
 On the demo world about 14 minutes (oracle) and 19 (tower) on a core shared with
 another run.
 """
@@ -49,6 +51,7 @@ from vqadiag.models.reference.chat_vlm import (
     held_out_patches,
     training_device,
 )
+from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -128,6 +131,8 @@ def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[st
     oracle = kind == "oracle"
     n_attrs = ALL_ATTRIBUTES if oracle else int(opts["aux_attributes"])
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
+    k = int(opts["scene_questions"])  # as `vqadiag train` adds them
+    train_records += scene_questions(train_records, scenes, train_ids, k, seed)
     tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, seed).to(training_device(opts))
@@ -173,6 +178,7 @@ def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[st
         "val_exact": round(exact_match(model, val_features, val, False), 2),
         "val_exact_text_only": round(exact_match(model, val_features, val, True), 2),
         "val_questions": len(val),
+        "train_questions": len(train),
     }
 
 

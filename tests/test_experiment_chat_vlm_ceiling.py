@@ -86,6 +86,18 @@ def test_grounding_supervision_reaches_the_answering_stage(
     assert 0.0 < out["last_epoch"]["ground_mass"] <= 1.0
 
 
+def test_scene_questions_reach_the_answering_stage(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    data = script.GQAData(rendered_world_60)
+    out = run(
+        script, monkeypatch, capsys, str(rendered_world_60), "--features", "oracle",
+        "--epochs", "1", "-o", "scene_questions=2", *TINY,
+    )  # fmt: skip
+    assert out["train_questions"] > len(script.answered(data, "train"))
+
+
 def test_no_answering_epochs_measure_the_pre_trained_tower_alone(
     experiment, rendered_world_60, monkeypatch, capsys
 ):

@@ -424,3 +424,28 @@ def test_a_tune_tower_layers_outside_the_tower_is_refused(run_cli, world, tmp_pa
         got.exit_code != 0 and "tune_tower_layers must be a whole number from 0 to 1" in got.stderr
     )
     assert not (tmp_path / "r").exists()
+
+
+def test_scene_questions_are_trained_on_and_counted_in_the_run(run_cli, world, tmp_path):
+    """``scene_questions``: the run trains on the split's questions and K re-targeted
+    ones per training image (docs/chat-vlm.md, "Scene questions"), counted in its
+    config; the same seed gives the same weights."""
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
+
+    data = GQAData(world)
+    records = [r for r in data.questions("train").values() if r.get("answer") is not None]
+    images = sorted({str(r["imageId"]) for r in records})
+    expected = len(scene_questions(records, data.scene_graphs("train"), images, 3, 0))
+    assert expected > len(images)  # most images have an object to ask about
+    digests = []
+    for name in ("a", "b"):
+        got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / name,
+                      "--epochs", "1", "--quiet", *(a for o in TINY for a in ("-o", o)),
+                      "-o", "scene_questions=3")  # fmt: skip
+        assert got.exit_code == 0, got.stderr
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config["scene_questions"] == expected
+        assert config["options"]["scene_questions"] == 3
+        digests.append(config["model_digest"])
+    assert digests[0] == digests[1]

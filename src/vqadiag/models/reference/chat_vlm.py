@@ -12,15 +12,19 @@ Recipe (parts: :mod:`~vqadiag.models.reference.chat_vlm_build`,
 :mod:`~vqadiag.models.reference.chat_vlm_fit`): a BPE tokenizer trained on the training
 questions; a CLIP tower pre-trained on the scene graphs' per-patch labels, then frozen;
 the projector and the Llama trained to generate the answers of the training questions in
-the chat template, a seeded share of them asked without the image.
+the chat template, a seeded share of them asked without the image. ``scene_questions``
+(``-o scene_questions=K``) adds up to K questions per training image written from its
+scene graph (:mod:`~vqadiag.models.reference.chat_vlm_scene_questions`); the tokenizer
+is trained on them too.
 
 ``blind`` (``-o blind=true``) is the blind twin: the same recipe with every image blank —
 every pixel the processor's mean colour, i.e. zero pixel values — and the tower's patch
 embedding set to zero, so whatever image it is later shown reaches it as the blank one
 did (its answers cannot depend on the image).
 
-Seeded and deterministic: one seed initialises the weights and draws the order and the
-text-only questions; deterministic algorithms and ``threads`` intra-op threads.
+Seeded and deterministic: one seed initialises the weights and draws the order, the
+text-only questions and the scene questions; deterministic algorithms and ``threads``
+intra-op threads.
 
 ``device`` (``-o device=cuda``; default ``cpu``) trains on that PyTorch device, and the
 trained model answers there (the run folder's ``config.json`` names it; ``hf:RUN/model``
@@ -78,6 +82,7 @@ class TrainedChatVLM(ChatVLM):
         "text_only": 0.2,
         "question_first": False,
         "caption_objects": 0,
+        "scene_questions": 0,
         "ground_tokens": 0.0,
         "ground_layer": 0,
         "tune_tower_layers": 0,
@@ -103,8 +108,8 @@ class TrainedChatVLM(ChatVLM):
             raise DataError("--option", "image_size must be a multiple of patch_size")
         for key in ("blind", "pretrain_augment", "question_first"):
             out[key] = _switch(key, out[key])
-        if int(out["caption_objects"]) < 0:
-            raise DataError("--option", "caption_objects must be 0 (off) or more")
+        for key in ("caption_objects", "scene_questions"):
+            out[key] = _count(key, out[key])
         _check_grounding(out)
         _check_tuned_layers(out)
         training_device(out)
@@ -141,8 +146,8 @@ class TrainedChatVLM(ChatVLM):
     def save(self, run_dir: Path) -> None:
         """``run_dir/model`` (the ``save_pretrained`` folder) and a ``config.json`` that
         points at it (``model`` ``hf-chat``), with the options, the history, the vision
-        pre-training's figures and the model folder's digest (so the run's fingerprint
-        covers the weights)."""
+        pre-training's figures, the number of scene questions (with ``scene_questions``)
+        and the model folder's digest (so the run's fingerprint covers the weights)."""
         target = Path(run_dir) / MODEL_DIR
         if target.resolve() != self.model_dir:
             if target.exists():
@@ -157,6 +162,8 @@ class TrainedChatVLM(ChatVLM):
             "history": getattr(self, "training_log", {}).get("history", []),
             "pretrain": getattr(self, "training_log", {}).get("pretrain", {}),
         }
+        if "scene_questions" in getattr(self, "training_log", {}):
+            config["scene_questions"] = self.training_log["scene_questions"]
         save_checkpoint(Path(run_dir), config, {}, [])
 
 
@@ -166,6 +173,13 @@ def _switch(key: str, value: Any) -> bool:
     if value in (True, False):  # 1 and 0 compare equal to them
         return bool(value)
     raise DataError("--option", f"{key} must be true or false, not {value!r}")
+
+
+def _count(key: str, value: Any) -> int:
+    """A count option: a whole number, 0 (off) or more."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DataError("--option", f"{key} must be a whole number, 0 (off) or more, not {value!r}")
+    return value
 
 
 def _check_grounding(opts: Mapping[str, Any]) -> None:
@@ -227,12 +241,15 @@ def _fit(
     from vqadiag.models.reference import chat_vlm_build as build
     from vqadiag.models.reference import chat_vlm_data as cdata
     from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
 
     records = [r for r in data.questions(split).values() if r.get("answer") is not None]
     if not records:
         raise DataError(data.root, f"no answered questions in split {split!r}")
     image_ids = sorted({str(r["imageId"]) for r in records})
     scenes, names, attrs = cdata.patch_vocabulary(data, split, int(opts["aux_attributes"]))
+    extra = scene_questions(records, scenes, image_ids, int(opts["scene_questions"]), seed)
+    records += extra
     k = int(opts["caption_objects"])
     captions = {i: cdata.caption(scenes[i], k) for i in image_ids if k and i in scenes}
     texts = cdata.training_texts(records, list(captions.values()))
@@ -274,7 +291,10 @@ def _fit(
         model.set_attn_implementation(attention)
     clock.lap("language")
     model.model.vision_tower.requires_grad_(True)
-    return model, processor, {"pretrain": pre, "history": history, "stage_seconds": clock.laps}
+    log = {"pretrain": pre, "history": history, "stage_seconds": clock.laps}
+    if int(opts["scene_questions"]):
+        log["scene_questions"] = len(extra)
+    return model, processor, log
 
 
 #: at most this many held-out images measure the pre-trained tower's patch names
