@@ -12,9 +12,10 @@ names it.
 
 A scene question re-targets a template to another object of a training image: an
 object whose name no other object of its scene has, asked about a category in which it
-has exactly one attribute and which has templates. A template is drawn from all the
-category's templates (``choose`` ones only when the category has another attribute), so
-the operations come in the split's own mix. The template's object name (the words its
+has exactly one attribute and which has templates. An operation is drawn evenly from
+those with templates of that category (``choose`` only when the category has another
+attribute), then one of its templates, so each operation is asked about as often
+whatever the split's own mix. The template's object name (the words its
 ``annotations`` tie to the selected object, which must be that name exactly) is replaced
 by the object's name, and for ``verify`` and ``choose`` the attribute words by new ones:
 ``verify`` asks the object's own attribute or, with probability ½, another of the
@@ -170,18 +171,16 @@ class SceneQuestions:
         attribute: str, rng: np.random.Generator,
     ) -> dict[str, Any] | None:  # fmt: skip
         """One template of ``category`` asked about ``obj``, whose attribute is
-        ``attribute``, drawn from all the category's templates (``choose`` ones only when
-        the category has another attribute); None when there is none."""
+        ``attribute``: an operation drawn evenly from those with templates of the category
+        (``choose`` only when the category has another attribute), then one of its
+        templates; None when there is none."""
         name = str(obj["name"])
         others = self._others(name, category, set(obj.get("attributes") or ()))
-        pool = [
-            t
-            for op in OPERATIONS
-            if op != "choose" or others
-            for t in self.templates.get((op, category), ())
-        ]
-        if not pool:
+        usable = [op for op in OPERATIONS if (op, category) in self.templates]
+        usable = [op for op in usable if op != "choose" or others]
+        if not usable:
             return None
+        pool = self.templates[(usable[int(rng.integers(len(usable)))], category)]
         chosen = pool[int(rng.integers(len(pool)))]
         answer, asked = attribute, ()
         if chosen.operation == "verify":
