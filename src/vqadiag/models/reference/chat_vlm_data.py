@@ -87,6 +87,16 @@ def question_words(question: str) -> list[tuple[int, int]]:
     return spans
 
 
+def annotation_span(key: Any) -> tuple[int, int] | None:
+    """The words ``(first, stop)`` a GQA ``annotations`` key ties: ``"3"`` → (3, 4),
+    ``"3:5"`` → (3, 5); None for any other key (``"x"``, ``"1:2:3"``)."""
+    bounds = str(key).split(":")
+    if len(bounds) > 2 or not all(b.isdecimal() for b in bounds):
+        return None
+    first = int(bounds[0])
+    return first, int(bounds[1]) if len(bounds) == 2 else first + 1
+
+
 def object_patches(obj: Mapping[str, Any], scene: Mapping[str, Any], grid: int) -> list[int]:
     """The patches (row-major, of a ``grid`` × ``grid`` split of the whole image) whose
     centre lies in the object's box, or the patch of the box's centre when none does (the
@@ -125,11 +135,10 @@ def grounding(
     out = []
     for span, object_id in tied.items():
         obj = scene["objects"].get(str(object_id))
-        bounds = str(span).split(":")
-        if obj is None or len(bounds) > 2 or not all(b.isdecimal() for b in bounds):
+        words_tied = annotation_span(span)
+        if obj is None or words_tied is None:
             continue
-        first = int(bounds[0])
-        stop = int(bounds[1]) if len(bounds) == 2 else first + 1
+        first, stop = words_tied
         patches = tuple(image_at + p for p in object_patches(obj, scene, grid))
         chars = [(base + start, base + end) for start, end in words[first:stop]]
         tokens = tuple(

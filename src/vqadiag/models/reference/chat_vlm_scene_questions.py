@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.models.reference.chat_vlm_data import question_words
+from vqadiag.models.reference.chat_vlm_data import annotation_span, question_words
 
 #: the attribute operations a template may end with
 OPERATIONS = ("query", "verify", "choose")
@@ -98,10 +98,9 @@ def _name_span(record: Mapping[str, Any], object_id: str) -> tuple[int, int] | N
     """The word span the question annotations tie to ``object_id``, if any."""
     tied = (record.get("annotations") or {}).get("question") or {}
     for span, tied_id in tied.items() if isinstance(tied, Mapping) else ():
-        bounds = str(span).split(":")
-        if str(tied_id) == object_id and all(b.isdecimal() for b in bounds) and len(bounds) <= 2:
-            first = int(bounds[0])
-            return first, int(bounds[1]) if len(bounds) == 2 else first + 1
+        words = annotation_span(span)
+        if str(tied_id) == object_id and words is not None:
+            return words
     return None
 
 
