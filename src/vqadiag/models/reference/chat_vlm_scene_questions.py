@@ -32,6 +32,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,13 @@ class Template:
     operation: str
     category: str
     arguments: tuple[str, ...]
+
+    @cached_property
+    def masked(self) -> str:
+        """The question with its name words replaced by ``"\\x00"``."""
+        words = question_words(self.question)
+        start, end = words[self.first][0], words[self.stop - 1][1]
+        return self.question[:start] + "\x00" + self.question[end:]
 
 
 def template(record: Mapping[str, Any]) -> Template | None:
@@ -86,12 +94,12 @@ def template(record: Mapping[str, Any]) -> Template | None:
     if span is None or not 0 <= span[0] < span[1] <= len(words):
         return None
     start, end = words[span[0]][0], words[span[1] - 1][1]
-    rest = question[:start] + "\x00" + question[end:]
+    found = Template(question, *span, operation, category, arguments)
     if question[start:end] != match.group(1) or any(
-        len(re.findall(rf"\b{re.escape(a)}\b", rest)) != 1 for a in arguments
+        len(re.findall(rf"\b{re.escape(a)}\b", found.masked)) != 1 for a in arguments
     ):
         return None
-    return Template(question, *span, operation, category, arguments)
+    return found
 
 
 def _name_span(record: Mapping[str, Any], object_id: str) -> tuple[int, int] | None:
@@ -228,9 +236,7 @@ def _rewrite(chosen: Template, name: str, asked: tuple[str, ...]) -> tuple[str, 
     """The template's question with the name words replaced by ``name`` and its
     argument attributes by ``asked`` (each its first whole-word occurrence, all in one
     pass), and the annotation span of the new name."""
-    words = question_words(chosen.question)
-    start, end = words[chosen.first][0], words[chosen.stop - 1][1]
-    marked = chosen.question[:start] + "\x00" + chosen.question[end:]
+    marked = chosen.masked
     todo = dict(zip(chosen.arguments, asked, strict=True))
     if todo:
         pattern = "|".join(rf"\b{re.escape(old)}\b" for old in sorted(todo, key=len, reverse=True))
