@@ -33,11 +33,13 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from vqadiag.models.reference.chat_vlm_data import annotation_span, question_words
+
+T = TypeVar("T")
 
 #: the attribute operations a template may end with
 OPERATIONS = ("query", "verify", "choose")
@@ -156,8 +158,8 @@ class SceneQuestions:
                 objects.append((str(object_id), obj, own))
         out: list[dict[str, Any]] = []
         for _ in range(k if objects else 0):
-            object_id, obj, own = objects[int(rng.integers(len(objects)))]
-            category = sorted(own)[int(rng.integers(len(own)))]
+            object_id, obj, own = _pick(objects, rng)
+            category = _pick(sorted(own), rng)
             asked = self._retarget(image_id, object_id, obj, category, own[category], rng)
             if asked is not None:
                 out.append(asked)
@@ -187,8 +189,7 @@ class SceneQuestions:
         usable = [op for op in usable if op != "choose" or others]
         if not usable:
             return None
-        pool = self.templates[(usable[int(rng.integers(len(usable)))], category)]
-        chosen = pool[int(rng.integers(len(pool)))]
+        chosen = _pick(self.templates[(_pick(usable, rng), category)], rng)
         answer, asked = attribute, ()
         if chosen.operation == "verify":
             shown = attribute if not others or rng.random() < 0.5 else _pick(others, rng)
@@ -228,7 +229,8 @@ def scene_questions(
     return [q for i in image_ids if i in scenes for q in learned.ask(i, scenes[i], k, rng)]
 
 
-def _pick(values: Sequence[str], rng: np.random.Generator) -> str:
+def _pick(values: Sequence[T], rng: np.random.Generator) -> T:
+    """One of ``values``, drawn evenly by ``rng``."""
     return values[int(rng.integers(len(values)))]
 
 
