@@ -103,7 +103,8 @@ def test_bad_options(run_cli, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--device", "cuda"), "only the chat VLM (--chat-vlm) uses a device"),
+        (("--device", "cuda"), "only the chat VLM uses a device, and this demo has none"),
+        (("--no-chat-vlm", "--device", "cuda:0"), "only the chat VLM uses a device"),
         (("--chat-vlm", "--device", "gpu"), "device must be a PyTorch device"),
         (("--chat-vlm", "--device", "mps"), "chat-vlm trains on cpu or cuda"),
         (("--chat-vlm", "--device", "cuda"), "this machine's PyTorch has no CUDA"),
@@ -194,8 +195,9 @@ def test_new_model_defaults_retrain_that_model_only(first_run, run_cli, monkeypa
 def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
     tmp_path, monkeypatch
 ):
-    """The device reaches the chat VLM's training options (and no other model's), and a
-    run trained on one device is not reused for another."""
+    """The device reaches the chat VLM's training options (and no other model's) beside
+    its one thread and the size's options, and a run trained on one device is not reused
+    for another."""
     from dataclasses import replace
 
     from vqadiag.workflows import demo as workflow
@@ -218,12 +220,14 @@ def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
 
     train("chat-vlm", "cuda:0")
     train("pixel", "cuda:0")
-    assert seen == [("chat-vlm", {"device": "cuda:0"}), ("pixel", {})]
+    chat = {**workflow.CHAT_OPTIONS, **workflow.TINY_CHAT_OPTIONS}  # one thread, the size's
+    assert seen == [("chat-vlm", {**chat, "device": "cuda:0"}), ("pixel", {})]
+    assert chat["threads"] == 1
     train("chat-vlm", "cuda:0")  # done: skipped
     train("pixel", "cpu")  # the other models do not depend on it
     assert len(seen) == 2
     train("chat-vlm", "cpu")
-    assert seen[-1] == ("chat-vlm", {})
+    assert seen[-1] == ("chat-vlm", chat)
 
 
 def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monkeypatch):

@@ -15,6 +15,7 @@ import reprlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from os import PathLike
+from typing import Any
 
 #: the most characters of a value quoted in an error message (:func:`excerpt`)
 EXCERPT_CHARS = 120
@@ -94,6 +95,21 @@ class DataError(ValueError):
         parts = [p for p in (self.path, self.record and one_line(self.record)) if p]
         parts.append(one_line(self.problem))
         return ": ".join(parts)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled as shown (the path already named as the user gave it), so that an error
+        # raised in another process (the demo's chat VLM lane) reads the same there
+        return _restored_data_error, (type(self), self.path, self.problem, self.record)
+
+
+def _restored_data_error(
+    cls: type[DataError], path: str | None, problem: str, record: str | None
+) -> DataError:
+    """A :class:`DataError` rebuilt from its pickled fields, the path taken as shown."""
+    err = cls.__new__(cls)
+    err.path, err.problem, err.record = path, problem, record
+    ValueError.__init__(err, str(err))
+    return err
 
 
 class SuiteSkipped(Exception):

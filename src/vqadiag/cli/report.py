@@ -181,13 +181,14 @@ def demo_command(
         ),
     ] = None,
     chat_vlm: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            "--chat-vlm",
-            help="Also train and diagnose a sixth model, the chat VLM (docs/chat-vlm.md; "
-            "diagnosed on fewer questions, adds minutes).",
+            "--chat-vlm/--no-chat-vlm",
+            help="Train and diagnose the sixth model, the chat VLM (docs/chat-vlm.md; "
+            "diagnosed on fewer questions, in a second process where two cores are usable); "
+            "default: on, off in the tiny size.",
         ),
-    ] = False,
+    ] = None,
     device: Annotated[
         str,
         typer.Option(
@@ -195,12 +196,20 @@ def demo_command(
             help="Where the chat VLM trains and answers (cpu, cuda, cuda:1 …; with --chat-vlm).",
         ),
     ] = "cpu",
+    second_process: Annotated[
+        bool,
+        typer.Option(
+            "--second-process/--one-process",
+            help="Train and diagnose the chat VLM in a second process, beside the other "
+            "models, where two cores are usable (default), or in this one.",
+        ),
+    ] = True,
     seed: SeedOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
     """From nothing to a report: synthetic world → train prior, question-only, UpDn,
-    symbolic and the pixel model (and the chat VLM with --chat-vlm) → diagnose each with
-    every suite → report. Interrupted, it resumes."""
+    symbolic, the pixel model and the chat VLM (not with --no-chat-vlm) → diagnose each
+    with every suite → report. Interrupted, it resumes."""
     from vqadiag.workflows.demo import demo
 
     result = demo(
@@ -215,6 +224,7 @@ def demo_command(
         progress=True,
         chat_vlm=chat_vlm,
         device=device,
+        second_process=second_process,
     )
     emit(result, as_json, _render_demo)
 

@@ -1,13 +1,19 @@
-"""Glue of ``vqadiag demo``: from nothing to a report comparing five models.
+"""Glue of ``vqadiag demo``: from nothing to a report comparing six models (five with
+``--no-chat-vlm`` and in the ``tiny`` size).
 
 Stages (each prints a header on stderr, then its own progress bars):
 
 1. ``OUT/world``: a synthetic world (:func:`vqadiag.synth.generate_world`);
-2. ``OUT/runs/<model>``: train prior, question-only, UpDn, symbolic and the pixel model
-   (:func:`vqadiag.workflows.models.train`);
+2. ``OUT/runs/<model>``: train prior, question-only, UpDn, symbolic, the pixel model and
+   the chat VLM (:func:`vqadiag.workflows.models.train`);
 3. ``OUT/results/<model>``: diagnose each with every suite
    (:func:`vqadiag.diagnosis.diagnose.diagnose`, resumable from its prediction store);
 4. ``OUT/report``: ``report.json`` + ``report.html`` (:func:`vqadiag.workflows.report.report`).
+
+The chat VLM's training and diagnosis run in the demo's second lane
+(:mod:`vqadiag.workflows.demo_lane`): a process of its own on a core the others leave
+idle, while the five models are trained and diagnosed here (docs/report.md, "Six models
+on two cores").
 
 Resume: each finished stage writes ``OUT/stages/<stage>.json`` with its
 configuration and the fingerprint of what it produced (world: ``world.json``'s
@@ -24,12 +30,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vqadiag.data.io.heap import HeapTrimmer
 from vqadiag.errors import DataError
+from vqadiag.workflows.demo_lane import InlineLane, ProcessLane, open_lane, outcome
 
 MODELS = ("prior", "question-only", "updn", "symbolic", "pixel")
 #: the sixth model, trained and diagnosed with ``chat_vlm`` (``vqadiag demo --chat-vlm``;
@@ -38,11 +47,21 @@ CHAT_VLM = "chat-vlm"
 
 #: the chat VLM's training epochs and questions diagnosed per split in the ``small`` demo
 CHAT_EPOCHS, CHAT_QUESTIONS = 3, 300
+#: the chat VLM's options in every demo: one intra-op thread, so that its weights are the
+#: same whether it trains beside the other models (a core of its own) or alone
+CHAT_OPTIONS: dict[str, Any] = {"threads": 1}
+#: the ``tiny`` demo's chat VLM (for tests: seconds, not minutes)
+TINY_CHAT_OPTIONS: dict[str, Any] = {
+    "image_size": 32, "patch_size": 16, "vision_dim": 32, "vision_layers": 1,
+    "vision_heads": 2, "text_dim": 32, "text_layers": 1, "text_heads": 2, "vocab_size": 400,
+    "pretrain_epochs": 1, "batch_size": 32,
+}  # fmt: skip
 
-#: World size, training epochs, questions diagnosed, bootstrap resamples and the ranker of
-#: the basic-question dataset (robustness suite) per size. ``small`` is what `vqadiag demo`
-#: runs by default (≲ 10 minutes on 2 CPU cores), so it ranks basic questions by BLEU-1
-#: (seconds) instead of the paper's LASSO (minutes); ``tiny`` is for tests.
+#: World size, training epochs, questions diagnosed, bootstrap resamples, the ranker of
+#: the basic-question dataset (robustness suite), and whether the chat VLM is the sixth
+#: model (with its options and questions per split) per size. ``small`` is what `vqadiag
+#: demo` runs by default (≲ 10 minutes on 2 CPU cores), so it ranks basic questions by
+#: BLEU-1 (seconds) instead of the paper's LASSO (minutes); ``tiny`` is for tests.
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
         "images": 60,
@@ -55,6 +74,8 @@ SIZES: dict[str, dict[str, Any]] = {
             CHAT_VLM: 1,
         },
         "max_questions": 60,
+        "chat_vlm": False,
+        "chat_vlm_options": TINY_CHAT_OPTIONS,
         "chat_vlm_questions": 20,
         "n_bootstrap": 100,
         "bq_ranker": "bleu1",
@@ -70,6 +91,8 @@ SIZES: dict[str, dict[str, Any]] = {
             CHAT_VLM: CHAT_EPOCHS,
         },
         "max_questions": 1000,
+        "chat_vlm": True,
+        "chat_vlm_options": {},
         "chat_vlm_questions": CHAT_QUESTIONS,
         "n_bootstrap": 1000,
         "bq_ranker": "bleu1",
@@ -85,6 +108,8 @@ SIZES: dict[str, dict[str, Any]] = {
             CHAT_VLM: None,
         },
         "max_questions": None,
+        "chat_vlm": True,
+        "chat_vlm_options": {},
         "chat_vlm_questions": None,
         "n_bootstrap": 1000,
         "bq_ranker": "lasso",
@@ -180,12 +205,14 @@ def demo(
     n_bootstrap: int | None = None,
     bq_ranker: str | None = None,
     progress: bool = True,
-    chat_vlm: bool = False,
+    chat_vlm: bool | None = None,
     device: str = "cpu",
+    second_process: bool = True,
 ) -> dict[str, Any]:
-    """Generate a world, train five models (six with ``chat_vlm``: the chat VLM of
-    docs/chat-vlm.md, diagnosed on the size's ``chat_vlm_questions`` questions per split),
-    diagnose them and write the report.
+    """Generate a world, train five models (six with ``chat_vlm``, by default the size's
+    ``chat_vlm``: the chat VLM of docs/chat-vlm.md, diagnosed on the size's
+    ``chat_vlm_questions`` questions per split, in a second process where two cores are
+    usable and ``second_process``), diagnose them and write the report.
 
     ``size`` picks :data:`SIZES`; ``images``, ``epochs`` (question-only, UpDn and pixel),
     ``max_questions`` (questions diagnosed per split), ``n_bootstrap`` and
@@ -197,6 +224,10 @@ def demo(
     models: {name: {run, results, val_accuracy}}, report: {html, json}, seconds}``.
     """
     plan = _plan(size, seed, images, epochs, max_questions, n_bootstrap, bq_ranker, progress)
+    if chat_vlm is None:
+        chat_vlm = bool(plan.preset["chat_vlm"])
+    if chat_vlm:
+        _check_chat_libraries()
     plan = replace(plan, device=_chat_device(device, chat_vlm))
     root = _demo_folder(out)
     start = time.perf_counter()
@@ -204,15 +235,17 @@ def demo(
     names = (*MODELS, CHAT_VLM) if chat_vlm else MODELS
     stages.total = 2 + 2 * len(names)
     world = root / "world"
-    world_fp = _world_stage(stages, plan, world)
-    models = {name: _train_stage(stages, plan, root, world, world_fp, name) for name in names}
-    result_dirs: list[Path] = []
-    for name in names:
-        res = _diagnose_stage(stages, plan, root, world, world_fp, name, result_dirs)
-        models[name]["results"] = str(res)
-        result_dirs.append(res)
     report_dir = root / "report"
-    _report_stage(stages, plan, result_dirs, report_dir)
+    with HeapTrimmer():  # the freed heap goes back to the OS (docs/report.md, "Memory")
+        world_fp = _world_stage(stages, plan, world)
+        lane = open_lane(chat_vlm and second_process)
+        try:
+            models, result_dirs = _run_models(stages, plan, root, world, world_fp, lane, chat_vlm)
+        except BaseException:
+            lane.close(cancel=True)
+            raise
+        lane.close()
+        _report_stage(stages, plan, result_dirs, report_dir)
     html = report_dir / "report.html"
     stages.console.print(f"[bold]report:[/bold] {html.resolve()}")
     return {
@@ -226,6 +259,105 @@ def demo(
         "report": {"html": str(html), "json": str(report_dir / "report.json")},
         "seconds": time.perf_counter() - start,
     }
+
+
+def _run_models(
+    stages: _Stages, plan: _Plan, root: Path, world: Path, world_fp: str | None,
+    lane: InlineLane | ProcessLane, chat_vlm: bool,
+) -> tuple[dict[str, dict[str, Any]], list[Path]]:  # fmt: skip
+    """Train and diagnose the five models here, and the chat VLM (with ``chat_vlm``) in
+    ``lane``: its training first, its diagnosis once the first diagnosis has written the
+    basic-question dataset it reuses (docs/report.md, "Six models on two cores"); returns
+    each model's ``{run, val_accuracy, results}`` and the result folders, the chat VLM's
+    last."""
+    args = (plan, root, world, world_fp)
+    chat_train = _submit(stages, lane, "train", _train_chat_vlm, args) if chat_vlm else None
+    models = {name: _train_stage(stages, plan, root, world, world_fp, name) for name in MODELS}
+    result_dirs: list[Path] = []
+    chat_diagnosis = None
+    for name in MODELS:
+        res = _diagnose_stage(stages, plan, root, world, world_fp, name, result_dirs)
+        models[name]["results"] = str(res)
+        result_dirs.append(res)
+        if chat_vlm and chat_diagnosis is None:
+            job_args = (*args, result_dirs[:1])
+            chat_diagnosis = _submit(stages, lane, "diagnose", _diagnose_chat_vlm, job_args)
+            lane.last_job_submitted()  # its memory is freed while the others go on
+    if chat_train is None or chat_diagnosis is None:
+        return models, result_dirs
+    where = root / "runs" / CHAT_VLM
+    models[CHAT_VLM] = _lane_result(stages, lane, chat_train, "the chat VLM's training", where)
+    res = _lane_result(stages, lane, chat_diagnosis, "the chat VLM's diagnosis", where)
+    models[CHAT_VLM]["results"] = str(res)
+    result_dirs.append(res)
+    return models, result_dirs
+
+
+def _submit(
+    stages: _Stages, lane: InlineLane | ProcessLane, what: str,
+    job: Callable[..., Any], args: tuple[Any, ...],
+) -> Future[Any]:  # fmt: skip
+    """Hand the chat VLM's ``what`` stage (``job``) to ``lane``. Run here, the job prints
+    its header and progress through ``stages``; in a worker process it shows nothing, and
+    this header says where it runs."""
+    if not lane.parallel:
+        return lane.submit(job, *args, stages)
+    plan = replace(args[0], progress=False)
+    if what == "train":
+        epochs = plan.preset["epochs"][CHAT_VLM]
+        title = f"train {CHAT_VLM}" + (f" ({epochs} epochs)" if epochs else "")
+    else:
+        questions = _questions(plan, CHAT_VLM)
+        title = f"diagnose {CHAT_VLM}"
+        if questions:
+            title += f" on {questions} questions per split"
+    stages.header(f"{title}, in a second process")
+    return lane.submit(job, plan, *args[1:])
+
+
+def _lane_result(
+    stages: _Stages, lane: InlineLane | ProcessLane, future: Future[Any], what: str,
+    where: Path,
+) -> Any:  # fmt: skip
+    """The chat VLM stage's result (waiting for it); from a worker process its stage log
+    joins this demo's, with a line saying how it went."""
+    if lane.parallel and not future.done():
+        stages.console.print(f"  waiting for {what} (second process) …")
+    value, log = outcome(future, what, where)
+    if lane.parallel:
+        stages.log.extend(log)
+        for entry in log:
+            how = (
+                "already done with the same configuration: skipped"
+                if entry["status"] == "skipped"
+                else f"done in {entry['seconds']:.1f} s"
+            )
+            stages.console.print(f"  {what} (second process): {how}")
+    return value
+
+
+def _train_chat_vlm(
+    plan: _Plan, root: Path, world: Path, world_fp: str | None, stages: _Stages | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The chat VLM's training stage, in a lane (:func:`_run_models`); ``stages`` None
+    (a worker process): a silent stage log of its own. Returns ``{run, val_accuracy}`` and
+    the stage's log entries."""
+    own = stages or _Stages(root, False)
+    done = len(own.log)
+    value = _train_stage(own, plan, root, world, world_fp, CHAT_VLM)
+    return value, own.log[done:]
+
+
+def _diagnose_chat_vlm(
+    plan: _Plan, root: Path, world: Path, world_fp: str | None, shared: list[Path],
+    stages: _Stages | None = None,
+) -> tuple[Path, list[dict[str, Any]]]:  # fmt: skip
+    """The chat VLM's diagnosis stage, in a lane (as :func:`_train_chat_vlm`), reusing the
+    basic-question dataset of ``shared`` (the first result folder)."""
+    own = stages or _Stages(root, False)
+    done = len(own.log)
+    res = _diagnose_stage(own, plan, root, world, world_fp, CHAT_VLM, shared)
+    return res, own.log[done:]
 
 
 @dataclass(frozen=True)
@@ -244,6 +376,39 @@ class _Plan:
     device: str = "cpu"
 
 
+def _check_chat_libraries() -> None:
+    """The chat VLM's libraries are installed, or one line says how to get them, before
+    any stage runs."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise DataError(
+            "--chat-vlm",
+            f"the chat VLM needs {' and '.join(missing)}: pip install 'vqadiag[hf]' (after "
+            "pip install torch==2.13.0 for the CPU build), or run the demo with --no-chat-vlm",
+        )
+
+
+def _questions(plan: _Plan, name: str) -> int | None:
+    """Questions diagnosed per split for model ``name`` (None: all): the plan's, or for the
+    chat VLM the size's ``chat_vlm_questions`` when that is fewer."""
+    max_questions = plan.max_questions
+    if name == CHAT_VLM and plan.preset["chat_vlm_questions"] is not None:
+        limit = int(plan.preset["chat_vlm_questions"])
+        max_questions = limit if max_questions is None else min(limit, int(max_questions))
+    return max_questions
+
+
+def _chat_options(plan: _Plan) -> dict[str, Any]:
+    """The chat VLM's training options: :data:`CHAT_OPTIONS`, the size's, and the device
+    when it is not the CPU."""
+    options = {**CHAT_OPTIONS, **plan.preset["chat_vlm_options"]}
+    if plan.device != "cpu":
+        options["device"] = plan.device
+    return options
+
+
 def _chat_device(device: str, chat_vlm: bool) -> str:
     """``device`` (``cpu`` for any CPU name), refused in one line when it is not the CPU
     and there is no chat VLM to use it, or when the chat VLM cannot train there."""
@@ -252,7 +417,8 @@ def _chat_device(device: str, chat_vlm: bool) -> str:
     if not chat_vlm:
         raise DataError(
             "--device",
-            "only the chat VLM (--chat-vlm) uses a device; the other models train on the CPU",
+            "only the chat VLM uses a device, and this demo has none (--no-chat-vlm or the "
+            "tiny size; --chat-vlm adds it); the other models train on the CPU",
         )
     from vqadiag.models.reference.chat_vlm import training_device
 
@@ -331,8 +497,8 @@ def _train_stage(
         "world": world_fp,
         "defaults": _defaults_digest(name),
     }
-    options = {"device": plan.device} if name == CHAT_VLM and plan.device != "cpu" else {}
-    config.update(options)  # a run trained elsewhere is not reused
+    options = _chat_options(plan) if name == CHAT_VLM else {}
+    config.update(options)  # a run trained with other options or elsewhere is not reused
     title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
     fp = _run_fingerprint(run)
     stage = f"train-{name}"
@@ -377,10 +543,7 @@ def _diagnose_stage(
     # the first diagnosis builds the basic-question dataset; the others reuse it
     shared = result_dirs[0] / "bqd.json" if result_dirs else None
     bqd = shared if shared is not None and shared.is_file() else None
-    max_questions = plan.max_questions
-    if name == CHAT_VLM and plan.preset["chat_vlm_questions"] is not None:
-        limit = int(plan.preset["chat_vlm_questions"])
-        max_questions = limit if max_questions is None else min(limit, int(max_questions))
+    max_questions = _questions(plan, name)
     config = {
         "model": name,
         "run": _run_fingerprint(run),
