@@ -53,6 +53,7 @@ def test_closing_on_an_error_stops_the_running_job_at_once():
     lane = ProcessLane()
     worker = lane.submit(where_and_threads, "a").result()[1]
     lane.submit(time.sleep, 120)
+    lane.last_job_submitted()  # as the demo does once the chat VLM's diagnosis is handed over
     began = time.monotonic()
     lane.close(cancel=True)
     deadline = time.monotonic() + 15

@@ -193,7 +193,8 @@ def demo_command(
         str,
         typer.Option(
             "--device",
-            help="Where the chat VLM trains and answers (cpu, cuda, cuda:1 …; with --chat-vlm).",
+            help="Where the chat VLM trains and answers (cpu, cuda, cuda:1 …; not with "
+            "--no-chat-vlm).",
         ),
     ] = "cpu",
     second_process: Annotated[

@@ -55,7 +55,7 @@ class InlineLane:
         """Nothing to stop."""
 
     def last_job_submitted(self) -> None:
-        """Nothing to stop."""
+        """Nothing to end."""
 
 
 def _start_worker() -> None:
@@ -89,9 +89,13 @@ class ProcessLane:
             max_workers=1, mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_worker,
         )  # fmt: skip
+        self._workers: list[Any] = []
 
     def submit(self, job: Callable[..., Any], *args: Any) -> Future[Any]:
-        return self._pool.submit(job, *args)
+        future = self._pool.submit(job, *args)
+        # the worker, started by the first job; the pool forgets it once shut down
+        self._workers = list((getattr(self._pool, "_processes", None) or {}).values())
+        return future
 
     def close(self, cancel: bool = False) -> None:
         """Stop the worker: after its jobs, or (``cancel``: the demo is stopping on an
@@ -99,9 +103,8 @@ class ProcessLane:
         if not cancel:
             self._pool.shutdown(wait=True)
             return
-        workers = list(getattr(self._pool, "_processes", {}).values())
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for worker in workers:
+        for worker in self._workers:
             worker.terminate()
 
     def last_job_submitted(self) -> None:
