@@ -75,12 +75,13 @@ def test_one_core_trains_the_same_chat_vlm_in_the_demos_own_process(six_models, 
     trains first, in the demo's process, and its model folder has the same digest."""
     from vqadiag.workflows import demo as workflow
     from vqadiag.workflows import demo_lane
+    from vqadiag.workflows import demo_records as records
 
     _, out = six_models
     monkeypatch.setattr(demo_lane, "usable_cores", lambda: 1)
     plan = workflow._plan("tiny", 0, None, None, 40, 50, None, False)
-    stages = workflow._Stages(tmp_path, False)
-    world_fp = workflow._file_hash(out / "world" / "world.json")
+    stages = records.Stages(tmp_path, False)
+    world_fp = records.file_hash(out / "world" / "world.json")
     lane = demo_lane.open_lane(True)
     assert not lane.parallel
     future = workflow._submit(

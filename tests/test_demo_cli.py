@@ -201,6 +201,7 @@ def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
     from dataclasses import replace
 
     from vqadiag.workflows import demo as workflow
+    from vqadiag.workflows import demo_records as records
     from vqadiag.workflows import models
 
     seen = []
@@ -213,7 +214,7 @@ def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
 
     monkeypatch.setattr(models, "train", fake_train)
     plan = workflow._plan("tiny", 0, None, None, None, None, None, False)
-    stages = workflow._Stages(tmp_path, False)
+    stages = records.Stages(tmp_path, False)
 
     def train(name, device):
         workflow._train_stage(stages, replace(plan, device=device), tmp_path, tmp_path, "w", name)
@@ -235,10 +236,11 @@ def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monk
     it; any CPU name is the CPU; another default still keys the stage."""
     from vqadiag.models.reference.chat_vlm import TrainedChatVLM
     from vqadiag.workflows import demo as workflow
+    from vqadiag.workflows import demo_records as records
 
-    digest = workflow._defaults_digest("chat-vlm")
+    digest = records.defaults_digest("chat-vlm")
     monkeypatch.setitem(TrainedChatVLM.defaults, "device", "cuda")
-    assert workflow._defaults_digest("chat-vlm") == digest
+    assert records.defaults_digest("chat-vlm") == digest
     monkeypatch.setitem(TrainedChatVLM.defaults, "epochs", 4)
-    assert workflow._defaults_digest("chat-vlm") != digest
+    assert records.defaults_digest("chat-vlm") != digest
     assert workflow._chat_device("cpu:0", True) == workflow._chat_device("cpu", False) == "cpu"

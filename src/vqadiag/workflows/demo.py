@@ -28,7 +28,6 @@ changed). An interrupted diagnosis resumes from its store.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -39,6 +38,15 @@ from typing import Any
 from vqadiag.data.io.heap import HeapTrimmer
 from vqadiag.errors import DataError
 from vqadiag.workflows.demo_lane import InlineLane, ProcessLane, open_lane, outcome
+from vqadiag.workflows.demo_records import (
+    Stages,
+    defaults_digest,
+    file_hash,
+    record_val_accuracy,
+    recorded_val_accuracy,
+    results_hash,
+    run_fingerprint_of,
+)
 
 MODELS = ("prior", "question-only", "updn", "symbolic", "pixel")
 #: the sixth model, trained and diagnosed with ``chat_vlm`` (``vqadiag demo --chat-vlm``;
@@ -117,83 +125,6 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 
 
-def _file_hash(path: Path) -> str | None:
-    """SHA-256 (16 hex) of a file's bytes, None when it does not exist."""
-    if not path.is_file():
-        return None
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-#: ``results.json`` keys that say how a run went, not what it found: the time and the
-#: per-condition computed / cached counts (a resumed diagnosis reads answers from its store).
-_RUN_KEYS = ("created", "conditions")
-
-
-def _results_hash(path: Path) -> str | None:
-    """Hash of ``results.json`` without the keys of :data:`_RUN_KEYS`."""
-    from vqadiag.data.io.jsonio import read_json
-    from vqadiag.probes.fingerprints import stable_hash
-
-    if not path.is_file():
-        return None
-    try:
-        data = read_json(path)
-    except DataError:
-        return None
-    if isinstance(data, dict):
-        data = {k: v for k, v in data.items() if k not in _RUN_KEYS}
-    return stable_hash(data)
-
-
-class _Stages:
-    """Stage records in ``OUT/stages``: skip a stage whose config and output match."""
-
-    def __init__(self, out: Path, progress: bool) -> None:
-        from rich.console import Console
-
-        self.folder = out / "stages"
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.console = Console(stderr=True, quiet=not progress)
-        self.log: list[dict[str, Any]] = []
-        self.count = 0
-        self.total = 0
-
-    def _path(self, name: str) -> Path:
-        return self.folder / f"{name.replace('/', '_')}.json"
-
-    def done(self, name: str, config: Mapping[str, Any], fingerprint: str | None) -> bool:
-        """Whether stage ``name`` finished with this ``config`` and its output still has
-        ``fingerprint`` (the output's current fingerprint; None = output missing)."""
-        from vqadiag.data.io.jsonio import read_json
-
-        path = self._path(name)
-        if fingerprint is None or not path.is_file():
-            return False
-        try:
-            record = read_json(path)
-        except DataError:
-            return False
-        return record.get("config") == dict(config) and record.get("fingerprint") == fingerprint
-
-    def header(self, title: str) -> None:
-        self.count += 1
-        self.console.rule(f"[bold]vqadiag demo [{self.count}/{self.total}] {title}", align="left")
-
-    def skip(self, name: str, title: str) -> None:
-        self.header(title)
-        self.console.print(f"  already done with the same configuration: skipped ({name})")
-        self.log.append({"stage": name, "status": "skipped", "seconds": 0.0})
-
-    def finish(
-        self, name: str, config: Mapping[str, Any], fingerprint: str | None, seconds: float
-    ) -> None:
-        from vqadiag.data.io.jsonio import write_json
-
-        write_json(self._path(name), {"config": dict(config), "fingerprint": fingerprint})
-        self.console.print(f"  done in {seconds:.1f} s")
-        self.log.append({"stage": name, "status": "done", "seconds": seconds})
-
-
 def demo(
     out: str | Path = "vqadiag-demo",
     *,
@@ -231,7 +162,7 @@ def demo(
     plan = replace(plan, device=_chat_device(device, chat_vlm))
     root = _demo_folder(out)
     start = time.perf_counter()
-    stages = _Stages(root, progress)
+    stages = Stages(root, progress)
     names = (*MODELS, CHAT_VLM) if chat_vlm else MODELS
     stages.total = 2 + 2 * len(names)
     world = root / "world"
@@ -262,7 +193,7 @@ def demo(
 
 
 def _run_models(
-    stages: _Stages, plan: _Plan, root: Path, world: Path, world_fp: str | None,
+    stages: Stages, plan: _Plan, root: Path, world: Path, world_fp: str | None,
     lane: InlineLane | ProcessLane, chat_vlm: bool,
 ) -> tuple[dict[str, dict[str, Any]], list[Path]]:  # fmt: skip
     """Train and diagnose the five models here, and the chat VLM (with ``chat_vlm``) in
@@ -294,7 +225,7 @@ def _run_models(
 
 
 def _submit(
-    stages: _Stages, lane: InlineLane | ProcessLane, what: str,
+    stages: Stages, lane: InlineLane | ProcessLane, what: str,
     job: Callable[..., Any], args: tuple[Any, ...],
 ) -> Future[Any]:  # fmt: skip
     """Hand the chat VLM's ``what`` stage (``job``) to ``lane``. Run here, the job prints
@@ -316,7 +247,7 @@ def _submit(
 
 
 def _lane_result(
-    stages: _Stages, lane: InlineLane | ProcessLane, future: Future[Any], what: str,
+    stages: Stages, lane: InlineLane | ProcessLane, future: Future[Any], what: str,
     where: Path,
 ) -> Any:  # fmt: skip
     """The chat VLM stage's result (waiting for it); from a worker process its stage log
@@ -337,12 +268,12 @@ def _lane_result(
 
 
 def _train_chat_vlm(
-    plan: _Plan, root: Path, world: Path, world_fp: str | None, stages: _Stages | None = None
+    plan: _Plan, root: Path, world: Path, world_fp: str | None, stages: Stages | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The chat VLM's training stage, in a lane (:func:`_run_models`); ``stages`` None
     (a worker process): a silent stage log of its own. Returns ``{run, val_accuracy}`` and
     the stage's log entries."""
-    own = stages or _Stages(root, False)
+    own = stages or Stages(root, False)
     done = len(own.log)
     value = _train_stage(own, plan, root, world, world_fp, CHAT_VLM)
     return value, own.log[done:]
@@ -350,11 +281,11 @@ def _train_chat_vlm(
 
 def _diagnose_chat_vlm(
     plan: _Plan, root: Path, world: Path, world_fp: str | None, shared: list[Path],
-    stages: _Stages | None = None,
+    stages: Stages | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:  # fmt: skip
     """The chat VLM's diagnosis stage, in a lane (as :func:`_train_chat_vlm`), reusing the
     basic-question dataset of ``shared`` (the first result folder)."""
-    own = stages or _Stages(root, False)
+    own = stages or Stages(root, False)
     done = len(own.log)
     res = _diagnose_stage(own, plan, root, world, world_fp, CHAT_VLM, shared)
     return res, own.log[done:]
@@ -458,7 +389,7 @@ def _demo_folder(out: str | Path) -> Path:
     return root
 
 
-def _world_stage(stages: _Stages, plan: _Plan, world: Path) -> str | None:
+def _world_stage(stages: Stages, plan: _Plan, world: Path) -> str | None:
     """Stage 1: generate the synthetic world (unless done); returns its fingerprint."""
     from vqadiag.synth.world import WORLD_VERSION
 
@@ -466,7 +397,7 @@ def _world_stage(stages: _Stages, plan: _Plan, world: Path) -> str | None:
         "images": plan.images, "seed": plan.seed, "bias": 0.8, "feature_dim": 64,
         "version": WORLD_VERSION,
     }  # fmt: skip
-    world_fp = _file_hash(world / "world.json")
+    world_fp = file_hash(world / "world.json")
     title = f"synthetic world: {plan.images} images, seed {plan.seed} → {world}"
     if stages.done("world", world_config, world_fp):
         stages.skip("world", title)
@@ -476,13 +407,13 @@ def _world_stage(stages: _Stages, plan: _Plan, world: Path) -> str | None:
         stages.header(title)
         t0 = time.perf_counter()
         generate_world(world, images=plan.images, seed=plan.seed, progress=plan.progress)
-        world_fp = _file_hash(world / "world.json")
+        world_fp = file_hash(world / "world.json")
         stages.finish("world", world_config, world_fp, time.perf_counter() - t0)
     return world_fp
 
 
 def _train_stage(
-    stages: _Stages, plan: _Plan, root: Path, world: Path, world_fp: str | None, name: str
+    stages: Stages, plan: _Plan, root: Path, world: Path, world_fp: str | None, name: str
 ) -> dict[str, Any]:
     """Stage 2: train model ``name`` into ``OUT/runs/<name>`` (unless done); returns
     ``{run, val_accuracy}``."""
@@ -495,16 +426,16 @@ def _train_stage(
         "epochs": model_epochs,
         "seed": plan.seed,
         "world": world_fp,
-        "defaults": _defaults_digest(name),
+        "defaults": defaults_digest(name),
     }
     options = _chat_options(plan) if name == CHAT_VLM else {}
     config.update(options)  # a run trained with other options or elsewhere is not reused
     title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
-    fp = _run_fingerprint(run)
+    fp = run_fingerprint_of(run)
     stage = f"train-{name}"
     if stages.done(stage, config, fp):
         stages.skip(stage, title)
-        val = _recorded(stages, stage)
+        val = recorded_val_accuracy(stages, stage)
     else:
         from vqadiag.workflows.models import train
 
@@ -521,13 +452,13 @@ def _train_stage(
             n_bootstrap=plan.n_bootstrap,
         )
         val = (result.get("val") or {}).get("accuracy")
-        stages.finish(stage, config, _run_fingerprint(run), time.perf_counter() - t0)
-        _record(stages, stage, val)
+        stages.finish(stage, config, run_fingerprint_of(run), time.perf_counter() - t0)
+        record_val_accuracy(stages, stage, val)
     return {"run": str(run), "val_accuracy": val}
 
 
 def _diagnose_stage(
-    stages: _Stages,
+    stages: Stages,
     plan: _Plan,
     root: Path,
     world: Path,
@@ -546,20 +477,20 @@ def _diagnose_stage(
     max_questions = _questions(plan, name)
     config = {
         "model": name,
-        "run": _run_fingerprint(run),
+        "run": run_fingerprint_of(run),
         "seed": plan.seed,
         "suites": "all",
         "max_questions": max_questions,
         "n_bootstrap": plan.n_bootstrap,
         "world": world_fp,
         "bq_ranker": plan.ranker,
-        "bqd": None if bqd is None else _file_hash(bqd),
+        "bqd": None if bqd is None else file_hash(bqd),
     }
     stage = f"diagnose-{name}"
     title = f"diagnose {name}: every suite → {res}"
     if max_questions != plan.max_questions:
         title += f" (on {max_questions} questions per split)"
-    if stages.done(stage, config, _results_hash(res / "results.json")):
+    if stages.done(stage, config, results_hash(res / "results.json")):
         stages.skip(stage, title)
     else:
         from vqadiag.diagnosis.diagnose import diagnose
@@ -578,20 +509,20 @@ def _diagnose_stage(
             bq_ranker=plan.ranker,
             progress=plan.progress,
         )
-        stages.finish(stage, config, _results_hash(res / "results.json"), time.perf_counter() - t0)
+        stages.finish(stage, config, results_hash(res / "results.json"), time.perf_counter() - t0)
     return res
 
 
-def _report_stage(stages: _Stages, plan: _Plan, result_dirs: list[Path], report_dir: Path) -> None:
+def _report_stage(stages: Stages, plan: _Plan, result_dirs: list[Path], report_dir: Path) -> None:
     """Stage 4: write the report comparing the models of ``result_dirs`` (unless done)."""
     config = {
-        "results": {str(r): _results_hash(r / "results.json") for r in result_dirs},
+        "results": {str(r): results_hash(r / "results.json") for r in result_dirs},
         "seed": plan.seed,
         "n_bootstrap": plan.n_bootstrap,
     }
     title = f"report comparing {len(result_dirs)} models → {report_dir}"
     if (
-        stages.done("report", config, _file_hash(report_dir / "report.json"))
+        stages.done("report", config, file_hash(report_dir / "report.json"))
         and (report_dir / "report.html").is_file()
     ):
         stages.skip("report", title)
@@ -602,42 +533,5 @@ def _report_stage(stages: _Stages, plan: _Plan, result_dirs: list[Path], report_
         t0 = time.perf_counter()
         report(result_dirs, report_dir, seed=plan.seed, n_bootstrap=plan.n_bootstrap)
         stages.finish(
-            "report", config, _file_hash(report_dir / "report.json"), time.perf_counter() - t0
+            "report", config, file_hash(report_dir / "report.json"), time.perf_counter() - t0
         )
-
-
-def _defaults_digest(name: str) -> str | None:
-    """SHA-256 (16 hex) of a trainable model's default options (None when it has none), so
-    that a demo folder trained before the defaults changed trains that model again."""
-    import orjson
-
-    from vqadiag.models.registry import model_class
-
-    defaults = getattr(model_class(name), "defaults", None)
-    if not defaults:
-        return None
-    # the chat VLM's device is not a default that changes its weights on the CPU; a stage
-    # on another device is keyed by it (_train_stage)
-    defaults = {k: v for k, v in defaults.items() if k != "device"}
-    return hashlib.sha256(orjson.dumps(defaults, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
-
-
-def _run_fingerprint(run: Path) -> str | None:
-    from vqadiag.models.checkpoint import run_fingerprint
-
-    return run_fingerprint(run) if (run / "config.json").is_file() else None
-
-
-def _record(stages: _Stages, name: str, val: float | None) -> None:
-    from vqadiag.data.io.jsonio import read_json, write_json
-
-    path = stages._path(name)
-    data = read_json(path)
-    data["val_accuracy"] = val
-    write_json(path, data)
-
-
-def _recorded(stages: _Stages, name: str) -> float | None:
-    from vqadiag.data.io.jsonio import read_json
-
-    return read_json(stages._path(name)).get("val_accuracy")
