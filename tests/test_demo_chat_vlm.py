@@ -8,25 +8,20 @@ import json
 
 import pytest
 
+from tiny_demo import run_tiny_demo, tiny_demo_args
 from vqadiag.workflows.demo_lane import usable_cores
 
 FIVE = ["prior", "question-only", "updn", "symbolic", "pixel"]
 
 
 def _six_model_demo(out):
-    return ("demo", "--out", out, "--size", "tiny", "--chat-vlm", "--json", "--max-questions",
-            "40", "--n-bootstrap", "50")  # fmt: skip
+    return tiny_demo_args(out, "--chat-vlm")
 
 
 @pytest.fixture(scope="module")
 def six_models(tmp_path_factory):
-    from typer.testing import CliRunner
-
-    from vqadiag.cli.main import app
-
     out = tmp_path_factory.mktemp("demo6")
-    res = CliRunner().invoke(app, [str(a) for a in _six_model_demo(out)], catch_exceptions=False)
-    return res, out
+    return run_tiny_demo(out, "--chat-vlm"), out
 
 
 def test_the_chat_vlm_is_the_sixth_model_of_the_report(six_models):
@@ -84,9 +79,8 @@ def test_one_core_trains_the_same_chat_vlm_in_the_demos_own_process(six_models, 
     world_fp = records.file_hash(out / "world" / "world.json")
     lane = demo_lane.open_lane(True)
     assert not lane.parallel
-    future = workflow._submit(
-        stages, lane, "train", workflow._train_chat_vlm, (plan, tmp_path, out / "world", world_fp)
-    )
+    args = (plan, tmp_path, out / "world", world_fp, "chat-vlm")
+    future = workflow._submit(stages, lane, workflow._train_stage, args, "train chat-vlm")
     assert future.done()
     assert [s["stage"] for s in stages.log] == ["train-chat-vlm"]
 

@@ -6,22 +6,18 @@ import json
 
 import pytest
 
+from tiny_demo import run_tiny_demo, tiny_demo_args
+
 
 def _tiny_demo(out):
     """The arguments of a tiny demo run into ``out`` (as the first run used them)."""
-    return ("demo", "--out", out, "--size", "tiny", "--json", "--max-questions", "40",
-            "--n-bootstrap", "50")  # fmt: skip
+    return tiny_demo_args(out)
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
-    from typer.testing import CliRunner
-
-    from vqadiag.cli.main import app
-
     out = tmp_path_factory.mktemp("demo")
-    res = CliRunner().invoke(app, [str(a) for a in _tiny_demo(out)], catch_exceptions=False)
-    return res, out
+    return run_tiny_demo(out), out
 
 
 def test_demo_runs_every_stage_and_writes_the_report(first_run):

@@ -201,8 +201,11 @@ def _run_models(
     basic-question dataset it reuses (docs/report.md, "Six models on two cores"); returns
     each model's ``{run, val_accuracy, results}`` and the result folders, the chat VLM's
     last."""
-    args = (plan, root, world, world_fp)
-    chat_train = _submit(stages, lane, "train", _train_chat_vlm, args) if chat_vlm else None
+    args = (plan, root, world, world_fp, CHAT_VLM)
+    chat_train = None
+    if chat_vlm:
+        title = _train_title(plan, CHAT_VLM)
+        chat_train = _submit(stages, lane, _train_stage, args, title)
     models = {name: _train_stage(stages, plan, root, world, world_fp, name) for name in MODELS}
     result_dirs: list[Path] = []
     chat_diagnosis = None
@@ -211,8 +214,8 @@ def _run_models(
         models[name]["results"] = str(res)
         result_dirs.append(res)
         if chat_vlm and chat_diagnosis is None:
-            job_args = (*args, result_dirs[:1])
-            chat_diagnosis = _submit(stages, lane, "diagnose", _diagnose_chat_vlm, job_args)
+            title = f"diagnose {CHAT_VLM}{_questions_note(plan, CHAT_VLM)}"
+            chat_diagnosis = _submit(stages, lane, _diagnose_stage, (*args, result_dirs[:1]), title)
             lane.last_job_submitted()  # its memory is freed while the others go on
     if chat_train is None or chat_diagnosis is None:
         return models, result_dirs
@@ -225,25 +228,18 @@ def _run_models(
 
 
 def _submit(
-    stages: Stages, lane: InlineLane | ProcessLane, what: str,
-    job: Callable[..., Any], args: tuple[Any, ...],
+    stages: Stages, lane: InlineLane | ProcessLane, stage: Callable[..., Any],
+    args: tuple[Any, ...], title: str,
 ) -> Future[Any]:  # fmt: skip
-    """Hand the chat VLM's ``what`` stage (``job``) to ``lane``. Run here, the job prints
-    its header and progress through ``stages``; in a worker process it shows nothing, and
-    this header says where it runs."""
+    """Hand one of the chat VLM's stages (``stage(stages, *args)``, ``args`` starting with
+    the plan) to ``lane`` (:func:`_chat_stage`). Run here, the stage prints its header and
+    progress through ``stages``; in a worker process it shows nothing, and this prints its
+    header (``title``, and where it runs)."""
     if not lane.parallel:
-        return lane.submit(job, *args, stages)
-    plan = replace(args[0], progress=False)
-    if what == "train":
-        epochs = plan.preset["epochs"][CHAT_VLM]
-        title = f"train {CHAT_VLM}" + (f" ({epochs} epochs)" if epochs else "")
-    else:
-        questions = _questions(plan, CHAT_VLM)
-        title = f"diagnose {CHAT_VLM}"
-        if questions:
-            title += f" on {questions} questions per split"
+        return lane.submit(_chat_stage, stage, args, stages)
     stages.header(f"{title}, in a second process")
-    return lane.submit(job, plan, *args[1:])
+    plan = replace(args[0], progress=False)
+    return lane.submit(_chat_stage, stage, (plan, *args[1:]), None)
 
 
 def _lane_result(
@@ -267,28 +263,15 @@ def _lane_result(
     return value
 
 
-def _train_chat_vlm(
-    plan: _Plan, root: Path, world: Path, world_fp: str | None, stages: Stages | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The chat VLM's training stage, in a lane (:func:`_run_models`); ``stages`` None
-    (a worker process): a silent stage log of its own. Returns ``{run, val_accuracy}`` and
-    the stage's log entries."""
-    own = stages or Stages(root, False)
+def _chat_stage(
+    stage: Callable[..., Any], args: tuple[Any, ...], stages: Stages | None
+) -> tuple[Any, list[dict[str, Any]]]:
+    """A chat VLM stage run in a lane (:func:`_run_models`): ``stage(stages, *args)`` and
+    the log entries it added; ``stages`` None (a worker process): a silent stage log of
+    its own in the demo folder ``args[1]``."""
+    own = stages or Stages(args[1], False)
     done = len(own.log)
-    value = _train_stage(own, plan, root, world, world_fp, CHAT_VLM)
-    return value, own.log[done:]
-
-
-def _diagnose_chat_vlm(
-    plan: _Plan, root: Path, world: Path, world_fp: str | None, shared: list[Path],
-    stages: Stages | None = None,
-) -> tuple[Path, list[dict[str, Any]]]:  # fmt: skip
-    """The chat VLM's diagnosis stage, in a lane (as :func:`_train_chat_vlm`), reusing the
-    basic-question dataset of ``shared`` (the first result folder)."""
-    own = stages or Stages(root, False)
-    done = len(own.log)
-    res = _diagnose_stage(own, plan, root, world, world_fp, CHAT_VLM, shared)
-    return res, own.log[done:]
+    return stage(own, *args), own.log[done:]
 
 
 @dataclass(frozen=True)
@@ -319,6 +302,28 @@ def _check_chat_libraries() -> None:
             f"the chat VLM needs {' and '.join(missing)}: pip install 'vqadiag[hf]' (after "
             "pip install torch==2.13.0 for the CPU build), or run the demo with --no-chat-vlm",
         )
+
+
+def _epochs(plan: _Plan, name: str) -> int | None:
+    """Training epochs of model ``name``: the size's, or ``--epochs`` (not the chat VLM's;
+    None: a model that has none)."""
+    model_epochs = plan.preset["epochs"][name]
+    if plan.epochs is not None and model_epochs is not None and name != CHAT_VLM:
+        model_epochs = int(plan.epochs)
+    return model_epochs
+
+
+def _train_title(plan: _Plan, name: str) -> str:
+    """The header of model ``name``'s training stage."""
+    epochs = _epochs(plan, name)
+    return f"train {name}" + (f" ({epochs} epochs)" if epochs else "")
+
+
+def _questions_note(plan: _Plan, name: str) -> str:
+    """`` (on N questions per split)`` in the header of a diagnosis on fewer questions
+    than the plan's, else empty."""
+    questions = _questions(plan, name)
+    return "" if questions == plan.max_questions else f" (on {questions} questions per split)"
 
 
 def _questions(plan: _Plan, name: str) -> int | None:
@@ -418,9 +423,7 @@ def _train_stage(
     """Stage 2: train model ``name`` into ``OUT/runs/<name>`` (unless done); returns
     ``{run, val_accuracy}``."""
     run = root / "runs" / name
-    model_epochs = plan.preset["epochs"][name]
-    if plan.epochs is not None and model_epochs is not None and name != CHAT_VLM:
-        model_epochs = int(plan.epochs)
+    model_epochs = _epochs(plan, name)
     config = {
         "model": name,
         "epochs": model_epochs,
@@ -430,7 +433,7 @@ def _train_stage(
     }
     options = _chat_options(plan) if name == CHAT_VLM else {}
     config.update(options)  # a run trained with other options or elsewhere is not reused
-    title = f"train {name}" + (f" ({model_epochs} epochs)" if model_epochs else "")
+    title = _train_title(plan, name)
     fp = run_fingerprint_of(run)
     stage = f"train-{name}"
     if stages.done(stage, config, fp):
@@ -487,9 +490,7 @@ def _diagnose_stage(
         "bqd": None if bqd is None else file_hash(bqd),
     }
     stage = f"diagnose-{name}"
-    title = f"diagnose {name}: every suite → {res}"
-    if max_questions != plan.max_questions:
-        title += f" (on {max_questions} questions per split)"
+    title = f"diagnose {name}: every suite → {res}{_questions_note(plan, name)}"
     if stages.done(stage, config, results_hash(res / "results.json")):
         stages.skip(stage, title)
     else:
