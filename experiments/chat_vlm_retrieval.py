@@ -1,0 +1,262 @@
+"""Can the chat VLM's Llama learn to look an object up among its image tokens?
+(docs/chat-vlm.md, "What limits it")
+
+The chat VLM's answering stage (:func:`~vqadiag.models.reference.chat_vlm_fit.
+train_language`, with the chat VLM's options) on the simplest question an image can
+answer, with perfect features and no prior to fall back on. Every image is a grid of
+patch features (``(image_size / patch_size)²``, 64 by default); ``--objects`` of them,
+on distinct patches drawn at random, hold an object: ``E_name[n] + E_colour[c]``, a name
+drawn without replacement from ``--names`` and a colour drawn evenly from ``--colours``
+(``E`` fixed Gaussian embeddings of the tower's width); every other patch holds
+``E_name[0]``, the background. Each question is ``What is the color of the NAME?`` about
+one object of its image; its answer is that object's colour.
+
+Asked with the text alone a model can do no better than chance (1 / colours). A model that
+reads every colour in the image but not which object has it does no better than
+``present_colours``: the share of val questions answered right by the colour most of the
+image's objects have (a tie counted as its share). The script prints one JSON line:
+those two, the val split's exact match asked with the image and with the text alone
+(:func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`; greedy decoding's answers),
+``answers_present``: the share of val answers, asked with the image, that are a colour of
+one of the image's objects, and the teacher-forced accuracy of each training epoch.
+
+``--ground-answer`` (with ``-o ground_tokens=W -o ground_layer=L``) also teaches head 0
+of Llama layer L where to look: the prompt's last position, which predicts the answer,
+should put its attention on the image token of the object asked about (the grounding
+term of :func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`, weight W); the line
+then holds the last epoch's mean attention mass there (``ground_mass``).
+
+Usage: ``python experiments/chat_vlm_retrieval.py [--epochs 12] [-o KEY=VALUE ...]``
+(``-o`` as ``vqadiag train --model chat-vlm -o``, over batch 32, one thread and the
+question first, the answering options of the best recipe of docs/chat-vlm.md). With the
+defaults (8,400 training and 1,200 val questions) about 10 minutes on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
+from vqadiag.models.reference import chat_vlm_build as build
+from vqadiag.models.reference import chat_vlm_data as cdata
+from vqadiag.models.reference import chat_vlm_fit as fit
+from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+#: the answering options of the best recipe (docs/chat-vlm.md, "What holds")
+RECIPE = {"batch_size": 32, "threads": 1, "question_first": True}
+#: the object names and colours the questions use, the first ``--names`` and ``--colours``
+NAMES = (
+    "cup", "dog", "cat", "tree", "car", "bus", "chair", "table", "hat", "shoe", "bed", "cow",
+    "pear", "kite", "lamp", "sign", "boat", "bird", "fork", "bowl", "horse", "plate", "train",
+    "clock", "vase", "sheep", "bench", "apple", "bag", "door",
+)  # fmt: skip
+COLOURS = (
+    "red", "blue", "green", "white", "black", "brown", "gray", "yellow", "orange", "pink",
+    "purple", "silver",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One image: its objects' name indices (into :data:`NAMES`), colour indices (into
+    :data:`COLOURS`) and patch indices."""
+
+    names: np.ndarray
+    colours: np.ndarray
+    patches: np.ndarray
+
+
+def scenes(
+    rng: np.random.Generator, count: int, objects: int, names: int, colours: int, patches: int
+) -> list[Scene]:
+    """``count`` scenes of ``objects`` objects each (module docstring)."""
+    return [
+        Scene(
+            rng.choice(names, objects, replace=False),
+            rng.integers(0, colours, objects),
+            rng.choice(patches, objects, replace=False),
+        )
+        for _ in range(count)
+    ]
+
+
+def questions(
+    rng: np.random.Generator, drawn: Sequence[Scene], per_image: int, prefix: str
+) -> list[dict[str, Any]]:
+    """``per_image`` records (``imageId``, ``question``, ``answer``, and the ``object``
+    asked about) per scene, about distinct objects."""
+    out = []
+    for row, scene in enumerate(drawn):
+        for j in rng.choice(len(scene.names), per_image, replace=False):
+            out.append(
+                {
+                    "imageId": f"{prefix}{row}",
+                    "question": f"What is the color of the {NAMES[scene.names[j]]}?",
+                    "answer": COLOURS[scene.colours[j]],
+                    "object": int(j),
+                }
+            )
+    return out
+
+
+def features(
+    drawn: Sequence[Scene], patches: int, embeddings: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """``(I, patches, D)``: ``E_name[n + 1] + E_colour[c]`` on an object's patch,
+    ``E_name[0]`` elsewhere."""
+    by_name, by_colour = embeddings
+    out = by_name[0].repeat(len(drawn), patches, 1)
+    for row, scene in enumerate(drawn):
+        out[row, torch.from_numpy(scene.patches)] = (
+            by_name[torch.from_numpy(scene.names) + 1] + by_colour[torch.from_numpy(scene.colours)]
+        )
+    return out
+
+
+def present_colours(drawn: Sequence[Scene], records: Sequence[Mapping[str, Any]]) -> float:
+    """Percent of ``records`` answered right by the colour most of the image's objects
+    have, a tie of k colours counted as 1/k."""
+    right = 0.0
+    for r in records:
+        scene = drawn[int(str(r["imageId"])[1:])]
+        counts = np.bincount(scene.colours)
+        top = np.flatnonzero(counts == counts.max())
+        right += float(scene.colours[r["object"]] in top) / len(top)
+    return 100.0 * right / max(1, len(records))
+
+
+def exact_rows(
+    model: Any, image_features: torch.Tensor, examples: Sequence[cdata.Example], text_only: bool
+) -> list[bool]:
+    """Whether each example's answer is exact (every answer token the argmax under teacher
+    forcing), one example at a time."""
+    with torch.no_grad():
+        return [
+            fit.answer_loss(model, image_features, [ex], [text_only])[1] == 1.0 for ex in examples
+        ]
+
+
+def answered_colours(
+    model: Any, processor: Any, image_features: torch.Tensor, examples: Sequence[cdata.Example],
+    colours: int,
+) -> list[int | None]:  # fmt: skip
+    """The colour index each example is answered with when asked with its image (the one
+    colour whose answer is exact), None when no colour is."""
+    out: list[int | None] = [None] * len(examples)
+    for c in range(colours):
+        answer = (*processor.tokenizer(" " + COLOURS[c])["input_ids"], build.EOS)
+        asked = [cdata.Example(ex.image, ex.with_image, ex.text_only, answer) for ex in examples]
+        for row, hit in enumerate(exact_rows(model, image_features, asked, False)):
+            if hit:
+                out[row] = c
+    return out
+
+
+def answer_grounded(
+    train: Sequence[cdata.Example], records: Sequence[Mapping[str, Any]], drawn: Sequence[Scene]
+) -> list[cdata.Example]:
+    """The examples with one grounding pair each: the prompt's last position (the one
+    that predicts the answer's first token) should look at the image token of the
+    object asked about (:func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`)."""
+    out = []
+    for ex, r in zip(train, records, strict=True):
+        patch = int(drawn[int(str(r["imageId"])[1:])].patches[r["object"]])
+        keys = (ex.with_image.index(build.IMAGE) + patch,)
+        out.append(replace(ex, grounded=((len(ex.with_image) - 1, keys),)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=12, help="answering epochs")
+    parser.add_argument("--train-images", type=int, default=1400)
+    parser.add_argument("--val-images", type=int, default=400)
+    parser.add_argument("--objects", type=int, default=6, help="objects per image")
+    parser.add_argument("--names", type=int, default=20, help=f"at most {len(NAMES)}")
+    parser.add_argument("--colours", type=int, default=8, help=f"at most {len(COLOURS)}")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ground-answer", action="store_true",
+        help="supervise where the answer looks (with -o ground_tokens=W -o ground_layer=L)",
+    )  # fmt: skip
+    parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args()
+    if not (0 < args.objects <= args.names <= len(NAMES)) or not 0 < args.colours <= len(COLOURS):
+        parser.error(f"need 0 < objects <= names <= {len(NAMES)}, 0 < colours <= {len(COLOURS)}")
+    given = parse_options(args.option, TRAIN_OWN_OPTIONS)
+    opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
+    if args.ground_answer and not float(opts["ground_tokens"]) > 0:
+        parser.error("--ground-answer needs a weight: -o ground_tokens=W (W > 0)")
+    torch.set_num_threads(int(opts["threads"]))
+    began = time.perf_counter()
+    out = run(args, opts)
+    out = {"options": {k: opts[k] for k in sorted(given)}, "epochs": args.epochs, **out}
+    print(json.dumps({**out, "seconds": round(time.perf_counter() - began)}))
+
+
+def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Draw the scenes and questions, train the answering stage, measure (module
+    docstring)."""
+    rng = np.random.default_rng(args.seed)
+    patches = build.image_tokens(opts)
+    if args.objects > patches:
+        raise SystemExit(f"{args.objects} objects do not fit {patches} patches")
+    per_image = min(6, args.objects)
+    train_scenes = scenes(rng, args.train_images, args.objects, args.names, args.colours, patches)
+    val_scenes = scenes(rng, args.val_images, args.objects, args.names, args.colours, patches)
+    train_records = questions(rng, train_scenes, per_image, "t")
+    val_records = questions(rng, val_scenes, max(1, per_image // 2), "v")
+    draw = torch.Generator().manual_seed(args.seed + 1)
+    dim = int(opts["vision_dim"])
+    embeddings = (
+        torch.randn(args.names + 1, dim, generator=draw),
+        torch.randn(args.colours, dim, generator=draw),
+    )
+    tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
+    processor = build.build_processor(tokenizer, opts)
+    model = build.build_llava(len(tokenizer), opts, args.seed)
+    train = cdata.examples(
+        processor, train_records, {f"t{i}": i for i in range(len(train_scenes))}, patches
+    )
+    val = cdata.examples(
+        processor, val_records, {f"v{i}": i for i in range(len(val_scenes))}, patches
+    )
+    if args.ground_answer:
+        train = answer_grounded(train, train_records, train_scenes)
+        model.set_attn_implementation("eager")  # attention weights come out of eager only
+    history = fit.train_language(
+        model, features(train_scenes, patches, embeddings), train, opts, rng
+    )
+    val_features = features(val_scenes, patches, embeddings)
+    answers = answered_colours(model, processor, val_features, val, args.colours)
+    present = [
+        a is not None and a in val_scenes[int(str(r["imageId"])[1:])].colours
+        for a, r in zip(answers, val_records, strict=True)
+    ]
+
+    def percent(hits: Sequence[bool]) -> float:
+        return round(100.0 * sum(hits) / max(1, len(hits)), 2)
+
+    return {
+        "train_questions": len(train),
+        "val_questions": len(val),
+        "chance": round(100.0 / args.colours, 2),
+        "present_colours": round(present_colours(val_scenes, val_records), 2),
+        "val_exact": percent(exact_rows(model, val_features, val, False)),
+        "val_exact_text_only": percent(exact_rows(model, val_features, val, True)),
+        "answers_present": percent(present),
+        "epoch_acc": [round(h["acc"], 1) for h in history],
+        "ground_mass": history[-1].get("ground_mass"),
+    }
+
+
+if __name__ == "__main__":
+    main()
