@@ -52,6 +52,8 @@ from vqadiag.models.reference.chat_vlm import TrainedChatVLM
 
 #: the answering options of the best recipe (docs/chat-vlm.md, "What holds")
 RECIPE = {"batch_size": 32, "threads": 1, "question_first": True}
+#: questions per training image (half as many per val image), at most one per object
+QUESTIONS_PER_IMAGE = 6
 #: the object names and colours the questions use, the first ``--names`` and ``--colours``
 NAMES = (
     "cup", "dog", "cat", "tree", "car", "bus", "chair", "table", "hat", "shoe", "bed", "cow",
@@ -107,6 +109,12 @@ def questions(
     return out
 
 
+def scene_of(drawn: Sequence[Scene], record: Mapping[str, Any]) -> Scene:
+    """The scene a record of :func:`questions` asks about (its ``imageId`` is the prefix
+    and the scene's row)."""
+    return drawn[int(str(record["imageId"])[1:])]
+
+
 def features(
     drawn: Sequence[Scene], patches: int, embeddings: tuple[torch.Tensor, torch.Tensor]
 ) -> torch.Tensor:
@@ -126,7 +134,7 @@ def present_colours(drawn: Sequence[Scene], records: Sequence[Mapping[str, Any]]
     have, a tie of k colours counted as 1/k."""
     right = 0.0
     for r in records:
-        scene = drawn[int(str(r["imageId"])[1:])]
+        scene = scene_of(drawn, r)
         counts = np.bincount(scene.colours)
         top = np.flatnonzero(counts == counts.max())
         right += float(scene.colours[r["object"]] in top) / len(top)
@@ -168,7 +176,7 @@ def answer_grounded(
     object asked about (:func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`)."""
     out = []
     for ex, r in zip(train, records, strict=True):
-        patch = int(drawn[int(str(r["imageId"])[1:])].patches[r["object"]])
+        patch = int(scene_of(drawn, r).patches[r["object"]])
         keys = (ex.with_image.index(build.IMAGE) + patch,)
         out.append(replace(ex, grounded=((len(ex.with_image) - 1, keys),)))
     return out
@@ -195,6 +203,8 @@ def main() -> None:
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
     if args.ground_answer and not float(opts["ground_tokens"]) > 0:
         parser.error("--ground-answer needs a weight: -o ground_tokens=W (W > 0)")
+    if args.objects > build.image_tokens(opts):
+        parser.error(f"{args.objects} objects do not fit {build.image_tokens(opts)} patches")
     torch.set_num_threads(int(opts["threads"]))
     began = time.perf_counter()
     out = run(args, opts)
@@ -207,9 +217,7 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
     docstring)."""
     rng = np.random.default_rng(args.seed)
     patches = build.image_tokens(opts)
-    if args.objects > patches:
-        raise SystemExit(f"{args.objects} objects do not fit {patches} patches")
-    per_image = min(6, args.objects)
+    per_image = min(QUESTIONS_PER_IMAGE, args.objects)
     train_scenes = scenes(rng, args.train_images, args.objects, args.names, args.colours, patches)
     val_scenes = scenes(rng, args.val_images, args.objects, args.names, args.colours, patches)
     train_records = questions(rng, train_scenes, per_image, "t")
@@ -238,7 +246,7 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
     val_features = features(val_scenes, patches, embeddings)
     answers = answered_colours(model, processor, val_features, val, args.colours)
     present = [
-        a is not None and a in val_scenes[int(str(r["imageId"])[1:])].colours
+        a is not None and a in scene_of(val_scenes, r).colours
         for a, r in zip(answers, val_records, strict=True)
     ]
 

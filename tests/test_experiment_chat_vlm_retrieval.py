@@ -102,3 +102,12 @@ def test_answer_grounding_without_a_weight_is_refused(experiment, monkeypatch, c
     with pytest.raises(SystemExit):
         script.main()
     assert "ground_tokens" in capsys.readouterr().err
+
+
+def test_more_objects_than_patches_is_refused(experiment, monkeypatch, capsys):
+    script = experiment("chat_vlm_retrieval")
+    argv = ["chat_vlm_retrieval.py", "--objects", "5", "-o", "image_size=16", "-o", "patch_size=8"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit):
+        script.main()
+    assert "5 objects do not fit 4 patches" in capsys.readouterr().err
