@@ -3,22 +3,26 @@
 
 The chat VLM's answering stage (:func:`~vqadiag.models.reference.chat_vlm_fit.
 train_language`, with the chat VLM's options) on the simplest question an image can
-answer, with perfect features and no prior to fall back on. Every image is a grid of
-patch features (``(image_size / patch_size)²``, 64 by default); ``--objects`` of them,
-on distinct patches drawn at random, hold an object: ``E_name[n] + E_colour[c]``, a name
-drawn without replacement from ``--names`` and a colour drawn evenly from ``--colours``
-(``E`` fixed Gaussian embeddings of the tower's width); every other patch holds
-``E_name[0]``, the background. Each question is ``What is the color of the NAME?`` about
-one object of its image; its answer is that object's colour.
+answer, with perfect features and (without ``--prior``) no prior to fall back on. Every
+image is a grid of patch features (``(image_size / patch_size)²``, 64 by default);
+``--objects`` of them, on distinct patches drawn at random, hold an object: ``E_name[n]
++ E_colour[c]``, a name drawn without replacement from ``--names`` and a colour drawn
+evenly from ``--colours`` (``E`` fixed Gaussian embeddings of the tower's width; with
+``--prior p`` an object's colour is, with probability p, its name's own colour instead:
+colour ``n mod colours`` for name ``n``); every other patch holds ``E_name[0]``, the
+background. Each question is ``What is the color of the NAME?`` about one object of its
+image; its answer is that object's colour.
 
-Asked with the text alone a model can do no better than chance (1 / colours). A model that
-reads every colour in the image but not which object has it does no better than
-``present_colours``: the share of val questions answered right by the colour most of the
-image's objects have (a tie counted as its share). The script prints one JSON line:
-those two, the val split's exact match asked with the image and with the text alone
+Asked with the text alone a model can do no better than chance (1 / colours) without
+``--prior``. A model that reads every colour in the image but not which object has it
+does no better than ``present_colours``: the share of val questions answered right by
+the colour most of the image's objects have (a tie counted as its share). With
+``--prior`` the text alone can answer ``name_colours``: the share of val questions whose
+answer is the name's own colour. The script prints one JSON line: those, the val split's
+exact match asked with the image and with the text alone
 (:func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`; greedy decoding's answers),
-``answers_present``: the share of val answers, asked with the image, that are a colour of
-one of the image's objects, and the teacher-forced accuracy of each training epoch.
+``answers_present``: the share of val answers, asked with the image, that are a colour
+of one of the image's objects, and the teacher-forced accuracy of each training epoch.
 
 ``--ground-answer`` (with ``-o ground_tokens=W -o ground_layer=L``) also teaches head 0
 of Llama layer L where to look: the prompt's last position, which predicts the answer,
@@ -77,17 +81,25 @@ class Scene:
 
 
 def scenes(
-    rng: np.random.Generator, count: int, objects: int, names: int, colours: int, patches: int
-) -> list[Scene]:
-    """``count`` scenes of ``objects`` objects each (module docstring)."""
-    return [
-        Scene(
-            rng.choice(names, objects, replace=False),
-            rng.integers(0, colours, objects),
-            rng.choice(patches, objects, replace=False),
-        )
-        for _ in range(count)
-    ]
+    rng: np.random.Generator, count: int, objects: int, names: int, colours: int, patches: int,
+    prior: float = 0.0,
+) -> list[Scene]:  # fmt: skip
+    """``count`` scenes of ``objects`` objects each (module docstring); with ``prior`` > 0
+    each object's colour is its name's own (:func:`own_colour`) with that probability."""
+    out = []
+    for _ in range(count):
+        drawn_names = rng.choice(names, objects, replace=False)
+        drawn_colours = rng.integers(0, colours, objects)
+        if prior > 0:
+            own = rng.random(objects) < prior
+            drawn_colours = np.where(own, own_colour(drawn_names, colours), drawn_colours)
+        out.append(Scene(drawn_names, drawn_colours, rng.choice(patches, objects, replace=False)))
+    return out
+
+
+def own_colour(names: np.ndarray, colours: int) -> np.ndarray:
+    """The colour index a name's objects take under ``--prior``: ``n mod colours``."""
+    return names % colours
 
 
 def questions(
@@ -138,6 +150,19 @@ def present_colours(drawn: Sequence[Scene], records: Sequence[Mapping[str, Any]]
         counts = np.bincount(scene.colours)
         top = np.flatnonzero(counts == counts.max())
         right += float(scene.colours[r["object"]] in top) / len(top)
+    return 100.0 * right / max(1, len(records))
+
+
+def name_colours(
+    drawn: Sequence[Scene], records: Sequence[Mapping[str, Any]], colours: int
+) -> float:
+    """Percent of ``records`` whose answer is the name's own colour (:func:`own_colour`):
+    what the text alone can answer under ``--prior``."""
+    right = 0
+    for r in records:
+        scene = scene_of(drawn, r)
+        j = r["object"]
+        right += int(scene.colours[j] == own_colour(scene.names[j], colours))
     return 100.0 * right / max(1, len(records))
 
 
@@ -192,6 +217,10 @@ def main() -> None:
     parser.add_argument("--colours", type=int, default=8, help=f"at most {len(COLOURS)}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--prior", type=float, default=0.0,
+        help="probability that an object has its name's own colour (0: colours drawn evenly)",
+    )  # fmt: skip
+    parser.add_argument(
         "--ground-answer", action="store_true",
         help="supervise where the answer looks (with -o ground_tokens=W -o ground_layer=L)",
     )  # fmt: skip
@@ -199,6 +228,8 @@ def main() -> None:
     args = parser.parse_args()
     if not (0 < args.objects <= args.names <= len(NAMES)) or not 0 < args.colours <= len(COLOURS):
         parser.error(f"need 0 < objects <= names <= {len(NAMES)}, 0 < colours <= {len(COLOURS)}")
+    if not 0.0 <= args.prior < 1.0:
+        parser.error(f"--prior must be in [0, 1), not {args.prior}")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
     if args.ground_answer and not float(opts["ground_tokens"]) > 0:
@@ -218,8 +249,9 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     patches = build.image_tokens(opts)
     per_image = min(QUESTIONS_PER_IMAGE, args.objects)
-    train_scenes = scenes(rng, args.train_images, args.objects, args.names, args.colours, patches)
-    val_scenes = scenes(rng, args.val_images, args.objects, args.names, args.colours, patches)
+    shape = (args.objects, args.names, args.colours, patches, args.prior)
+    train_scenes = scenes(rng, args.train_images, *shape)
+    val_scenes = scenes(rng, args.val_images, *shape)
     train_records = questions(rng, train_scenes, per_image, "t")
     val_records = questions(rng, val_scenes, max(1, per_image // 2), "v")
     draw = torch.Generator().manual_seed(args.seed + 1)
@@ -258,6 +290,7 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
         "val_questions": len(val),
         "chance": round(100.0 / args.colours, 2),
         "present_colours": round(present_colours(val_scenes, val_records), 2),
+        "name_colours": round(name_colours(val_scenes, val_records, args.colours), 2),
         "val_exact": percent(exact_rows(model, val_features, val, False)),
         "val_exact_text_only": percent(exact_rows(model, val_features, val, True)),
         "answers_present": percent(present),

@@ -56,6 +56,30 @@ def test_questions_ask_about_distinct_objects_of_their_image(experiment):
         assert len(set(scene.patches)) == 4 and len(set(scene.names)) == 4
 
 
+def test_prior_gives_objects_their_names_own_colour(experiment):
+    script = experiment("chat_vlm_retrieval")
+    # prior 0 draws names, colours, patches and nothing else, in that order, so the
+    # figures docs/chat-vlm.md gives without --prior reproduce
+    even = script.scenes(np.random.default_rng(0), 5, 3, 10, 4, 16)
+    rng = np.random.default_rng(0)
+    for scene in even:
+        assert scene.names.tolist() == rng.choice(10, 3, replace=False).tolist()
+        assert scene.colours.tolist() == rng.integers(0, 4, 3).tolist()
+        assert scene.patches.tolist() == rng.choice(16, 3, replace=False).tolist()
+    drawn = script.scenes(np.random.default_rng(0), 400, 3, 10, 4, 16, prior=0.75)
+    own = np.concatenate([s.colours == s.names % 4 for s in drawn])
+    # own colour with probability 0.75, else drawn evenly (1/4 of which is the own one too)
+    assert own.mean() == pytest.approx(0.75 + 0.25 / 4, abs=0.03)
+
+
+def test_name_colours_counts_answers_that_are_the_names_own_colour(experiment):
+    script = experiment("chat_vlm_retrieval")
+    patches = np.array([0, 1, 2])
+    drawn = [script.Scene(np.array([5, 2, 3]), np.array([1, 2, 0]), patches)]  # 5 mod 4 = 1
+    records = [{"imageId": "v0", "object": j} for j in range(3)]  # own, own, 3 mod 4 = 3: no
+    assert script.name_colours(drawn, records, colours=4) == pytest.approx(200.0 / 3)
+
+
 def test_one_tiny_run_prints_its_figures(experiment, monkeypatch, capsys):
     script = experiment("chat_vlm_retrieval")
     argv = [
@@ -68,7 +92,9 @@ def test_one_tiny_run_prints_its_figures(experiment, monkeypatch, capsys):
     assert out["train_questions"] == 120 and out["val_questions"] == 30
     assert out["chance"] == 25.0
     assert out["options"] == {"text_dim": 32, "vision_dim": 32}
-    for key in ("present_colours", "val_exact", "val_exact_text_only", "answers_present"):
+    for key in (
+        "present_colours", "name_colours", "val_exact", "val_exact_text_only", "answers_present"
+    ):  # fmt: skip
         assert 0.0 <= out[key] <= 100.0
     assert len(out["epoch_acc"]) == 1
 
@@ -111,3 +137,12 @@ def test_more_objects_than_patches_is_refused(experiment, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         script.main()
     assert "5 objects do not fit 4 patches" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("prior", ["1", "-0.1", "nan"])
+def test_a_prior_outside_0_to_1_is_refused(experiment, monkeypatch, capsys, prior):
+    script = experiment("chat_vlm_retrieval")
+    monkeypatch.setattr(sys, "argv", ["chat_vlm_retrieval.py", "--prior", prior])
+    with pytest.raises(SystemExit):
+        script.main()
+    assert "--prior must be in [0, 1)" in capsys.readouterr().err
