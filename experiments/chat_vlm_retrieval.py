@@ -141,16 +141,21 @@ def features(
     return out
 
 
+def percent(hits: Sequence[float]) -> float:
+    """100 · Σ hits / len(hits) (a hit may be a share of one), 0 for none."""
+    return 100.0 * float(sum(hits)) / max(1, len(hits))
+
+
 def present_colours(drawn: Sequence[Scene], records: Sequence[Mapping[str, Any]]) -> float:
     """Percent of ``records`` answered right by the colour most of the image's objects
     have, a tie of k colours counted as 1/k."""
-    right = 0.0
+    hits = []
     for r in records:
         scene = scene_of(drawn, r)
         counts = np.bincount(scene.colours)
         top = np.flatnonzero(counts == counts.max())
-        right += float(scene.colours[r["object"]] in top) / len(top)
-    return 100.0 * right / max(1, len(records))
+        hits.append(float(scene.colours[r["object"]] in top) / len(top))
+    return percent(hits)
 
 
 def name_colours(
@@ -158,12 +163,12 @@ def name_colours(
 ) -> float:
     """Percent of ``records`` whose answer is the name's own colour (:func:`own_colour`):
     what the text alone can answer under ``--prior``."""
-    right = 0
+    hits = []
     for r in records:
         scene = scene_of(drawn, r)
         j = r["object"]
-        right += int(scene.colours[j] == own_colour(scene.names[j], colours))
-    return 100.0 * right / max(1, len(records))
+        hits.append(float(scene.colours[j] == own_colour(scene.names[j], colours)))
+    return percent(hits)
 
 
 def exact_rows(
@@ -182,7 +187,8 @@ def answered_colours(
     colours: int,
 ) -> list[int | None]:  # fmt: skip
     """The colour index each example is answered with when asked with its image (the one
-    colour whose answer is exact), None when no colour is."""
+    colour whose answer is exact: greedy decoding gives at most one), None when no
+    colour is."""
     out: list[int | None] = [None] * len(examples)
     for c in range(colours):
         answer = (*processor.tokenizer(" " + COLOURS[c])["input_ids"], build.EOS)
@@ -277,23 +283,25 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
     )
     val_features = features(val_scenes, patches, embeddings)
     answers = answered_colours(model, processor, val_features, val, args.colours)
-    present = [
-        a is not None and a in scene_of(val_scenes, r).colours
-        for a, r in zip(answers, val_records, strict=True)
+    asked = [scene_of(val_scenes, r) for r in val_records]
+    # the question's own answer is one of the colours tried, so it is exact exactly when
+    # it is the colour answered
+    right = [
+        float(a == scene.colours[r["object"]])
+        for a, scene, r in zip(answers, asked, val_records, strict=True)
     ]
-
-    def percent(hits: Sequence[bool]) -> float:
-        return round(100.0 * sum(hits) / max(1, len(hits)), 2)
-
+    present = [
+        float(a is not None and a in scene.colours) for a, scene in zip(answers, asked, strict=True)
+    ]
     return {
         "train_questions": len(train),
         "val_questions": len(val),
         "chance": round(100.0 / args.colours, 2),
         "present_colours": round(present_colours(val_scenes, val_records), 2),
         "name_colours": round(name_colours(val_scenes, val_records, args.colours), 2),
-        "val_exact": percent(exact_rows(model, val_features, val, False)),
-        "val_exact_text_only": percent(exact_rows(model, val_features, val, True)),
-        "answers_present": percent(present),
+        "val_exact": round(percent(right), 2),
+        "val_exact_text_only": round(percent(exact_rows(model, val_features, val, True)), 2),
+        "answers_present": round(percent(present), 2),
         "epoch_acc": [round(h["acc"], 1) for h in history],
         "ground_mass": history[-1].get("ground_mass"),
     }
