@@ -24,6 +24,22 @@ exact match asked with the image and with the text alone
 ``answers_present``: the share of val answers, asked with the image, that are a colour
 of one of the image's objects, and the teacher-forced accuracy of each training epoch.
 
+Four options, with ``--objects``, grow the task toward the world one difference at a
+time (on the demo world's val images an image holds 14.5 objects, an object 2.8
+attributes and, of those that own a patch of the 8 × 8 grid, 3.0 patches; about 40% of the
+objects an attribute question asks about own none: ``experiments/world_patch_stats.py``).
+``--object-patches K`` puts each object on K distinct patches. ``--hidden p`` leaves an
+object out of the image (background on its patches) with probability p, though
+questions still ask about it (``shown``: the share of val questions whose object the
+image shows; ``val_exact_shown``: the exact match on those). ``--attributes K`` adds K
+distinct further attributes (of ``EXTRA_ATTRIBUTES``, fixed random embeddings too) to
+each object's feature. ``--kinds query,verify,choose`` asks each question in a kind
+drawn evenly (:func:`ask`; ``val_exact_by_kind``; ``present_colours``,
+``name_colours`` and ``answers_present`` then count the query questions alone).
+``--reduce s`` re-points a share s of the training questions to a copy of their image
+that shows only the object asked about and ``--reduce-to`` − 1 others
+(:func:`reduce_images`), as a curriculum of fewer objects would.
+
 ``--ground-answer`` (with ``-o ground_tokens=W -o ground_layer=L``) also teaches head 0
 of Llama layer L where to look: the prompt's last position, which predicts the answer,
 should put its attention on the image token of the object asked about (the grounding
@@ -70,22 +86,44 @@ COLOURS = (
 )  # fmt: skip
 
 
+#: the kinds of question ``--kinds`` can ask (:func:`ask`)
+KINDS = ("query", "verify", "choose")
+#: how many further attributes (``--attributes``) an object's feature may sum from
+EXTRA_ATTRIBUTES = 48
+
+
 @dataclass(frozen=True)
 class Scene:
     """One image: its objects' name indices (into :data:`NAMES`), colour indices (into
-    :data:`COLOURS`) and patch indices."""
+    :data:`COLOURS`) and patch indices (one per object, or a row of ``--object-patches``
+    per object); under ``--hidden``, which objects the image does not show, and under
+    ``--attributes``, a row of further attribute indices (into ``EXTRA_ATTRIBUTES``) per
+    object."""
 
     names: np.ndarray
     colours: np.ndarray
     patches: np.ndarray
+    hidden: np.ndarray | None = None
+    extra: np.ndarray | None = None
+
+    def object_patches(self, j: int) -> np.ndarray:
+        """The patch indices object ``j`` covers."""
+        return self.patches.reshape(len(self.names), -1)[j]
+
+    def shown(self) -> np.ndarray:
+        """Whether each object is in the image (all of them without ``--hidden``)."""
+        return ~self.hidden if self.hidden is not None else np.ones(len(self.names), bool)
 
 
 def scenes(
     rng: np.random.Generator, count: int, objects: int, names: int, colours: int, patches: int,
-    prior: float = 0.0,
+    prior: float = 0.0, object_patches: int = 1, hidden: float = 0.0, attributes: int = 0,
 ) -> list[Scene]:  # fmt: skip
     """``count`` scenes of ``objects`` objects each (module docstring); with ``prior`` > 0
-    each object's colour is its name's own (:func:`own_colour`) with that probability."""
+    each object's colour is its name's own (:func:`own_colour`) with that probability;
+    each object covers ``object_patches`` distinct patches, is left out of the image with
+    probability ``hidden`` and carries ``attributes`` further distinct attributes. An
+    option left at its default draws nothing, so the other draws are as without it."""
     out = []
     for _ in range(count):
         drawn_names = rng.choice(names, objects, replace=False)
@@ -93,7 +131,18 @@ def scenes(
         if prior > 0:
             own = rng.random(objects) < prior
             drawn_colours = np.where(own, own_colour(drawn_names, colours), drawn_colours)
-        out.append(Scene(drawn_names, drawn_colours, rng.choice(patches, objects, replace=False)))
+        drawn_patches = rng.choice(patches, objects * object_patches, replace=False)
+        if object_patches > 1:
+            drawn_patches = drawn_patches.reshape(objects, object_patches)
+        drawn_hidden = rng.random(objects) < hidden if hidden > 0 else None
+        drawn_extra = (
+            np.stack(
+                [rng.choice(EXTRA_ATTRIBUTES, attributes, replace=False) for _ in range(objects)]
+            )
+            if attributes > 0
+            else None
+        )
+        out.append(Scene(drawn_names, drawn_colours, drawn_patches, drawn_hidden, drawn_extra))
     return out
 
 
@@ -103,22 +152,63 @@ def own_colour(names: np.ndarray, colours: int) -> np.ndarray:
 
 
 def questions(
-    rng: np.random.Generator, drawn: Sequence[Scene], per_image: int, prefix: str
-) -> list[dict[str, Any]]:
-    """``per_image`` records (``imageId``, ``question``, ``answer``, and the ``object``
-    asked about) per scene, about distinct objects."""
+    rng: np.random.Generator, drawn: Sequence[Scene], per_image: int, prefix: str,
+    kinds: Sequence[str] = ("query",), colours: int = len(COLOURS),
+) -> list[dict[str, Any]]:  # fmt: skip
+    """``per_image`` records (``imageId``, ``question``, ``answer``, the ``object`` asked
+    about and the question's ``kind``) per scene, about distinct objects, each of a kind
+    drawn evenly from ``kinds`` (:func:`ask`; with one kind nothing is drawn for it)."""
     out = []
     for row, scene in enumerate(drawn):
         for j in rng.choice(len(scene.names), per_image, replace=False):
+            kind = kinds[rng.integers(len(kinds))] if len(kinds) > 1 else kinds[0]
+            question, answer = ask(rng, kind, NAMES[scene.names[j]], int(scene.colours[j]), colours)
             out.append(
                 {
                     "imageId": f"{prefix}{row}",
-                    "question": f"What is the color of the {NAMES[scene.names[j]]}?",
-                    "answer": COLOURS[scene.colours[j]],
+                    "question": question,
+                    "answer": answer,
                     "object": int(j),
+                    "kind": kind,
                 }
             )
     return out
+
+
+def ask(
+    rng: np.random.Generator, kind: str, name: str, colour: int, colours: int
+) -> tuple[str, str]:
+    """The question and answer of one ``kind`` about an object ``name`` of ``colour``:
+    ``query`` (What is the color of the NAME? → its colour), ``verify`` (Is the NAME C? →
+    yes for its own colour or no for another, each half the time) or ``choose`` (Is the
+    NAME C1 or C2? → its colour, the other one drawn among the rest, the order at
+    random), as the world's queryAttr, verifyAttr and chooseAttr questions ask."""
+    if kind == "query":
+        return f"What is the color of the {name}?", COLOURS[colour]
+    other = COLOURS[(colour + 1 + rng.integers(colours - 1)) % colours]
+    if kind == "verify":
+        shown = COLOURS[colour] if rng.random() < 0.5 else other
+        return f"Is the {name} {shown}?", "yes" if shown == COLOURS[colour] else "no"
+    first, second = (COLOURS[colour], other) if rng.random() < 0.5 else (other, COLOURS[colour])
+    return f"Is the {name} {first} or {second}?", COLOURS[colour]
+
+
+def reduce_images(
+    rng: np.random.Generator, drawn: list[Scene], records: list[dict[str, Any]], share: float,
+    keep: int,
+) -> None:  # fmt: skip
+    """Re-point a ``share`` of ``records`` (drawn at random) to a copy of their image, added
+    to ``drawn``, that shows only the object asked about and ``keep`` − 1 other objects
+    drawn at random (those it showed); the others are background there."""
+    for i in np.flatnonzero(rng.random(len(records)) < share):
+        r = records[i]
+        scene = scene_of(drawn, r)
+        others = [j for j in np.flatnonzero(scene.shown()) if j != r["object"]]
+        kept = [r["object"], *rng.choice(others, min(keep - 1, len(others)), replace=False)]
+        hidden = np.ones(len(scene.names), bool)
+        hidden[kept] = False
+        drawn.append(replace(scene, hidden=hidden))
+        records[i] = {**r, "imageId": f"{r['imageId'][0]}{len(drawn) - 1}"}
 
 
 def scene_of(drawn: Sequence[Scene], record: Mapping[str, Any]) -> Scene:
@@ -128,16 +218,19 @@ def scene_of(drawn: Sequence[Scene], record: Mapping[str, Any]) -> Scene:
 
 
 def features(
-    drawn: Sequence[Scene], patches: int, embeddings: tuple[torch.Tensor, torch.Tensor]
+    drawn: Sequence[Scene], patches: int, embeddings: Sequence[torch.Tensor]
 ) -> torch.Tensor:
-    """``(I, patches, D)``: ``E_name[n + 1] + E_colour[c]`` on an object's patch,
-    ``E_name[0]`` elsewhere."""
-    by_name, by_colour = embeddings
+    """``(I, patches, D)``: ``E_name[n + 1] + E_colour[c]`` (``+ Σ_a E_extra[a]`` under
+    ``--attributes``, ``embeddings`` then holding ``E_extra`` third) on every patch of an
+    object the image shows, ``E_name[0]`` elsewhere."""
+    by_name, by_colour = embeddings[:2]
     out = by_name[0].repeat(len(drawn), patches, 1)
     for row, scene in enumerate(drawn):
-        out[row, torch.from_numpy(scene.patches)] = (
-            by_name[torch.from_numpy(scene.names) + 1] + by_colour[torch.from_numpy(scene.colours)]
-        )
+        for j in np.flatnonzero(scene.shown()):
+            feature = by_name[scene.names[j] + 1] + by_colour[scene.colours[j]]
+            if scene.extra is not None:
+                feature = feature + embeddings[2][torch.from_numpy(scene.extra[j])].sum(0)
+            out[row, torch.from_numpy(scene.object_patches(j))] = feature
     return out
 
 
@@ -146,13 +239,16 @@ def percent(hits: Sequence[float]) -> float:
     return 100.0 * float(sum(hits)) / max(1, len(hits))
 
 
-def present_colours(drawn: Sequence[Scene], records: Sequence[Mapping[str, Any]]) -> float:
-    """Percent of ``records`` answered right by the colour most of the image's objects
-    have, a tie of k colours counted as 1/k."""
+def present_colours(
+    drawn: Sequence[Scene], records: Sequence[Mapping[str, Any]], colours: int
+) -> float:
+    """Percent of ``records`` answered right by the colour most of the objects the image
+    shows have, a tie of k colours counted as 1/k (a guess among ``colours`` when it
+    shows none)."""
     hits = []
     for r in records:
         scene = scene_of(drawn, r)
-        counts = np.bincount(scene.colours)
+        counts = np.bincount(scene.colours[scene.shown()], minlength=colours)
         top = np.flatnonzero(counts == counts.max())
         hits.append(float(scene.colours[r["object"]] in top) / len(top))
     return percent(hits)
@@ -207,8 +303,8 @@ def answer_grounded(
     object asked about (:func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`)."""
     out = []
     for ex, r in zip(train, records, strict=True):
-        patch = int(scene_of(drawn, r).patches[r["object"]])
-        keys = (ex.with_image.index(build.IMAGE) + patch,)
+        start = ex.with_image.index(build.IMAGE)
+        keys = tuple(start + int(p) for p in scene_of(drawn, r).object_patches(r["object"]))
         out.append(replace(ex, grounded=((len(ex.with_image) - 1, keys),)))
     return out
 
@@ -226,6 +322,25 @@ def main() -> None:
         "--prior", type=float, default=0.0,
         help="probability that an object has its name's own colour (0: colours drawn evenly)",
     )  # fmt: skip
+    parser.add_argument("--object-patches", type=int, default=1, help="patches each object covers")
+    parser.add_argument(
+        "--hidden", type=float, default=0.0,
+        help="probability that an object asked about is not in the image (background there)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--attributes", type=int, default=0,
+        help=f"further attributes (of {EXTRA_ATTRIBUTES}) summed into each object's feature",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reduce", type=float, default=0.0,
+        help="share of training questions asked about a copy of their image that shows "
+        "only --reduce-to objects, the one asked about among them",
+    )  # fmt: skip
+    parser.add_argument("--reduce-to", type=int, default=3, help="objects a reduced image shows")
+    parser.add_argument(
+        "--kinds", type=lambda text: tuple(text.split(",")), default=("query",),
+        help="the kinds of question asked, drawn evenly: query, verify, choose (comma-separated)",
+    )  # fmt: skip
     parser.add_argument(
         "--ground-answer", action="store_true",
         help="supervise where the answer looks (with -o ground_tokens=W -o ground_layer=L)",
@@ -236,12 +351,27 @@ def main() -> None:
         parser.error(f"need 0 < objects <= names <= {len(NAMES)}, 0 < colours <= {len(COLOURS)}")
     if not 0.0 <= args.prior < 1.0:
         parser.error(f"--prior must be in [0, 1), not {args.prior}")
+    if not 0.0 <= args.reduce <= 1.0 or args.reduce_to < 1:
+        parser.error(
+            f"need 0 <= --reduce <= 1 and --reduce-to >= 1, not {args.reduce}, {args.reduce_to}"
+        )
+    if not 0.0 <= args.hidden < 1.0:
+        parser.error(f"--hidden must be in [0, 1), not {args.hidden}")
+    if not 0 <= args.attributes <= EXTRA_ATTRIBUTES or args.object_patches < 1:
+        parser.error(f"need 0 <= --attributes <= {EXTRA_ATTRIBUTES} and --object-patches >= 1")
+    if not set(args.kinds) <= set(KINDS) or len(set(args.kinds)) < len(args.kinds):
+        parser.error(f"--kinds takes distinct kinds among {', '.join(KINDS)}, not {args.kinds}")
+    if args.kinds != ("query",) and args.colours < 2:
+        parser.error("verify and choose questions need at least 2 colours")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
     if args.ground_answer and not float(opts["ground_tokens"]) > 0:
         parser.error("--ground-answer needs a weight: -o ground_tokens=W (W > 0)")
-    if args.objects > build.image_tokens(opts):
-        parser.error(f"{args.objects} objects do not fit {build.image_tokens(opts)} patches")
+    if args.objects * args.object_patches > build.image_tokens(opts):
+        parser.error(
+            f"{args.objects} objects × {args.object_patches} patches each do not fit "
+            f"the image's {build.image_tokens(opts)} patches"
+        )
     torch.set_num_threads(int(opts["threads"]))
     began = time.perf_counter()
     out = run(args, opts)
@@ -256,16 +386,32 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
     patches = build.image_tokens(opts)
     per_image = min(QUESTIONS_PER_IMAGE, args.objects)
     shape = (args.objects, args.names, args.colours, patches, args.prior)
-    train_scenes = scenes(rng, args.train_images, *shape)
-    val_scenes = scenes(rng, args.val_images, *shape)
-    train_records = questions(rng, train_scenes, per_image, "t")
-    val_records = questions(rng, val_scenes, max(1, per_image // 2), "v")
+    layout = {
+        "object_patches": args.object_patches,
+        "hidden": args.hidden,
+        "attributes": args.attributes,
+    }
+    train_scenes = scenes(rng, args.train_images, *shape, **layout)
+    val_scenes = scenes(rng, args.val_images, *shape, **layout)
+    asking = (args.kinds, args.colours)
+    train_records = questions(rng, train_scenes, per_image, "t", *asking)
+    val_records = questions(rng, val_scenes, max(1, per_image // 2), "v", *asking)
+    if args.reduce > 0:  # its own draws, so the others are as without --reduce
+        reduce_images(
+            np.random.default_rng(args.seed + 2),
+            train_scenes,
+            train_records,
+            args.reduce,
+            args.reduce_to,
+        )
     draw = torch.Generator().manual_seed(args.seed + 1)
     dim = int(opts["vision_dim"])
-    embeddings = (
+    embeddings = [
         torch.randn(args.names + 1, dim, generator=draw),
         torch.randn(args.colours, dim, generator=draw),
-    )
+    ]
+    if args.attributes:  # drawn last, so the others are as without --attributes
+        embeddings.append(torch.randn(EXTRA_ATTRIBUTES, dim, generator=draw))
     tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, args.seed)
@@ -282,24 +428,39 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
         model, features(train_scenes, patches, embeddings), train, opts, rng
     )
     val_features = features(val_scenes, patches, embeddings)
-    answers = answered_colours(model, processor, val_features, val, args.colours)
+    queried = [i for i, r in enumerate(val_records) if r["kind"] == "query"]
+    answers = answered_colours(
+        model, processor, val_features, [val[i] for i in queried], args.colours
+    )
     asked = [scene_of(val_scenes, r) for r in val_records]
-    # the question's own answer is one of the colours tried, so it is exact exactly when
-    # it is the colour answered
-    right = [
-        float(a == scene.colours[r["object"]])
-        for a, scene, r in zip(answers, asked, val_records, strict=True)
-    ]
+    if len(queried) == len(val):
+        # the question's own answer is one of the colours tried, so it is exact exactly
+        # when it is the colour answered
+        right = [
+            float(a == asked[i].colours[val_records[i]["object"]])
+            for a, i in zip(answers, queried, strict=True)
+        ]
+    else:
+        right = [float(hit) for hit in exact_rows(model, val_features, val, False)]
     present = [
-        float(a is not None and a in scene.colours) for a, scene in zip(answers, asked, strict=True)
+        float(a is not None and a in asked[i].colours[asked[i].shown()])
+        for a, i in zip(answers, queried, strict=True)
     ]
+    shown = [bool(scene.shown()[r["object"]]) for scene, r in zip(asked, val_records, strict=True)]
+    query_records = [val_records[i] for i in queried]
+    of_kind: dict[str, list[float]] = {kind: [] for kind in args.kinds}
+    for hit, r in zip(right, val_records, strict=True):
+        of_kind[r["kind"]].append(hit)
     return {
         "train_questions": len(train),
         "val_questions": len(val),
         "chance": round(100.0 / args.colours, 2),
-        "present_colours": round(present_colours(val_scenes, val_records), 2),
-        "name_colours": round(name_colours(val_scenes, val_records, args.colours), 2),
+        "present_colours": round(present_colours(val_scenes, query_records, args.colours), 2),
+        "name_colours": round(name_colours(val_scenes, query_records, args.colours), 2),
         "val_exact": round(percent(right), 2),
+        "val_exact_by_kind": {kind: round(percent(of_kind[kind]), 2) for kind in args.kinds},
+        "shown": round(percent(shown), 2),
+        "val_exact_shown": round(percent([h for h, s in zip(right, shown, strict=True) if s]), 2),
         "val_exact_text_only": round(percent(exact_rows(model, val_features, val, True)), 2),
         "answers_present": round(percent(present), 2),
         "epoch_acc": [round(h["acc"], 1) for h in history],
