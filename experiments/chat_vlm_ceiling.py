@@ -15,6 +15,13 @@ alone:
   training split), ``E`` fixed Gaussian embeddings of the tower's width; a name or
   attribute the training split lacks is background / nothing.
 
+With ``--features oracle``, ``--reduce s`` re-points a share s of the training questions
+(drawn at random, among those with annotated objects) to a copy of their image's scene
+graph that keeps only the objects the question's program names and, up to
+``--reduce-to`` objects in all, others drawn at random (:func:`reduce_scenes`): the
+oracle features of an image that shows few objects, as a curriculum of fewer objects
+would give (``reduced`` counts them).
+
 Exact match is the share of val answers whose every token, and the end-of-sequence
 token, is the argmax under teacher forcing: the answers greedy decoding gives exactly,
 before any normalisation (the accuracy ``vqadiag train`` prints compares normalised
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -69,6 +77,46 @@ def answered(data: GQAData, split: str) -> list[dict[str, Any]]:
     return [r for r in data.questions(split).values() if r.get("answer") is not None]
 
 
+def reduce_scenes(
+    rng: np.random.Generator, records: list[dict[str, Any]], scenes: dict[str, Any],
+    image_ids: list[str], share: float, keep: int,
+) -> int:  # fmt: skip
+    """Re-point a ``share`` of ``records`` (drawn at random; those whose program names an
+    object and whose image has a scene graph) to a copy of that scene graph, added to
+    ``scenes`` and ``image_ids`` as ``IMAGE#ROW``, that keeps the objects the program
+    names (:func:`program_objects`) and others drawn at random up to ``keep`` objects in
+    all; the number re-pointed."""
+    moved = 0
+    for row in np.flatnonzero(rng.random(len(records)) < share):
+        r = records[row]
+        named = program_objects(r)
+        scene = scenes.get(str(r["imageId"]))
+        if not named or scene is None:
+            continue
+        others = [i for i in scene["objects"] if i not in named]
+        drawn = rng.choice(others, min(max(0, keep - len(named)), len(others)), replace=False)
+        kept = named | {str(i) for i in drawn}
+        copy = f"{r['imageId']}#{row}"
+        scenes[copy] = {
+            **scene,
+            "objects": {i: o for i, o in scene["objects"].items() if i in kept},
+        }
+        image_ids.append(copy)
+        records[row] = {**r, "imageId": copy}
+        moved += 1
+    return moved
+
+
+def program_objects(record: Mapping[str, Any]) -> set[str]:
+    """The object ids the question's program (``semantic``) names: the ``(ID)`` of its
+    operations' arguments (``select: cup (1020803)``)."""
+    return {
+        found
+        for step in record.get("semantic") or ()
+        for found in re.findall(r"\((\d+)\)", str(step.get("argument", "")))
+    }
+
+
 def oracle_features(
     scenes: Mapping[str, Any],
     image_ids: Sequence[str],
@@ -102,13 +150,24 @@ def main() -> None:
     parser.add_argument("--features", choices=("tower", "oracle"), required=True)
     parser.add_argument("--epochs", type=int, default=12, help="answering epochs; 0: none")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reduce", type=float, default=0.0,
+        help="share of training questions on a copy of their scene keeping few objects (oracle)",
+    )  # fmt: skip
+    parser.add_argument("--reduce-to", type=int, default=3, help="objects a reduced copy keeps")
     parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
+    if not 0.0 <= args.reduce <= 1.0 or args.reduce_to < 1:
+        parser.error(
+            f"need 0 <= --reduce <= 1 and --reduce-to >= 1, not {args.reduce}, {args.reduce_to}"
+        )
+    if args.reduce > 0 and args.features != "oracle":
+        parser.error("--reduce needs --features oracle (the tower reads the stored images)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
     torch.set_num_threads(int(opts["threads"]))
     began = time.perf_counter()
-    out = run(GQAData(args.world), args.features, opts, args.seed)
+    out = run(GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to))
     print(
         json.dumps(
             {
@@ -122,9 +181,13 @@ def main() -> None:
     )
 
 
-def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """Features of ``kind`` for the train and val images, then ``opts["epochs"]``
-    answering epochs; the figures :func:`main` prints."""
+def run(
+    data: GQAData, kind: str, opts: Mapping[str, Any], seed: int,
+    reduce: tuple[float, int] = (0.0, 0),
+) -> dict[str, Any]:  # fmt: skip
+    """Features of ``kind`` for the train and val images (``reduce``: the share and the
+    objects of :func:`reduce_scenes`), then ``opts["epochs"]`` answering epochs; the
+    figures :func:`main` prints."""
     train_records, val_records = answered(data, "train"), answered(data, "val")
     train_ids = sorted({str(r["imageId"]) for r in train_records})
     val_ids = sorted({str(r["imageId"]) for r in val_records})
@@ -133,6 +196,12 @@ def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[st
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
     k = int(opts["scene_questions"])  # as `vqadiag train` adds them
     train_records += scene_questions(train_records, scenes, train_ids, k, seed)
+    reduced = 0
+    if reduce[0] > 0:  # its own draws, so the others are as without --reduce
+        scenes = dict(scenes)
+        reduced = reduce_scenes(
+            np.random.default_rng(seed + 2), train_records, scenes, train_ids, *reduce
+        )
     tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, seed).to(training_device(opts))
@@ -161,6 +230,8 @@ def run(data: GQAData, kind: str, opts: Mapping[str, Any], seed: int) -> dict[st
         del pixels
         val_features = fit.encode_images(model, cdata.pixel_values(processor, data, val_ids))
     out: dict[str, Any] = {"pretrain": {k: round(v, 2) for k, v in pretrain.items()}}
+    if reduced:
+        out["reduced"] = reduced
     if not int(opts["epochs"]):
         return out
     tokens = build.image_tokens(opts)

@@ -124,7 +124,65 @@ def test_options_are_read_as_vqadiag_train_reads_them(experiment, monkeypatch, c
     # values are JSON, as `-o question_first=false` is
     monkeypatch.setattr(script, "GQAData", lambda path: path)
     monkeypatch.setattr(
-        script, "run", lambda data, kind, opts, seed: {"qf": opts["question_first"]}
+        script, "run", lambda data, kind, opts, seed, reduce: {"qf": opts["question_first"]}
     )
     out = run(script, monkeypatch, capsys, *argv[1:], "-o", "question_first=false", "-o", "lr=0.01")
     assert out["qf"] is False and out["options"] == {"lr": 0.01, "question_first": False}
+
+
+def test_program_objects_reads_the_ids_of_the_programs_arguments(experiment):
+    script = experiment("chat_vlm_ceiling")
+    record = {
+        "semantic": [
+            {"operation": "select", "argument": "cup (12)"},
+            {"operation": "relate", "argument": "table,on,o (7)"},
+            {"operation": "query", "argument": "color"},
+        ]
+    }
+    assert script.program_objects(record) == {"12", "7"}
+    assert script.program_objects({"question": "Which place is this?"}) == set()
+
+
+def test_reduced_scenes_keep_the_programs_objects_and_others_up_to_keep(experiment):
+    script = experiment("chat_vlm_ceiling")
+    np = pytest.importorskip("numpy")
+    objects = {str(i): {"name": f"n{i}", "x": i, "y": 0, "w": 1, "h": 1} for i in range(6)}
+    scenes = {"a": {"width": 10, "height": 10, "objects": objects}}
+    select = [{"operation": "select", "argument": "n1 (1)"}]
+    records = [{"imageId": "a", "question": f"q{i}", "semantic": select} for i in range(40)]
+    records += [{"imageId": "a", "question": "place?"}, {"imageId": "b", "semantic": select}]
+    image_ids = ["a", "b"]
+    moved = script.reduce_scenes(np.random.default_rng(0), records, scenes, image_ids, 0.5, 3)
+    copies = [r for r in records if "#" in r["imageId"]]
+    assert moved == len(copies) and 10 < moved < 30  # about half of the 40 that can be
+    assert image_ids[:2] == ["a", "b"] and image_ids[2:] == [r["imageId"] for r in copies]
+    for r in copies:
+        row = int(r["imageId"].split("#")[1])
+        assert r["question"] == f"q{row}"  # re-pointed in place
+        kept = scenes[r["imageId"]]["objects"]
+        assert "1" in kept and len(kept) == 3 and all(kept[i] == objects[i] for i in kept)
+    assert records[40]["imageId"] == "a" and records[41]["imageId"] == "b"  # no program, no scene
+
+
+def test_reduce_needs_oracle_features_and_a_share_in_0_to_1(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    for args, message in (
+        (["--features", "tower", "--reduce", "0.5"], "--reduce needs --features oracle"),
+        (["--features", "oracle", "--reduce", "2"], "need 0 <= --reduce <= 1"),
+    ):
+        monkeypatch.setattr(sys, "argv", ["chat_vlm_ceiling.py", str(rendered_world_60), *args])
+        with pytest.raises(SystemExit):
+            script.main()
+        assert message in capsys.readouterr().err
+
+
+def test_reduced_oracle_run_counts_its_copies(experiment, rendered_world_60, monkeypatch, capsys):
+    script = experiment("chat_vlm_ceiling")
+    out = run(
+        script, monkeypatch, capsys, str(rendered_world_60), "--features", "oracle",
+        "--epochs", "1", "--reduce", "0.5", *TINY,
+    )  # fmt: skip
+    train = script.answered(script.GQAData(rendered_world_60), "train")
+    assert 0 < out["reduced"] < len(train) and out["train_questions"] == len(train)
