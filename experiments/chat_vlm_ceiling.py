@@ -16,7 +16,7 @@ alone:
   attribute the training split lacks is background / nothing.
 
 With ``--features oracle``, ``--reduce s`` re-points a share s of the training questions
-(drawn at random, among those with annotated objects) to a copy of their image's scene
+(drawn at random, among those whose program names an object) to a copy of their scene
 graph that keeps only the objects the question's program names and, up to
 ``--reduce-to`` objects in all, others drawn at random (:func:`reduce_scenes`): the
 oracle features of an image that shows few objects, as a curriculum of fewer objects
