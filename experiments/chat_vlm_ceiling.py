@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -50,6 +49,7 @@ import numpy as np
 import torch
 
 from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
+from vqadiag.data.formats.gqa_program import parse_argument
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
@@ -108,12 +108,13 @@ def reduce_scenes(
 
 
 def program_objects(record: Mapping[str, Any]) -> set[str]:
-    """The object ids the question's program (``semantic``) names: the ``(ID)`` of its
-    operations' arguments (``select: cup (1020803)``)."""
+    """The object ids the question's program (``semantic``) names: the ids of its
+    operations' arguments (``select: cup (12,13)``), as the program runner reads them
+    (:func:`~vqadiag.data.formats.gqa_program.parse_argument`)."""
     return {
         found
         for step in record.get("semantic") or ()
-        for found in re.findall(r"\((\d+)\)", str(step.get("argument", "")))
+        for found in parse_argument(str(step.get("argument", "")))[1]
     }
 
 

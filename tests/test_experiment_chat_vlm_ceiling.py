@@ -141,6 +141,9 @@ def test_program_objects_reads_the_ids_of_the_programs_arguments(experiment):
     }
     assert script.program_objects(record) == {"12", "7"}
     assert script.program_objects({"question": "Which place is this?"}) == set()
+    # several ids in one argument, and "-" for none, as real GQA programs write them
+    several = {"semantic": [{"argument": "apple (12,13)"}, {"argument": "pear (-)"}]}
+    assert script.program_objects(several) == {"12", "13"}
 
 
 def test_reduced_scenes_keep_the_programs_objects_and_others_up_to_keep(experiment):
