@@ -433,15 +433,15 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
         model, processor, val_features, [val[i] for i in queried], args.colours
     )
     asked = [scene_of(val_scenes, r) for r in val_records]
-    if len(queried) == len(val):
-        # the question's own answer is one of the colours tried, so it is exact exactly
-        # when it is the colour answered
-        right = [
-            float(a == asked[i].colours[val_records[i]["object"]])
-            for a, i in zip(answers, queried, strict=True)
-        ]
-    else:
-        right = [float(hit) for hit in exact_rows(model, val_features, val, False)]
+    # a query's own answer is one of the colours tried, so it is exact exactly when it is
+    # the colour answered; the other kinds are scored one at a time
+    right = [0.0] * len(val)
+    for a, i in zip(answers, queried, strict=True):
+        right[i] = float(a == asked[i].colours[val_records[i]["object"]])
+    others = [i for i, r in enumerate(val_records) if r["kind"] != "query"]
+    scored = exact_rows(model, val_features, [val[i] for i in others], False)
+    for i, hit in zip(others, scored, strict=True):
+        right[i] = float(hit)
     present = [
         float(a is not None and a in asked[i].colours[asked[i].shown()])
         for a, i in zip(answers, queried, strict=True)
