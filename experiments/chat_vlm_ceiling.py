@@ -13,7 +13,8 @@ alone:
   ``E_name[n] + Σ_a E_attr[a]``, the scene-graph name ``n`` and attributes ``a`` of the
   patch's object (the labels the tower is pre-trained on, every attribute of the
   training split), ``E`` fixed Gaussian embeddings of the tower's width; a name or
-  attribute the training split lacks is background / nothing.
+  attribute the training split lacks is background / nothing. ``-o patch_labels=overlap``
+  labels a patch by the smallest box that overlaps it, for the oracle and the tower alike.
 
 With ``--features oracle``, ``--reduce s`` re-points a share s of the training questions
 (drawn at random, among those whose program names an object) to a copy of their scene
@@ -125,9 +126,12 @@ def oracle_features(
     names: Mapping[str, int],
     attrs: Mapping[str, int],
     embeddings: tuple[torch.Tensor, torch.Tensor],
+    rule: str = "centre",
 ) -> torch.Tensor:
-    """``(I, G·G, D)``: per patch ``E_name[n] + Σ_a E_attr[a]`` of its labels."""
-    label_names, label_attrs = cdata.scene_labeller(scenes, image_ids, grid, names, attrs)()
+    """``(I, G·G, D)``: per patch ``E_name[n] + Σ_a E_attr[a]`` of its labels (by the
+    label ``rule``)."""
+    labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule)
+    label_names, label_attrs = labeller()
     by_name, by_attr = embeddings
     return by_name[torch.from_numpy(label_names)] + torch.from_numpy(label_attrs) @ by_attr
 
@@ -216,13 +220,15 @@ def run(
             torch.randn(len(names), dim, generator=draw),
             torch.randn(len(attrs), dim, generator=draw),
         )
-        train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings)
+        rule = str(opts["patch_labels"])
+        train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings, rule)
         val_scenes = data.scene_graphs("val")
-        val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings)
+        val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings, rule)
     else:
         pixels = cdata.pixel_values(processor, data, train_ids)
-        labeller = cdata.scene_labeller(scenes, train_ids, grid, names, attrs)
-        held_out = held_out_patches(data, "train", processor, grid, names)  # as `vqadiag train`
+        rule = str(opts["patch_labels"])
+        labeller = cdata.scene_labeller(scenes, train_ids, grid, names, attrs, rule)
+        held_out = held_out_patches(data, "train", processor, grid, names, rule)  # as `train`
         pretrain = fit.pretrain_vision(
             model, pixels, labeller, len(names), opts, rng, False, held_out
         )
@@ -247,6 +253,7 @@ def run(
     return {
         **out,
         "last_epoch": {k: round(v, 3) for k, v in history[-1].items() if v is not None},
+        "epoch_acc": [round(h["acc"], 1) for h in history],
         "val_exact": round(exact_match(model, val_features, val, False), 2),
         "val_exact_text_only": round(exact_match(model, val_features, val, True), 2),
         "val_questions": len(val),

@@ -16,9 +16,12 @@ script prints one JSON line:
   as FPVG reads them) whose every annotated object owns a patch, overall and per
   detailed type (``asked_shown_by_type``, the types with at least 20 such questions).
 
-Usage: ``python experiments/world_patch_stats.py WORLD [--split val] [--grid 8]``
-(WORLD as ``--data`` takes it; ``--grid``: patches per side, ``image_size /
-patch_size``).
+``--labels overlap`` labels a patch by the smallest box that overlaps it instead (the
+chat VLM's ``-o patch_labels=overlap``).
+
+Usage: ``python experiments/world_patch_stats.py WORLD [--split val] [--grid 8]
+[--labels centre|overlap]`` (WORLD as ``--data`` takes it; ``--grid``: patches per side,
+``image_size / patch_size``).
 """
 
 from __future__ import annotations
@@ -33,27 +36,31 @@ import numpy as np
 
 from vqadiag.data.formats.relevance import annotated_object_ids
 from vqadiag.data.model_inputs.gqa_data import GQAData
-from vqadiag.models.reference.chat_vlm_data import patch_labels
+from vqadiag.models.reference.chat_vlm_data import LABEL_RULES, patch_labels
 
 #: a detailed type needs this many questions with annotated objects to be listed
 MIN_TYPE_QUESTIONS = 20
 
 
-def owned_patches(scene: Mapping[str, Any], grid: int) -> Counter[str]:
+def owned_patches(scene: Mapping[str, Any], grid: int, rule: str = "centre") -> Counter[str]:
     """How many patches of a ``grid`` × ``grid`` split each object id of ``scene`` owns
-    (only the ids that own one)."""
+    under the label ``rule`` (only the ids that own one)."""
     ids = list(scene["objects"])
     by_id = {**scene, "objects": {i: {**o, "name": i} for i, o in scene["objects"].items()}}
-    labels, _ = patch_labels(by_id, grid, {i: k + 1 for k, i in enumerate(ids)}, {})
+    labels, _ = patch_labels(by_id, grid, {i: k + 1 for k, i in enumerate(ids)}, {}, rule=rule)
     return Counter(ids[k - 1] for k in labels.tolist() if k)
 
 
 def patch_stats(
-    scenes: Mapping[str, Any], questions: Mapping[str, Mapping[str, Any]], grid: int
+    scenes: Mapping[str, Any],
+    questions: Mapping[str, Mapping[str, Any]],
+    grid: int,
+    rule: str = "centre",
 ) -> dict[str, Any]:
     """The figures of the module docstring over ``scenes`` and the ``questions`` about
-    them (a question about an image without a scene graph is skipped)."""
-    owned = {image_id: owned_patches(scene, grid) for image_id, scene in scenes.items()}
+    them (a question about an image without a scene graph is skipped), the patches
+    labelled by ``rule``."""
+    owned = {image_id: owned_patches(scene, grid, rule) for image_id, scene in scenes.items()}
     objects = [o for scene in scenes.values() for o in scene["objects"].values()]
     shared = [
         sum(c for c in Counter(o["name"] for o in scene["objects"].values()).values() if c > 1)
@@ -93,12 +100,17 @@ def main() -> None:
     parser.add_argument("world")
     parser.add_argument("--split", default="val")
     parser.add_argument("--grid", type=int, default=8, help="patches per side")
+    parser.add_argument(
+        "--labels", choices=LABEL_RULES, default="centre",
+        help="a patch's object: the one on top at its centre, or the smallest box overlapping it",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.grid < 1:
         parser.error(f"--grid must be at least 1, not {args.grid}")
     data = GQAData(args.world)
-    stats = patch_stats(data.scene_graphs(args.split), data.questions(args.split), args.grid)
-    print(json.dumps({"split": args.split, "grid": args.grid, **stats}))
+    scenes, questions = data.scene_graphs(args.split), data.questions(args.split)
+    stats = patch_stats(scenes, questions, args.grid, args.labels)
+    print(json.dumps({"split": args.split, "grid": args.grid, "labels": args.labels, **stats}))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,18 @@ def test_oracle_features_sum_the_patch_objects_name_and_attribute_embeddings(exp
     assert features[0].tolist() == expected
 
 
+def test_oracle_features_under_the_overlap_rule_show_a_box_between_patch_centres(experiment):
+    script = experiment("chat_vlm_ceiling")
+    # a 10 × 10 "ant" at the middle of a 100 × 100 image in 2 × 2 patches covers no patch
+    # centre but touches all four patches
+    ant = {"name": "ant", "x": 45, "y": 45, "w": 10, "h": 10, "attributes": ["red"]}
+    scene = {"width": 100, "height": 100, "objects": {"1": ant}}
+    embeddings = (torch.tensor([[1.0, 0.0], [10.0, 0.0]]), torch.tensor([[0.0, 5.0]]))
+    args = ({"i": scene}, ["i"], 2, {"background": 0, "ant": 1}, {"red": 0}, embeddings)
+    assert script.oracle_features(*args)[0].tolist() == [[1.0, 0.0]] * 4
+    assert script.oracle_features(*args, "overlap")[0].tolist() == [[10.0, 5.0]] * 4
+
+
 def run(script, monkeypatch, capsys, *args):
     monkeypatch.setattr(sys, "argv", ["chat_vlm_ceiling.py", *args])
     script.main()
@@ -61,7 +73,7 @@ def test_one_epoch_prints_the_val_exact_match(
     script = experiment("chat_vlm_ceiling")
     out = run(
         script, monkeypatch, capsys, str(rendered_world_60), "--features", features,
-        "--epochs", "1", "-o", "pretrain_epochs=1", *TINY,
+        "--epochs", "1", "-o", "pretrain_epochs=1", "-o", "patch_labels=overlap", *TINY,
     )  # fmt: skip
     val = script.answered(script.GQAData(rendered_world_60), "val")
     assert out["features"] == features
@@ -72,7 +84,8 @@ def test_one_epoch_prints_the_val_exact_match(
     # the tower is pre-trained and measured on held-out images; oracle features need no pixels
     measured = {"name_acc", "object_name_acc", "held_out_name_acc", "held_out_object_name_acc"}
     assert measured <= set(out["pretrain"]) if features == "tower" else out["pretrain"] == {}
-    assert out["last_epoch"]["epoch"] == 1
+    assert out["last_epoch"]["epoch"] == 1 and len(out["epoch_acc"]) == 1
+    assert out["options"]["patch_labels"] == "overlap"
 
 
 def test_grounding_supervision_reaches_the_answering_stage(

@@ -32,6 +32,13 @@ def test_objects_own_the_patches_whose_centre_their_smallest_box_covers(experime
     assert script.owned_patches(SCENE, 2) == {"a": 2, "b": 1, "d": 1}
 
 
+def test_under_the_overlap_rule_the_smallest_box_touching_a_patch_owns_it(experiment):
+    script = experiment("world_patch_stats")
+    # the fork (40–50 × 40–50) touches only the top-left patch and takes it from a; the
+    # cup keeps the top right, d the bottom left (the fork ends at its top edge), a the rest
+    assert script.owned_patches(SCENE, 2, "overlap") == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
 def test_patch_stats_counts_objects_patches_and_asked_objects_shown(experiment, monkeypatch):
     script = experiment("world_patch_stats")
     monkeypatch.setattr(script, "MIN_TYPE_QUESTIONS", 1)
@@ -54,6 +61,9 @@ def test_patch_stats_counts_objects_patches_and_asked_objects_shown(experiment, 
         "asked_shown": round(100 / 3, 2),
         "asked_shown_by_type": {"queryAttr": 50.0, "verifyAttr": 0.0},
     }
+    overlap = script.patch_stats({"i": SCENE}, questions, 2, "overlap")
+    assert overlap["objects_shown"] == 100.0 and overlap["patches_per_shown_object"] == 1.0
+    assert overlap["asked_shown"] == 100.0
 
 
 def test_the_script_prints_its_line_for_a_synthetic_world(
@@ -66,7 +76,14 @@ def test_the_script_prints_its_line_for_a_synthetic_world(
     script.main()
     out = json.loads(capsys.readouterr().out)
     assert out["split"] == "val" and out["grid"] == 4 and out["images"] > 0
+    assert out["labels"] == "centre"
     assert 0.0 < out["objects_shown"] <= 100.0 and out["questions_with_objects"] > 0
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--labels", "overlap"])
+    script.main()
+    overlap = json.loads(capsys.readouterr().out)
+    assert overlap["labels"] == "overlap"
+    # a smaller box can take an object's patches, but on this world more objects own one
+    assert out["objects_shown"] < overlap["objects_shown"] <= 100.0
 
 
 def test_a_grid_below_one_is_refused(experiment, rendered_world_60, monkeypatch, capsys):

@@ -249,6 +249,46 @@ def test_augmented_patch_labels_follow_the_mirrored_and_moved_pixels():
     assert (out[1, :, 6:] == 0).all() and (out[1, :, :, :2] == 0).all()
 
 
+def test_overlap_labels_give_a_patch_to_every_box_that_touches_it():
+    """``patch_labels=overlap``: a patch is labelled by the smallest box sharing any area
+    with it. The dog (x 0–20, y 0–40 of 64 × 64 in 16-pixel patches) touches columns 0–1
+    of rows 0–2 and owns two centres; the cat (x 40–64, y 16–32) touches row 1 of columns
+    2–3 only (its bottom edge is row 2's top edge). Mirrored and moved images follow."""
+    from vqadiag.models.reference.chat_vlm_data import patch_labels
+
+    scene = {"width": 64, "height": 64, "objects": {
+        "1": {"name": "dog", "x": 0, "y": 0, "w": 20, "h": 40, "attributes": ["white"]},
+        "2": {"name": "cat", "x": 40, "y": 16, "w": 24, "h": 16, "attributes": []}}}  # fmt: skip
+    names, attrs = {"dog": 1, "cat": 2}, {"white": 0}
+    centre, _ = patch_labels(scene, 4, names, attrs)
+    assert centre.reshape(4, 4).tolist() == [[1, 0, 0, 0], [1, 0, 2, 2], [0] * 4, [0] * 4]
+    overlap, overlap_attr = patch_labels(scene, 4, names, attrs, rule="overlap")
+    grid = overlap.reshape(4, 4)
+    assert grid.tolist() == [[1, 1, 0, 0], [1, 1, 2, 2], [1, 1, 0, 0], [0, 0, 0, 0]]
+    assert overlap_attr[:, 0].reshape(4, 4).tolist() == (grid == 1).astype(float).tolist()
+    mirrored, _ = patch_labels(scene, 4, names, attrs, flip=True, rule="overlap")
+    assert (mirrored.reshape(4, 4) == grid[:, ::-1]).all()
+    moved, _ = patch_labels(scene, 4, names, attrs, shift=(0.25, -0.25), rule="overlap")
+    expected = np.zeros((4, 4), dtype=grid.dtype)
+    expected[:3, 1:] = grid[1:, :3]
+    assert (moved.reshape(4, 4) == expected).all()
+    # the smaller of two touching boxes wins; an empty box touches nothing
+    scene["objects"]["3"] = {"name": "cat", "x": 15, "y": 15, "w": 2, "h": 2}
+    scene["objects"]["4"] = {"name": "dog", "x": 50, "y": 50, "w": 0, "h": 10}
+    small, _ = patch_labels(scene, 4, names, attrs, rule="overlap")
+    assert small.reshape(4, 4).tolist() == [[2, 2, 0, 0], [2, 2, 2, 2], [1, 1, 0, 0], [0] * 4]
+    with pytest.raises(ValueError, match="patch label rule must be one of centre, overlap"):
+        patch_labels(scene, 4, names, attrs, rule="corner")
+
+
+def test_a_patch_label_rule_that_is_not_known_is_refused(run_cli, world, tmp_path):
+    got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / "r",
+                  "-o", "patch_labels=corner", "--quiet")  # fmt: skip
+    assert got.exit_code != 0
+    assert "patch_labels must be centre or overlap, not 'corner'" in got.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_augmented_pre_training_is_seeded_and_deterministic(trained, world, tmp_path):
     """``pretrain_augment=true``: the same seed gives the same bytes; the draws change the
     weights (against the plain run ``a`` of the same seed)."""

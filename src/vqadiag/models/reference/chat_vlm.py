@@ -78,6 +78,7 @@ class TrainedChatVLM(ChatVLM):
         "pretrain_batch_size": 32,
         "pretrain_lr": 1e-3,
         "aux_attributes": 64,
+        "patch_labels": "centre",
         "pretrain_augment": False,
         "text_only": 0.2,
         "question_first": False,
@@ -110,6 +111,13 @@ class TrainedChatVLM(ChatVLM):
             out[key] = _switch(key, out[key])
         for key in ("caption_objects", "scene_questions"):
             out[key] = _count(key, out[key])
+        from vqadiag.models.reference.chat_vlm_data import LABEL_RULES
+
+        rule = out["patch_labels"]
+        if rule not in LABEL_RULES:
+            raise DataError(
+                "--option", f"patch_labels must be {' or '.join(LABEL_RULES)}, not {rule!r}"
+            )
         _check_grounding(out)
         _check_tuned_layers(out)
         training_device(out)
@@ -269,8 +277,11 @@ def _fit(
     else:
         pixels = cdata.pixel_values(processor, data, image_ids)
     clock.lap("images")
-    labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs)
-    held_out = None if opts["blind"] else held_out_patches(data, split, processor, grid, names)
+    rule = str(opts["patch_labels"])
+    labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule)
+    held_out = (
+        None if opts["blind"] else held_out_patches(data, split, processor, grid, names, rule)
+    )
     pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
     del held_out
     clock.lap("pretrain")
@@ -302,11 +313,13 @@ HELD_OUT_IMAGES = 500
 
 
 def held_out_patches(
-    data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int]
-) -> tuple[Any, np.ndarray] | None:
+    data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int],
+    rule: str = "centre",
+) -> tuple[Any, np.ndarray] | None:  # fmt: skip
     """The pixels of the first :data:`HELD_OUT_IMAGES` images (by id) of the first split
     other than ``split`` with questions and scene graphs (val, then testdev) and their
-    patch names over the training split's name index ``names``; None when there is none.
+    patch names over the training split's name index ``names`` (by the label ``rule``);
+    None when there is none.
     """
     from vqadiag.models.reference import chat_vlm_data as cdata
 
@@ -320,7 +333,7 @@ def held_out_patches(
             continue
         ids = [i for i in ids if i in scenes][:HELD_OUT_IMAGES]
         if ids:
-            labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {})()
+            labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {}, rule)()
             try:
                 return cdata.pixel_values(processor, data, ids), labels
             except DataError:  # a missing held-out image: no measure, training goes on

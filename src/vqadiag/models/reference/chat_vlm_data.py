@@ -10,7 +10,9 @@ and the per-patch labels the scene graphs give.
   end-of-sequence token. The same question without its image is the text alone.
 * A patch's labels are the name and the attributes of the object on top at the patch's
   centre (the smallest annotated box containing it, as the pixel model's grid cells;
-  docs/models.md, "The pixel model"); index 0 ("background") when none.
+  docs/models.md, "The pixel model"); index 0 ("background") when none. Under the
+  ``overlap`` rule (``-o patch_labels=overlap``) they are those of the smallest annotated
+  box that overlaps the patch at all (docs/chat-vlm.md, "Training").
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ from vqadiag.models.reference.pixel_objective import (
     cell_centres,
     object_cells,
     point_labels,
+    region_labels,
     scene_vocab,
 )
+
+#: the rules a patch is labelled by (:func:`patch_labels`)
+LABEL_RULES = ("centre", "overlap")
 
 
 @dataclass(frozen=True)
@@ -259,21 +265,36 @@ def patch_labels(
     *,
     flip: bool = False,
     shift: tuple[float, float] = (0.0, 0.0),
+    rule: str = "centre",
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(G·G,)`` name indices and ``(G·G, A)`` attribute indicators of the patches of a
-    ``grid`` × ``grid`` split of the whole image (module docstring; row-major).
+    ``grid`` × ``grid`` split of the whole image (module docstring; row-major), by the
+    object on top at the patch's centre (``rule`` ``centre``) or the smallest box that
+    overlaps the patch (``overlap``).
 
     ``flip`` and ``shift`` (x, y, in fractions of the image) label the image mirrored left
-    to right, then moved by ``shift`` (:func:`augment`): a patch centre at ``u`` reads the
+    to right, then moved by ``shift`` (:func:`augment`): a patch point at ``u`` reads the
     original at ``1 − (u − shift_x)`` (mirrored) or ``u − shift_x``; outside it,
     background."""
     width, height = float(scene.get("width") or 1), float(scene.get("height") or 1)
+    objects = scene["objects"].values()
+    if rule == "overlap":
+        edges = np.arange(grid + 1) / grid
+        u0, u1 = edges[:-1] - shift[0], edges[1:] - shift[0]
+        if flip:
+            u0, u1 = 1.0 - u1, 1.0 - u0
+        v0, v1 = edges[:-1] - shift[1], edges[1:] - shift[1]
+        y0, x0 = np.meshgrid(v0 * height, u0 * width, indexing="ij")
+        y1, x1 = np.meshgrid(v1 * height, u1 * width, indexing="ij")
+        return region_labels(objects, x0.ravel(), y0.ravel(), x1.ravel(), y1.ravel(), names, attrs)
+    if rule != "centre":
+        raise ValueError(f"patch label rule must be one of {', '.join(LABEL_RULES)}, not {rule!r}")
     centres = (np.arange(grid) + 0.5) / grid
     u, v = centres - shift[0], centres - shift[1]
     if flip:
         u = 1.0 - u
     cy, cx = np.meshgrid(v * height, u * width, indexing="ij")
-    return point_labels(scene["objects"].values(), cx.ravel(), cy.ravel(), names, attrs)
+    return point_labels(objects, cx.ravel(), cy.ravel(), names, attrs)
 
 
 def patch_vocabulary(
@@ -302,12 +323,13 @@ def scene_labeller(
     grid: int,
     names: Mapping[str, int],
     attrs: Mapping[str, int],
+    rule: str = "centre",
 ) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """A function ``(flips=None, shifts=None) → ((I, G·G) names, (I, G·G, A) attributes)``
     labelling the images ``image_ids`` of ``scenes`` over the indices ``names`` and
     ``attrs`` (:func:`patch_vocabulary`; the training split's, for held-out images too),
     each mirrored (``flips[i]``) and moved (``shifts[i]``, fractions of the image) as
-    :func:`patch_labels` says."""
+    :func:`patch_labels` says, by the label ``rule`` it names."""
     chosen = [scenes.get(str(image_id)) for image_id in image_ids]
 
     def label(
@@ -321,7 +343,7 @@ def scene_labeller(
             flip = bool(flips[row]) if flips is not None else False
             dx, dy = (float(v) for v in shifts[row]) if shifts is not None else (0.0, 0.0)
             out_names[row], out_attrs[row] = patch_labels(
-                scene, grid, names, attrs, flip=flip, shift=(dx, dy)
+                scene, grid, names, attrs, flip=flip, shift=(dx, dy), rule=rule
             )
         return out_names, out_attrs
 

@@ -126,6 +126,34 @@ def point_labels(
     return name, attr
 
 
+def region_labels(
+    objects: Iterable[Mapping[str, Any]],
+    x0: np.ndarray,
+    y0: np.ndarray,
+    x1: np.ndarray,
+    y1: np.ndarray,
+    names: Mapping[str, int],
+    attrs: Mapping[str, int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per rectangle ``[x0, x1) × [y0, y1)``: the name index and the attribute indicator
+    row of the smallest annotated box that overlaps it (a shared area above 0; index 0,
+    "background", and no attribute when none): the chat VLM's patch labels under the
+    ``overlap`` rule, which give an object smaller than a patch, or covered at every
+    patch centre by a smaller box, the patches it touches."""
+    name = np.zeros(len(x0), dtype=np.int64)
+    attr = np.zeros((len(x0), len(attrs)), dtype=np.float32)
+    best = np.full(len(x0), np.inf)
+    for obj in objects:
+        x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
+        touches = (x < x1) & (x + w > x0) & (y < y1) & (y + h > y0) & (w * h < best)
+        if w <= 0 or h <= 0 or not touches.any():
+            continue
+        best[touches] = w * h
+        name[touches] = names.get(str(obj["name"]), 0)
+        attr[touches] = attribute_row(obj, attrs)
+    return name, attr
+
+
 class GridObjective:
     """``CE(answer) + w · (CE(unit names) + s · BCE(unit attributes)) + w_att · L_att``
     (the pixel model's module docstring); the units are grid cells, or with the box
