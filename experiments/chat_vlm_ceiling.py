@@ -213,6 +213,7 @@ def run(
     grid = int(opts["image_size"]) // int(opts["patch_size"])
     rng = np.random.default_rng(seed)
     pretrain: dict[str, float] = {}
+    rule = str(opts["patch_labels"])
     if oracle:
         dim = int(opts["vision_dim"])
         draw = torch.Generator().manual_seed(seed + 1)
@@ -220,15 +221,14 @@ def run(
             torch.randn(len(names), dim, generator=draw),
             torch.randn(len(attrs), dim, generator=draw),
         )
-        rule = str(opts["patch_labels"])
         train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings, rule)
         val_scenes = data.scene_graphs("val")
         val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings, rule)
     else:
         pixels = cdata.pixel_values(processor, data, train_ids)
-        rule = str(opts["patch_labels"])
         labeller = cdata.scene_labeller(scenes, train_ids, grid, names, attrs, rule)
-        held_out = held_out_patches(data, "train", processor, grid, names, rule)  # as `train`
+        # measured on held-out images as `vqadiag train` measures them
+        held_out = held_out_patches(data, "train", processor, grid, names, rule)
         pretrain = fit.pretrain_vision(
             model, pixels, labeller, len(names), opts, rng, False, held_out
         )
