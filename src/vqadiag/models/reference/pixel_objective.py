@@ -9,7 +9,7 @@ scene graph's objects (:mod:`vqadiag.models.reference.pixel_boxes`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,18 +112,11 @@ def point_labels(
     on top there, the smallest annotated box that contains it (index 0, "background", and
     no attribute when none): the pixel model's cell labels and the chat VLM's patch
     labels."""
-    name = np.zeros(len(cx), dtype=np.int64)
-    attr = np.zeros((len(cx), len(attrs)), dtype=np.float32)
-    best = np.full(len(cx), np.inf)
-    for obj in objects:
-        x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
-        inside = (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h) & (w * h < best)
-        if not inside.any():
-            continue
-        best[inside] = w * h
-        name[inside] = names.get(str(obj["name"]), 0)
-        attr[inside] = attribute_row(obj, attrs)
-    return name, attr
+
+    def contains(x: float, y: float, w: float, h: float) -> np.ndarray:
+        return (cx >= x) & (cx < x + w) & (cy >= y) & (cy < y + h)
+
+    return smallest_box_labels(objects, len(cx), contains, names, attrs)
 
 
 def region_labels(
@@ -140,17 +133,37 @@ def region_labels(
     "background", and no attribute when none): the chat VLM's patch labels under the
     ``overlap`` rule, which give an object smaller than a patch, or covered at every
     patch centre by a smaller box, the patches it touches."""
-    name = np.zeros(len(x0), dtype=np.int64)
-    attr = np.zeros((len(x0), len(attrs)), dtype=np.float32)
-    best = np.full(len(x0), np.inf)
+
+    def touches(x: float, y: float, w: float, h: float) -> np.ndarray:
+        if w <= 0 or h <= 0:
+            return np.zeros(len(x0), dtype=bool)
+        return (x < x1) & (x + w > x0) & (y < y1) & (y + h > y0)
+
+    return smallest_box_labels(objects, len(x0), touches, names, attrs)
+
+
+def smallest_box_labels(
+    objects: Iterable[Mapping[str, Any]],
+    count: int,
+    covers: Callable[[float, float, float, float], np.ndarray],
+    names: Mapping[str, int],
+    attrs: Mapping[str, int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(count,)`` name indices and ``(count, A)`` attribute indicator rows: at each of
+    ``count`` places, those of the smallest annotated box (area ``w · h``) that ``covers``
+    it (``covers(x, y, w, h)``: a boolean mask over the places); index 0, "background",
+    and no attribute where none does."""
+    name = np.zeros(count, dtype=np.int64)
+    attr = np.zeros((count, len(attrs)), dtype=np.float32)
+    best = np.full(count, np.inf)
     for obj in objects:
         x, y, w, h = (float(obj[k]) for k in ("x", "y", "w", "h"))
-        touches = (x < x1) & (x + w > x0) & (y < y1) & (y + h > y0) & (w * h < best)
-        if w <= 0 or h <= 0 or not touches.any():
+        hit = covers(x, y, w, h) & (w * h < best)
+        if not hit.any():
             continue
-        best[touches] = w * h
-        name[touches] = names.get(str(obj["name"]), 0)
-        attr[touches] = attribute_row(obj, attrs)
+        best[hit] = w * h
+        name[hit] = names.get(str(obj["name"]), 0)
+        attr[hit] = attribute_row(obj, attrs)
     return name, attr
 
 
