@@ -15,6 +15,9 @@ alone:
   training split), ``E`` fixed Gaussian embeddings of the tower's width; a name or
   attribute the training split lacks is background / nothing. ``-o patch_labels=overlap``
   labels a patch by the smallest box that overlaps it, for the oracle and the tower alike.
+  ``--embeddings orthogonal`` or ``split`` lays ``E`` out otherwise
+  (:func:`~vqadiag.models.reference.label_embeddings.label_embeddings`; orthogonal needs
+  ``vision_dim`` at least the number of names and attributes: 122 on the demo world).
 
 With ``--features oracle``, ``--reduce s`` re-points a share s of the training questions
 (drawn at random, among those whose program names an object) to a copy of their scene
@@ -61,6 +64,7 @@ from vqadiag.models.reference.chat_vlm import (
     training_device,
 )
 from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
+from vqadiag.models.reference.label_embeddings import EMBEDDING_LAYOUTS, label_embeddings
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -160,6 +164,10 @@ def main() -> None:
         help="share of training questions on a copy of their scene keeping few objects (oracle)",
     )  # fmt: skip
     parser.add_argument("--reduce-to", type=int, default=3, help="objects a reduced copy keeps")
+    parser.add_argument(
+        "--embeddings", choices=EMBEDDING_LAYOUTS, default="gaussian",
+        help="how the oracle's name and attribute embeddings overlap (label_embeddings)",
+    )  # fmt: skip
     parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     if not 0.0 <= args.reduce <= 1.0 or args.reduce_to < 1:
@@ -168,17 +176,23 @@ def main() -> None:
         )
     if args.reduce > 0 and args.features != "oracle":
         parser.error("--reduce needs --features oracle (the tower reads the stored images)")
+    if args.embeddings != "gaussian" and args.features != "oracle":
+        parser.error("--embeddings needs --features oracle (the tower makes its own features)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
     torch.set_num_threads(int(opts["threads"]))
     began = time.perf_counter()
-    out = run(GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to))
+    out = run(
+        GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to),
+        args.embeddings,
+    )  # fmt: skip
     print(
         json.dumps(
             {
                 "features": args.features,
                 "options": {k: opts[k] for k in sorted(given)},
                 "epochs": args.epochs,
+                "embeddings": args.embeddings,
                 **out,
                 "seconds": round(time.perf_counter() - began),
             }
@@ -188,17 +202,23 @@ def main() -> None:
 
 def run(
     data: GQAData, kind: str, opts: Mapping[str, Any], seed: int,
-    reduce: tuple[float, int] = (0.0, 0),
+    reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian",
 ) -> dict[str, Any]:  # fmt: skip
     """Features of ``kind`` for the train and val images (``reduce``: the share and the
-    objects of :func:`reduce_scenes`), then ``opts["epochs"]`` answering epochs; the
-    figures :func:`main` prints."""
+    objects of :func:`reduce_scenes`; ``layout``: the oracle's
+    :func:`~vqadiag.models.reference.label_embeddings.label_embeddings`), then
+    ``opts["epochs"]`` answering epochs; the figures :func:`main` prints."""
     train_records, val_records = answered(data, "train"), answered(data, "val")
     train_ids = sorted({str(r["imageId"]) for r in train_records})
     val_ids = sorted({str(r["imageId"]) for r in val_records})
     oracle = kind == "oracle"
     n_attrs = ALL_ATTRIBUTES if oracle else int(opts["aux_attributes"])
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
+    if oracle and layout == "orthogonal" and len(names) + len(attrs) > int(opts["vision_dim"]):
+        raise SystemExit(  # checked before the training starts
+            f"{len(names)} names and {len(attrs)} attributes need -o vision_dim="
+            f"{len(names) + len(attrs)} or more for --embeddings orthogonal"
+        )
     k = int(opts["scene_questions"])  # as `vqadiag train` adds them
     train_records += scene_questions(train_records, scenes, train_ids, k, seed)
     reduced = 0
@@ -217,10 +237,8 @@ def run(
     if oracle:
         dim = int(opts["vision_dim"])
         draw = torch.Generator().manual_seed(seed + 1)
-        embeddings = (
-            torch.randn(len(names), dim, generator=draw),
-            torch.randn(len(attrs), dim, generator=draw),
-        )
+        by_name, by_attr = label_embeddings([len(names), len(attrs)], dim, layout, draw)
+        embeddings = (by_name, by_attr)
         train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings, rule)
         val_scenes = data.scene_graphs("val")
         val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings, rule)

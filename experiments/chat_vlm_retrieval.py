@@ -40,6 +40,11 @@ drawn evenly (:func:`ask`; ``val_exact_by_kind``; ``present_colours``,
 that shows only the object asked about and ``--reduce-to`` − 1 others
 (:func:`reduce_images`), as a curriculum of fewer objects would.
 
+``--embeddings`` lays the fixed embeddings out (:func:`~vqadiag.models.reference.
+label_embeddings.label_embeddings`): ``gaussian`` (the default, as above), ``orthogonal``
+(every name, colour and attribute its own direction, so the name is read back exactly
+from a sum) or ``split`` (names and the rest in complementary halves of the width).
+
 ``--ground-answer`` (with ``-o ground_tokens=W -o ground_layer=L``) also teaches head 0
 of Llama layer L where to look: the prompt's last position, which predicts the answer,
 should put its attention on the image token of the object asked about (the grounding
@@ -69,6 +74,7 @@ from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference import chat_vlm_fit as fit
 from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+from vqadiag.models.reference.label_embeddings import EMBEDDING_LAYOUTS, label_embeddings
 
 #: the answering options of the best recipe (docs/chat-vlm.md, "What holds")
 RECIPE = {"batch_size": 32, "threads": 1, "question_first": True}
@@ -332,6 +338,10 @@ def main() -> None:
         help=f"further attributes (of {EXTRA_ATTRIBUTES}) summed into each object's feature",
     )  # fmt: skip
     parser.add_argument(
+        "--embeddings", choices=EMBEDDING_LAYOUTS, default="gaussian",
+        help="how the names', colours' and attributes' embeddings overlap (label_embeddings)",
+    )  # fmt: skip
+    parser.add_argument(
         "--reduce", type=float, default=0.0,
         help="share of training questions asked about a copy of their image that shows "
         "only --reduce-to objects, the one asked about among them",
@@ -365,6 +375,9 @@ def main() -> None:
         parser.error("verify and choose questions need at least 2 colours")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
+    labels = args.names + 1 + args.colours + (EXTRA_ATTRIBUTES if args.attributes else 0)
+    if args.embeddings == "orthogonal" and labels > int(opts["vision_dim"]):
+        parser.error(f"{labels} orthogonal embeddings need -o vision_dim={labels} or more")
     if args.ground_answer and not float(opts["ground_tokens"]) > 0:
         parser.error("--ground-answer needs a weight: -o ground_tokens=W (W > 0)")
     if args.objects * args.object_patches > build.image_tokens(opts):
@@ -375,7 +388,12 @@ def main() -> None:
     torch.set_num_threads(int(opts["threads"]))
     began = time.perf_counter()
     out = run(args, opts)
-    out = {"options": {k: opts[k] for k in sorted(given)}, "epochs": args.epochs, **out}
+    out = {
+        "options": {k: opts[k] for k in sorted(given)},
+        "epochs": args.epochs,
+        "embeddings": args.embeddings,
+        **out,
+    }
     print(json.dumps({**out, "seconds": round(time.perf_counter() - began)}))
 
 
@@ -406,12 +424,9 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
         )
     draw = torch.Generator().manual_seed(args.seed + 1)
     dim = int(opts["vision_dim"])
-    embeddings = [
-        torch.randn(args.names + 1, dim, generator=draw),
-        torch.randn(args.colours, dim, generator=draw),
-    ]
-    if args.attributes:  # drawn last, so the others are as without --attributes
-        embeddings.append(torch.randn(EXTRA_ATTRIBUTES, dim, generator=draw))
+    # the extra attributes drawn last, so the others are as without --attributes
+    sizes = [args.names + 1, args.colours] + ([EXTRA_ATTRIBUTES] if args.attributes else [])
+    embeddings = label_embeddings(sizes, dim, args.embeddings, draw)
     tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, args.seed)

@@ -137,7 +137,7 @@ def test_options_are_read_as_vqadiag_train_reads_them(experiment, monkeypatch, c
     # values are JSON, as `-o question_first=false` is
     monkeypatch.setattr(script, "GQAData", lambda path: path)
     monkeypatch.setattr(
-        script, "run", lambda data, kind, opts, seed, reduce: {"qf": opts["question_first"]}
+        script, "run", lambda data, kind, opts, seed, reduce, layout: {"qf": opts["question_first"]}
     )
     out = run(script, monkeypatch, capsys, *argv[1:], "-o", "question_first=false", "-o", "lr=0.01")
     assert out["qf"] is False and out["options"] == {"lr": 0.01, "question_first": False}
@@ -202,3 +202,27 @@ def test_reduced_oracle_run_counts_its_copies(experiment, rendered_world_60, mon
     )  # fmt: skip
     train = script.answered(script.GQAData(rendered_world_60), "train")
     assert 0 < out["reduced"] < len(train) and out["train_questions"] == len(train)
+
+
+def test_oracle_embedding_layouts_reach_the_run_and_are_refused_where_they_cannot_hold(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    world = str(rendered_world_60)
+    out = run(
+        script, monkeypatch, capsys, world, "--features", "oracle", "--epochs", "1",
+        "--embeddings", "split", *TINY,
+    )  # fmt: skip
+    assert out["embeddings"] == "split" and 0.0 <= out["val_exact"] <= 100.0
+    monkeypatch.setattr(
+        sys, "argv", ["chat_vlm_ceiling.py", world, "--features", "oracle", "--epochs", "1",
+                      "--embeddings", "orthogonal", *TINY],
+    )  # fmt: skip
+    with pytest.raises(SystemExit, match=r"attributes need -o vision_dim=\d+ or more"):
+        script.main()
+    monkeypatch.setattr(
+        sys, "argv", ["chat_vlm_ceiling.py", world, "--features", "tower", "--embeddings", "split"]
+    )
+    with pytest.raises(SystemExit):
+        script.main()
+    assert "--embeddings needs --features oracle" in capsys.readouterr().err

@@ -239,6 +239,8 @@ def test_mixed_kinds_are_scored_per_kind(experiment, monkeypatch, capsys):
         (["--attributes", "49"], "--attributes <= 48"),
         (["--object-patches", "0"], "--object-patches >= 1"),
         (["--objects", "6", "--object-patches", "11"], "6 objects × 11 patches each do not fit"),
+        (["--embeddings", "orthogonal", "-o", "vision_dim=16"], "29 orthogonal embeddings need"),
+        (["--embeddings", "circular"], "invalid choice: 'circular'"),
     ],
 )
 def test_bad_layout_and_kind_options_are_refused(experiment, monkeypatch, capsys, argv, message):
@@ -267,3 +269,18 @@ def test_reduced_images_show_the_object_asked_about_and_keep_minus_one_others(ex
         assert not (others & ~original.shown()).any()  # only objects the image showed
         assert copy.names.tolist() == original.names.tolist()
         assert copy.patches.tolist() == original.patches.tolist()
+
+
+def test_an_embedding_layout_reaches_the_features_and_the_printed_line(
+    experiment, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_retrieval")
+    argv = [
+        "chat_vlm_retrieval.py", "--epochs", "1", "--train-images", "20", "--val-images",
+        "10", "--colours", "4", "--embeddings", "orthogonal", "-o", "text_dim=32",
+        "-o", "vision_dim=32",
+    ]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    script.main()
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["embeddings"] == "orthogonal" and 0.0 <= out["val_exact"] <= 100.0
