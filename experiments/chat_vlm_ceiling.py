@@ -64,7 +64,11 @@ from vqadiag.models.reference.chat_vlm import (
     training_device,
 )
 from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
-from vqadiag.models.reference.label_embeddings import EMBEDDING_LAYOUTS, label_embeddings
+from vqadiag.models.reference.label_embeddings import (
+    EMBEDDING_LAYOUTS,
+    label_embeddings,
+    needed_width,
+)
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -129,7 +133,7 @@ def oracle_features(
     grid: int,
     names: Mapping[str, int],
     attrs: Mapping[str, int],
-    embeddings: tuple[torch.Tensor, torch.Tensor],
+    embeddings: Sequence[torch.Tensor],
     rule: str = "centre",
 ) -> torch.Tensor:
     """``(I, G·G, D)``: per patch ``E_name[n] + Σ_a E_attr[a]`` of its labels (by the
@@ -214,10 +218,11 @@ def run(
     oracle = kind == "oracle"
     n_attrs = ALL_ATTRIBUTES if oracle else int(opts["aux_attributes"])
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
-    if oracle and layout == "orthogonal" and len(names) + len(attrs) > int(opts["vision_dim"]):
+    width = needed_width([len(names), len(attrs)], layout)
+    if oracle and width > int(opts["vision_dim"]):
         raise SystemExit(  # checked before the training starts
-            f"{len(names)} names and {len(attrs)} attributes need -o vision_dim="
-            f"{len(names) + len(attrs)} or more for --embeddings orthogonal"
+            f"{len(names)} names and {len(attrs)} attributes need -o vision_dim={width} or "
+            f"more for --embeddings {layout}"
         )
     k = int(opts["scene_questions"])  # as `vqadiag train` adds them
     train_records += scene_questions(train_records, scenes, train_ids, k, seed)
@@ -237,8 +242,7 @@ def run(
     if oracle:
         dim = int(opts["vision_dim"])
         draw = torch.Generator().manual_seed(seed + 1)
-        by_name, by_attr = label_embeddings([len(names), len(attrs)], dim, layout, draw)
-        embeddings = (by_name, by_attr)
+        embeddings = label_embeddings([len(names), len(attrs)], dim, layout, draw)
         train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings, rule)
         val_scenes = data.scene_graphs("val")
         val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings, rule)

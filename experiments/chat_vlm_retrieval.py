@@ -74,7 +74,11 @@ from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference import chat_vlm_fit as fit
 from vqadiag.models.reference.chat_vlm import TrainedChatVLM
-from vqadiag.models.reference.label_embeddings import EMBEDDING_LAYOUTS, label_embeddings
+from vqadiag.models.reference.label_embeddings import (
+    EMBEDDING_LAYOUTS,
+    label_embeddings,
+    needed_width,
+)
 
 #: the answering options of the best recipe (docs/chat-vlm.md, "What holds")
 RECIPE = {"batch_size": 32, "threads": 1, "question_first": True}
@@ -375,9 +379,9 @@ def main() -> None:
         parser.error("verify and choose questions need at least 2 colours")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
-    labels = args.names + 1 + args.colours + (EXTRA_ATTRIBUTES if args.attributes else 0)
-    if args.embeddings == "orthogonal" and labels > int(opts["vision_dim"]):
-        parser.error(f"{labels} orthogonal embeddings need -o vision_dim={labels} or more")
+    width = needed_width(embedding_sizes(args), args.embeddings)
+    if width > int(opts["vision_dim"]):
+        parser.error(f"{width} orthogonal embeddings need -o vision_dim={width} or more")
     if args.ground_answer and not float(opts["ground_tokens"]) > 0:
         parser.error("--ground-answer needs a weight: -o ground_tokens=W (W > 0)")
     if args.objects * args.object_patches > build.image_tokens(opts):
@@ -395,6 +399,13 @@ def main() -> None:
         **out,
     }
     print(json.dumps({**out, "seconds": round(time.perf_counter() - began)}))
+
+
+def embedding_sizes(args: argparse.Namespace) -> list[int]:
+    """The groups of fixed embeddings: the names and the background, the colours, and
+    under ``--attributes`` the extra attributes, drawn last so that the others are as
+    without it."""
+    return [args.names + 1, args.colours] + ([EXTRA_ATTRIBUTES] if args.attributes else [])
 
 
 def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -424,9 +435,7 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
         )
     draw = torch.Generator().manual_seed(args.seed + 1)
     dim = int(opts["vision_dim"])
-    # the extra attributes drawn last, so the others are as without --attributes
-    sizes = [args.names + 1, args.colours] + ([EXTRA_ATTRIBUTES] if args.attributes else [])
-    embeddings = label_embeddings(sizes, dim, args.embeddings, draw)
+    embeddings = label_embeddings(embedding_sizes(args), dim, args.embeddings, draw)
     tokenizer = build.train_tokenizer(cdata.training_texts(train_records), int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, args.seed)

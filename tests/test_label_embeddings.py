@@ -8,7 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vqadiag.models.reference.label_embeddings import label_embeddings  # noqa: E402
+from vqadiag.models.reference.label_embeddings import (  # noqa: E402
+    label_embeddings,
+    needed_width,
+)
 
 
 def seeded(seed: int = 3) -> torch.Generator:
@@ -53,3 +56,9 @@ def test_too_many_orthogonal_rows_and_unknown_layouts_are_refused():
         label_embeddings([3, 2], 4, "orthogonal", seeded())
     with pytest.raises(ValueError, match="unknown embedding layout 'circle'"):
         label_embeddings([3], 4, "circle", seeded())
+
+
+def test_only_the_orthogonal_layout_needs_a_width_of_one_direction_per_row():
+    assert needed_width([21, 8, 48], "orthogonal") == 77
+    assert needed_width([21, 8, 48], "split") == 0
+    assert needed_width([21, 8, 48], "gaussian") == 0

@@ -24,6 +24,12 @@ import torch
 EMBEDDING_LAYOUTS = ("gaussian", "orthogonal", "split")
 
 
+def needed_width(sizes: Sequence[int], layout: str) -> int:
+    """The least width ``D`` the layout fits ``sizes`` in: ``Σ sizes`` for ``orthogonal``
+    (one direction per row), 0 for the others."""
+    return sum(sizes) if layout == "orthogonal" else 0
+
+
 def label_embeddings(
     sizes: Sequence[int], dim: int, layout: str, generator: torch.Generator
 ) -> list[torch.Tensor]:
@@ -33,7 +39,7 @@ def label_embeddings(
     if layout == "gaussian":
         return [torch.randn(size, dim, generator=generator) for size in sizes]
     if layout == "orthogonal":
-        total = sum(sizes)
+        total = needed_width(sizes, layout)
         if total > dim:
             raise ValueError(f"{total} orthogonal embeddings do not fit in {dim} dimensions")
         q, _ = torch.linalg.qr(torch.randn(dim, total, generator=generator))
