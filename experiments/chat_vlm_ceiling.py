@@ -267,7 +267,9 @@ def run(
     train_rows = {image_id: row for row, image_id in enumerate(train_ids)}
     val_rows = {image_id: row for row, image_id in enumerate(val_ids)}
     grounded = scenes if float(opts["ground_tokens"]) > 0 else None
-    train = cdata.examples(processor, train_records, train_rows, tokens, grounded)
+    train = cdata.examples(
+        processor, train_records, train_rows, tokens, grounded, str(opts["ground_from"])
+    )
     val = cdata.examples(processor, val_records, val_rows, tokens)
     if grounded is not None:  # attention weights come out of the eager implementation only
         model.set_attn_implementation("eager")

@@ -126,6 +126,38 @@ def test_no_ties_without_annotations_a_scene_or_the_object():
     assert cdata.grounding(processor, odd, SCENE, grid=2) == ()
 
 
+def test_from_the_answer_the_prompts_last_position_looks_at_every_annotated_object():
+    """``ground_from="answer"``: one pair, the prompt's last position (it predicts the
+    answer's first token) with the image tokens of the cup (patch 0, named in the
+    question) and the table (patches 2 and 3, named in the full answer only); the crumb,
+    named by no annotation, is not a key. The same pair comes out of :func:`examples`."""
+    processor = _processor(question_first=True)
+    record = {"question": QUESTION, "answer": "yes", "imageId": "i",
+              "annotations": {"question": {"2": "1"}, "answer": {},
+                              "fullAnswer": {"0": "2", "3": "1"}}}  # fmt: skip
+    ids = cdata.prompt_ids(processor, QUESTION, image=True, n_image_tokens=4)
+    first_image = ids.index(build.IMAGE)
+    want = ((len(ids) - 1, (first_image, first_image + 2, first_image + 3)),)
+    assert cdata.answer_grounding(record, SCENE, ids, grid=2) == want
+    assert cdata.annotated_objects(record) == ["1", "2"]
+    (example,) = cdata.examples(processor, [record], {"i": 0}, 4, {"i": SCENE}, "answer")
+    assert example.grounded == want and example.with_image == tuple(ids)
+    (by_words,) = cdata.examples(processor, [record], {"i": 0}, 4, {"i": SCENE})
+    assert by_words.grounded == cdata.grounding(processor, record, SCENE, grid=2)
+
+
+def test_no_answer_grounding_without_annotations_a_scene_an_image_or_the_object():
+    ids = cdata.prompt_ids(_processor(), QUESTION, image=True, n_image_tokens=4)
+    tied = {"question": QUESTION, "annotations": {"question": {"2": "1"}}}
+    assert cdata.answer_grounding({"question": QUESTION}, SCENE, ids, grid=2) == ()
+    assert cdata.answer_grounding(tied, None, ids, grid=2) == ()
+    assert cdata.answer_grounding(tied, SCENE, [5, 6, 7], grid=2) == ()
+    unknown = {"question": QUESTION, "annotations": {"question": {"2": "99"}, "answer": []}}
+    assert cdata.answer_grounding(unknown, SCENE, ids, grid=2) == ()
+    listed = {"question": QUESTION, "annotations": [["2", "1"]]}
+    assert cdata.answer_grounding(listed, SCENE, ids, grid=2) == ()
+
+
 def test_with_uniform_attention_the_grounding_loss_is_minus_log_of_the_objects_share():
     """Hand-worked: with the query weights of head 0 of layer 0 zero, that head's scores
     are all equal, so token t spreads its attention evenly over positions 0..t (causal;
@@ -213,15 +245,19 @@ TINY = ["image_size=32", "patch_size=16", "vision_dim=32", "vision_layers=1", "v
         "batch_size=32"]  # fmt: skip
 
 
-def test_grounded_training_through_the_cli_logs_the_attention_mass(run_cli, world, tmp_path):
+@pytest.mark.parametrize("ground_from", ["question", "answer"])
+def test_grounded_training_through_the_cli_logs_the_attention_mass(
+    run_cli, world, tmp_path, ground_from
+):
     args = [a for o in TINY for a in ("-o", o)]
     out = tmp_path / "run"
     got = run_cli("train", "--model", "chat-vlm", "--data", str(world), "--out", str(out),
                   "--epochs", "2", "--quiet", "--json", *args, "-o", "ground_tokens=1",
-                  "-o", "ground_layer=1")  # fmt: skip
+                  "-o", "ground_layer=1", "-o", f"ground_from={ground_from}")  # fmt: skip
     assert got.exit_code == 0, got.stderr
     config = json.loads((out / "config.json").read_text())
     assert config["options"]["ground_tokens"] == 1 and config["options"]["ground_layer"] == 1
+    assert config["options"]["ground_from"] == ground_from
     assert [0 < h["ground_mass"] < 1 for h in config["history"]] == [True, True]
 
 
@@ -233,6 +269,7 @@ def test_grounded_training_through_the_cli_logs_the_attention_mass(run_cli, worl
         (["ground_tokens=inf"], "ground_tokens must be a weight of 0 or more"),
         (["ground_tokens=abc"], "ground_tokens must be a number"),
         (["ground_tokens=1", "ground_layer=2"], "ground_layer must be a Llama layer, 0 to 1"),
+        (["ground_from=words"], "ground_from must be question or answer, not 'words'"),
     ],
 )
 def test_bad_grounding_options_are_refused_before_training(run_cli, world, tmp_path, options, says):

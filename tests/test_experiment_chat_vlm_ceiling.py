@@ -88,15 +88,31 @@ def test_one_epoch_prints_the_val_exact_match(
     assert out["options"]["patch_labels"] == "overlap"
 
 
+@pytest.mark.parametrize("ground_from", ["question", "answer"])
 def test_grounding_supervision_reaches_the_answering_stage(
-    experiment, rendered_world_60, monkeypatch, capsys
+    experiment, rendered_world_60, monkeypatch, capsys, ground_from
 ):
+    """Both kinds of pairs reach the training: from the answer, one pair per grounded
+    question, at the prompt's last position."""
     script = experiment("chat_vlm_ceiling")
+    seen = []
+    real = script.fit.train_language
+
+    def spy(model, features, train, *args):
+        seen.extend(train)
+        return real(model, features, train, *args)
+
+    monkeypatch.setattr(script.fit, "train_language", spy)
     out = run(
         script, monkeypatch, capsys, str(rendered_world_60), "--features", "oracle",
-        "--epochs", "1", "-o", "ground_tokens=1.0", *TINY,
+        "--epochs", "1", "-o", "ground_tokens=1.0", "-o", f"ground_from={ground_from}", *TINY,
     )  # fmt: skip
     assert 0.0 < out["last_epoch"]["ground_mass"] <= 1.0
+    grounded = [ex for ex in seen if ex.grounded]
+    assert grounded
+    at_end = [len(ex.grounded) == 1 and ex.grounded[0][0] == len(ex.with_image) - 1
+              for ex in grounded]  # fmt: skip
+    assert all(at_end) if ground_from == "answer" else not any(at_end)
 
 
 def test_scene_questions_reach_the_answering_stage(

@@ -86,6 +86,7 @@ class TrainedChatVLM(ChatVLM):
         "scene_questions": 0,
         "ground_tokens": 0.0,
         "ground_layer": 0,
+        "ground_from": "question",
         "tune_tower_layers": 0,
         "blind": False,
         "threads": 2,
@@ -203,6 +204,13 @@ def _check_grounding(opts: Mapping[str, Any]) -> None:
     layers = int(opts["text_layers"])
     if not 0 <= layer < layers:
         raise DataError("--option", f"ground_layer must be a Llama layer, 0 to {layers - 1}")
+    from vqadiag.models.reference.chat_vlm_data import GROUND_FROM
+
+    if opts["ground_from"] not in GROUND_FROM:
+        raise DataError(
+            "--option",
+            f"ground_from must be {' or '.join(GROUND_FROM)}, not {opts['ground_from']!r}",
+        )
 
 
 def training_device(opts: Mapping[str, Any], option: str = "--option") -> Any:
@@ -288,10 +296,10 @@ def _fit(
     features = fit.encode_images(model, pixels, tuned=int(opts["tune_tower_layers"]))
     rows = {image_id: i for i, image_id in enumerate(image_ids)}
     grounded = float(opts["ground_tokens"]) > 0 and not opts["blind"]
-    train = cdata.examples(
-        processor, records, rows, build.image_tokens(opts), scenes if grounded else None
-    )
-    train += cdata.caption_examples(processor, captions, rows, build.image_tokens(opts))
+    tied = scenes if grounded else None
+    tokens = build.image_tokens(opts)
+    train = cdata.examples(processor, records, rows, tokens, tied, str(opts["ground_from"]))
+    train += cdata.caption_examples(processor, captions, rows, tokens)
     clock.lap("examples")
     attention = model.config._attn_implementation
     if grounded:  # attention weights come out of the eager implementation only

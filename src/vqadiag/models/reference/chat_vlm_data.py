@@ -161,6 +161,46 @@ def grounding(
     return tuple(out)
 
 
+#: what ``-o ground_from`` supervises: question tokens ↔ image tokens (:func:`grounding`),
+#: or the answer's position → image tokens (:func:`answer_grounding`)
+GROUND_FROM = ("question", "answer")
+
+
+def annotated_objects(record: Mapping[str, Any]) -> list[str]:
+    """The object ids the record's ``annotations`` name (question, answer and full
+    answer), in their first order, each once."""
+    out: dict[str, None] = {}
+    annotations = record.get("annotations")
+    for part in ("question", "answer", "fullAnswer"):
+        tied = annotations.get(part) if isinstance(annotations, Mapping) else None
+        if isinstance(tied, Mapping):
+            out.update((str(v), None) for v in tied.values())
+    return list(out)
+
+
+def answer_grounding(
+    record: Mapping[str, Any], scene: Mapping[str, Any] | None, with_image: Sequence[int],
+    grid: int,
+) -> tuple[tuple[int, tuple[int, ...]], ...]:  # fmt: skip
+    """One pair ``(q, K)``: the prompt's last position q (the one whose output predicts
+    the answer's first token) should put its attention on the image tokens K of the
+    patches (:func:`object_patches`) of every object the record's annotations name
+    (:func:`annotated_objects`). Empty without a scene graph, an image in
+    ``with_image`` (the prompt's token ids) or an annotated object the scene has."""
+    if scene is None or IMAGE not in with_image:
+        return ()
+    image_at = list(with_image).index(IMAGE)
+    keys = sorted(
+        {
+            image_at + p
+            for object_id in annotated_objects(record)
+            if (obj := scene["objects"].get(object_id)) is not None
+            for p in object_patches(obj, scene, grid)
+        }
+    )
+    return ((len(with_image) - 1, tuple(keys)),) if keys else ()
+
+
 def _question_place(processor: Any) -> tuple[int, bool]:
     """Where the chat template puts the question in a user turn with the image: its first
     character's index, and whether the image comes before it."""
@@ -222,21 +262,28 @@ def caption_examples(
 def examples(
     processor: Any, records: Sequence[Mapping[str, Any]], image_rows: Mapping[str, int],
     n_image_tokens: int, scenes: Mapping[str, Any] | None = None,
+    ground_from: str = "question",
 ) -> list[Example]:  # fmt: skip
     """One :class:`Example` per record (``question``, ``answer``, ``imageId``); with
-    ``scenes`` (image id → scene graph) each with its :func:`grounding`."""
+    ``scenes`` (image id → scene graph) each with its :func:`grounding`, or with
+    ``ground_from="answer"`` its :func:`answer_grounding`."""
     grid = round(n_image_tokens**0.5)
     out = []
     for r in records:
         question = str(r["question"])
         answer = processor.tokenizer(" " + str(r["answer"]))["input_ids"]
-        tied = (
-            () if scenes is None else grounding(processor, r, scenes.get(str(r["imageId"])), grid)
-        )
+        with_image = prompt_ids(processor, question, image=True, n_image_tokens=n_image_tokens)
+        scene = None if scenes is None else scenes.get(str(r["imageId"]))
+        if scenes is None:
+            tied: tuple[tuple[int, tuple[int, ...]], ...] = ()
+        elif ground_from == "answer":
+            tied = answer_grounding(r, scene, with_image, grid)
+        else:
+            tied = grounding(processor, r, scene, grid)
         out.append(
             Example(
                 image_rows[str(r["imageId"])],
-                tuple(prompt_ids(processor, question, image=True, n_image_tokens=n_image_tokens)),
+                tuple(with_image),
                 tuple(prompt_ids(processor, question, image=False, n_image_tokens=0)),
                 (*answer, EOS),
                 tied,

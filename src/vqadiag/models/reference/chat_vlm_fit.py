@@ -261,8 +261,11 @@ def answer_loss(
     the question's annotations ask for
     (:func:`~vqadiag.models.reference.chat_vlm_data.grounding`: a tied question token
     and its object's image tokens, or the other way round with the question first; a
-    token in two annotations, or a patch in two annotated boxes, counts once per pair);
-    questions asked without their image have none."""
+    token in two annotations, or a patch in two annotated boxes, counts once per pair;
+    with ``ground_from=answer``
+    :func:`~vqadiag.models.reference.chat_vlm_data.answer_grounding`: the prompt's last
+    position and the image tokens of every annotated object; docs/chat-vlm.md,
+    "Training"); questions asked without their image have none."""
     import torch
 
     device = model_device(model)
