@@ -310,12 +310,12 @@ def answer_grounded(
 ) -> list[cdata.Example]:
     """The examples with one grounding pair each: the prompt's last position (the one
     that predicts the answer's first token) should look at the image token of the
-    object asked about (:func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`)."""
+    object asked about (:func:`~vqadiag.models.reference.chat_vlm_data.answer_pair`;
+    :func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`)."""
     out = []
     for ex, r in zip(train, records, strict=True):
-        start = ex.with_image.index(build.IMAGE)
-        keys = tuple(start + int(p) for p in scene_of(drawn, r).object_patches(r["object"]))
-        out.append(replace(ex, grounded=((len(ex.with_image) - 1, keys),)))
+        patches = scene_of(drawn, r).object_patches(r["object"])
+        out.append(replace(ex, grounded=cdata.answer_pair(ex.with_image, patches)))
     return out
 
 

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from vqadiag.errors import DataError
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference.chat_vlm import TrainedChatVLM
@@ -139,7 +140,6 @@ def test_from_the_answer_the_prompts_last_position_looks_at_every_annotated_obje
     first_image = ids.index(build.IMAGE)
     want = ((len(ids) - 1, (first_image, first_image + 2, first_image + 3)),)
     assert cdata.answer_grounding(record, SCENE, ids, grid=2) == want
-    assert cdata.annotated_objects(record) == ["1", "2"]
     (example,) = cdata.examples(processor, [record], {"i": 0}, 4, {"i": SCENE}, "answer")
     assert example.grounded == want and example.with_image == tuple(ids)
     (by_words,) = cdata.examples(processor, [record], {"i": 0}, 4, {"i": SCENE})
@@ -154,8 +154,10 @@ def test_no_answer_grounding_without_annotations_a_scene_an_image_or_the_object(
     assert cdata.answer_grounding(tied, SCENE, [5, 6, 7], grid=2) == ()
     unknown = {"question": QUESTION, "annotations": {"question": {"2": "99"}, "answer": []}}
     assert cdata.answer_grounding(unknown, SCENE, ids, grid=2) == ()
+    assert cdata.answer_pair(ids, []) == () and cdata.answer_pair([5, 6, 7], [0]) == ()
     listed = {"question": QUESTION, "annotations": [["2", "1"]]}
-    assert cdata.answer_grounding(listed, SCENE, ids, grid=2) == ()
+    with pytest.raises(DataError, match="'annotations' must be an object"):
+        cdata.answer_grounding(listed, SCENE, ids, grid=2)
 
 
 def test_with_uniform_attention_the_grounding_loss_is_minus_log_of_the_objects_share():

@@ -17,12 +17,13 @@ and the per-patch labels the scene graphs give.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from vqadiag.data.formats.relevance import annotated_object_ids
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.adapters.chat_vlm import user_turn
@@ -166,39 +167,34 @@ def grounding(
 GROUND_FROM = ("question", "answer")
 
 
-def annotated_objects(record: Mapping[str, Any]) -> list[str]:
-    """The object ids the record's ``annotations`` name (question, answer and full
-    answer), in their first order, each once."""
-    out: dict[str, None] = {}
-    annotations = record.get("annotations")
-    for part in ("question", "answer", "fullAnswer"):
-        tied = annotations.get(part) if isinstance(annotations, Mapping) else None
-        if isinstance(tied, Mapping):
-            out.update((str(v), None) for v in tied.values())
-    return list(out)
+def answer_pair(
+    with_image: Sequence[int], patches: Iterable[int]
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """The one pair ``(q, K)`` of answer grounding: the prompt's last position q (the one
+    whose output predicts the answer's first token) and, as K, the image tokens of
+    ``patches`` (each once, ascending) in ``with_image`` (the prompt's token ids). Empty
+    without patches or an image token."""
+    if IMAGE not in with_image:
+        return ()
+    image_at = list(with_image).index(IMAGE)
+    keys = tuple(sorted({image_at + int(p) for p in patches}))
+    return ((len(with_image) - 1, keys),) if keys else ()
 
 
 def answer_grounding(
     record: Mapping[str, Any], scene: Mapping[str, Any] | None, with_image: Sequence[int],
     grid: int,
 ) -> tuple[tuple[int, tuple[int, ...]], ...]:  # fmt: skip
-    """One pair ``(q, K)``: the prompt's last position q (the one whose output predicts
-    the answer's first token) should put its attention on the image tokens K of the
-    patches (:func:`object_patches`) of every object the record's annotations name
-    (:func:`annotated_objects`). Empty without a scene graph, an image in
-    ``with_image`` (the prompt's token ids) or an annotated object the scene has."""
-    if scene is None or IMAGE not in with_image:
+    """The :func:`answer_pair` of the patches (:func:`object_patches`) of every object
+    the record's annotations name (question, answer and full answer:
+    :func:`~vqadiag.data.formats.relevance.annotated_object_ids`, which refuses
+    malformed annotations). Empty without a scene graph, an image in ``with_image`` or
+    an annotated object the scene has."""
+    if scene is None:
         return ()
-    image_at = list(with_image).index(IMAGE)
-    keys = sorted(
-        {
-            image_at + p
-            for object_id in annotated_objects(record)
-            if (obj := scene["objects"].get(object_id)) is not None
-            for p in object_patches(obj, scene, grid)
-        }
-    )
-    return ((len(with_image) - 1, tuple(keys)),) if keys else ()
+    objects = [scene["objects"].get(i) for i in annotated_object_ids(record)]
+    patches = (p for obj in objects if obj is not None for p in object_patches(obj, scene, grid))
+    return answer_pair(with_image, patches)
 
 
 def _question_place(processor: Any) -> tuple[int, bool]:
@@ -273,13 +269,13 @@ def examples(
         question = str(r["question"])
         answer = processor.tokenizer(" " + str(r["answer"]))["input_ids"]
         with_image = prompt_ids(processor, question, image=True, n_image_tokens=n_image_tokens)
-        scene = None if scenes is None else scenes.get(str(r["imageId"]))
-        if scenes is None:
-            tied: tuple[tuple[int, tuple[int, ...]], ...] = ()
-        elif ground_from == "answer":
-            tied = answer_grounding(r, scene, with_image, grid)
-        else:
-            tied = grounding(processor, r, scene, grid)
+        tied: tuple[tuple[int, tuple[int, ...]], ...] = ()
+        if scenes is not None:
+            scene = scenes.get(str(r["imageId"]))
+            if ground_from == "answer":
+                tied = answer_grounding(r, scene, with_image, grid)
+            else:
+                tied = grounding(processor, r, scene, grid)
         out.append(
             Example(
                 image_rows[str(r["imageId"])],
