@@ -18,6 +18,10 @@ alone:
   ``--embeddings orthogonal`` or ``split`` lays ``E`` out otherwise
   (:func:`~vqadiag.models.reference.label_embeddings.label_embeddings`; orthogonal needs
   ``vision_dim`` at least the number of names and attributes: 122 on the demo world).
+  ``--name-noise p`` gives each object patch, with probability p, another object's name
+  instead of its own (:func:`mislabel_names`; the train and the val features alike,
+  attributes and background untouched): a perception that names a share 1 − p of the
+  object patches right, as the pre-trained tower names some of them.
 
 With ``--features oracle``, ``--reduce s`` re-points a share s of the training questions
 (drawn at random, among those whose program names an object) to a copy of their scene
@@ -135,13 +139,35 @@ def oracle_features(
     attrs: Mapping[str, int],
     embeddings: Sequence[torch.Tensor],
     rule: str = "centre",
+    noise: tuple[float, np.random.Generator] | None = None,
 ) -> torch.Tensor:
     """``(I, G·G, D)``: per patch ``E_name[n] + Σ_a E_attr[a]`` of its labels (by the
-    label ``rule``)."""
+    label ``rule``; ``noise``: the share and the draws of :func:`mislabel_names`)."""
     labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule)
     label_names, label_attrs = labeller()
+    if noise is not None:
+        label_names = mislabel_names(label_names, noise[0], len(names), noise[1])
     by_name, by_attr = embeddings
     return by_name[torch.from_numpy(label_names)] + torch.from_numpy(label_attrs) @ by_attr
+
+
+def mislabel_names(
+    labels: np.ndarray, share: float, n_names: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``labels`` (name indices, 0 background) with each object patch's name replaced,
+    with probability ``share``, by one of the other ``n_names − 2`` object names drawn
+    evenly: a perception that names a share ``1 − share`` of the object patches right
+    and never mistakes an object for the background or the background for one."""
+    out = labels.copy()
+    objects = np.flatnonzero(out.ravel() > 0)
+    if n_names < 3 or share <= 0 or not len(objects):
+        return out
+    wrong = objects[rng.random(len(objects)) < share]
+    flat = out.reshape(-1)
+    # a draw among 1..n_names−2, moved up by one past the true name, is any other name
+    other = rng.integers(1, n_names - 1, len(wrong))
+    flat[wrong] = other + (other >= flat[wrong])
+    return out
 
 
 def exact_match(
@@ -172,6 +198,10 @@ def main() -> None:
         "--embeddings", choices=EMBEDDING_LAYOUTS, default="gaussian",
         help="how the oracle's name and attribute embeddings overlap (label_embeddings)",
     )  # fmt: skip
+    parser.add_argument(
+        "--name-noise", type=float, default=0.0,
+        help="share of the oracle's object patches given another object's name (oracle)",
+    )  # fmt: skip
     parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     if not 0.0 <= args.reduce <= 1.0 or args.reduce_to < 1:
@@ -180,6 +210,10 @@ def main() -> None:
         )
     if args.reduce > 0 and args.features != "oracle":
         parser.error("--reduce needs --features oracle (the tower reads the stored images)")
+    if not 0.0 <= args.name_noise <= 1.0:
+        parser.error(f"need 0 <= --name-noise <= 1, not {args.name_noise}")
+    if args.name_noise > 0 and args.features != "oracle":
+        parser.error("--name-noise needs --features oracle (the tower names patches itself)")
     if args.embeddings != "gaussian" and args.features != "oracle":
         parser.error("--embeddings needs --features oracle (the tower makes its own features)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
@@ -188,7 +222,7 @@ def main() -> None:
     began = time.perf_counter()
     out = run(
         GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to),
-        args.embeddings,
+        args.embeddings, args.name_noise,
     )  # fmt: skip
     print(
         json.dumps(
@@ -197,6 +231,7 @@ def main() -> None:
                 "options": {k: opts[k] for k in sorted(given)},
                 "epochs": args.epochs,
                 "embeddings": args.embeddings,
+                **({"name_noise": args.name_noise} if args.name_noise else {}),
                 **out,
                 "seconds": round(time.perf_counter() - began),
             }
@@ -206,11 +241,12 @@ def main() -> None:
 
 def run(
     data: GQAData, kind: str, opts: Mapping[str, Any], seed: int,
-    reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian",
+    reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian", name_noise: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
     """Features of ``kind`` for the train and val images (``reduce``: the share and the
     objects of :func:`reduce_scenes`; ``layout``: the oracle's
-    :func:`~vqadiag.models.reference.label_embeddings.label_embeddings`), then
+    :func:`~vqadiag.models.reference.label_embeddings.label_embeddings`; ``name_noise``:
+    the share of the oracle's object patches :func:`mislabel_names` renames), then
     ``opts["epochs"]`` answering epochs; the figures :func:`main` prints."""
     train_records, val_records = answered(data, "train"), answered(data, "val")
     train_ids = sorted({str(r["imageId"]) for r in train_records})
@@ -243,9 +279,14 @@ def run(
         dim = int(opts["vision_dim"])
         draw = torch.Generator().manual_seed(seed + 1)
         embeddings = label_embeddings([len(names), len(attrs)], dim, layout, draw)
-        train_features = oracle_features(scenes, train_ids, grid, names, attrs, embeddings, rule)
+        noise = (name_noise, np.random.default_rng(seed + 3)) if name_noise > 0 else None
+        train_features = oracle_features(
+            scenes, train_ids, grid, names, attrs, embeddings, rule, noise
+        )
         val_scenes = data.scene_graphs("val")
-        val_features = oracle_features(val_scenes, val_ids, grid, names, attrs, embeddings, rule)
+        val_features = oracle_features(
+            val_scenes, val_ids, grid, names, attrs, embeddings, rule, noise
+        )
     else:
         pixels = cdata.pixel_values(processor, data, train_ids)
         labeller = cdata.scene_labeller(scenes, train_ids, grid, names, attrs, rule)

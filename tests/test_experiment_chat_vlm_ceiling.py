@@ -153,7 +153,7 @@ def test_options_are_read_as_vqadiag_train_reads_them(experiment, monkeypatch, c
     # values are JSON, as `-o question_first=false` is
     monkeypatch.setattr(script, "GQAData", lambda path: path)
     monkeypatch.setattr(
-        script, "run", lambda data, kind, opts, seed, reduce, layout: {"qf": opts["question_first"]}
+        script, "run", lambda data, kind, opts, *rest: {"qf": opts["question_first"]}
     )
     out = run(script, monkeypatch, capsys, *argv[1:], "-o", "question_first=false", "-o", "lr=0.01")
     assert out["qf"] is False and out["options"] == {"lr": 0.01, "question_first": False}
@@ -242,3 +242,59 @@ def test_oracle_embedding_layouts_reach_the_run_and_are_refused_where_they_canno
     with pytest.raises(SystemExit):
         script.main()
     assert "--embeddings needs --features oracle" in capsys.readouterr().err
+
+
+def test_mislabel_names_renames_object_patches_only_and_always_to_another_object(experiment):
+    np = pytest.importorskip("numpy")
+    script = experiment("chat_vlm_ceiling")
+    labels = np.array([[0, 1, 2, 3], [3, 0, 1, 2]])
+    same = script.mislabel_names(labels, 0.0, 4, np.random.default_rng(0))
+    assert same.tolist() == labels.tolist() and same is not labels
+    renamed = script.mislabel_names(labels, 1.0, 4, np.random.default_rng(0))
+    objects = labels > 0
+    assert (renamed[~objects] == 0).all()  # the background stays background
+    assert (renamed[objects] != labels[objects]).all()  # every object patch renamed ...
+    assert ((renamed[objects] >= 1) & (renamed[objects] <= 3)).all()  # ... to an object
+    # with names 1 and 2 only, the one other name is the other
+    two = np.array([1, 2, 0, 2])
+    assert script.mislabel_names(two, 1.0, 3, np.random.default_rng(5)).tolist() == [2, 1, 0, 1]
+    # no other name to give: unchanged
+    assert script.mislabel_names(np.array([1, 0]), 1.0, 2, np.random.default_rng(0)).tolist() == [
+        1, 0
+    ]  # fmt: skip
+    many = np.ones(20000, dtype=np.int64)
+    share = (script.mislabel_names(many, 0.25, 10, np.random.default_rng(1)) != 1).mean()
+    assert 0.24 < share < 0.26
+    drawn = script.mislabel_names(many, 1.0, 10, np.random.default_rng(2))
+    assert set(np.unique(drawn).tolist()) == set(range(2, 10))  # every other name is drawn
+
+
+def test_name_noise_reaches_the_oracle_features_and_is_refused_elsewhere(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    world = str(rendered_world_60)
+    seen = []
+    real = script.mislabel_names
+
+    def spy(labels, share, n_names, rng):
+        out = real(labels, share, n_names, rng)
+        seen.append((share, int((labels > 0).sum()), int((out != labels).sum())))
+        return out
+
+    monkeypatch.setattr(script, "mislabel_names", spy)
+    out = run(
+        script, monkeypatch, capsys, world, "--features", "oracle", "--epochs", "1",
+        "--name-noise", "0.5", *TINY,
+    )  # fmt: skip
+    assert out["name_noise"] == 0.5 and 0.0 <= out["val_exact"] <= 100.0
+    assert [s[0] for s in seen] == [0.5, 0.5]  # the train and the val features
+    assert all(0 < changed < objects for _, objects, changed in seen)
+    for args, message in (
+        (["--features", "tower", "--name-noise", "0.5"], "--name-noise needs --features oracle"),
+        (["--features", "oracle", "--name-noise", "1.5"], "need 0 <= --name-noise <= 1"),
+    ):
+        monkeypatch.setattr(sys, "argv", ["chat_vlm_ceiling.py", world, *args])
+        with pytest.raises(SystemExit):
+            script.main()
+        assert message in capsys.readouterr().err
