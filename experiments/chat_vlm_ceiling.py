@@ -159,11 +159,11 @@ def mislabel_names(
     evenly: a perception that names a share ``1 − share`` of the object patches right
     and never mistakes an object for the background or the background for one."""
     out = labels.copy()
-    objects = np.flatnonzero(out.ravel() > 0)
+    flat = out.reshape(-1)  # a view: writing it writes ``out``
+    objects = np.flatnonzero(flat > 0)
     if n_names < 3 or share <= 0 or not len(objects):
         return out
     wrong = objects[rng.random(len(objects)) < share]
-    flat = out.reshape(-1)
     # a draw among 1..n_names−2, moved up by one past the true name, is any other name
     other = rng.integers(1, n_names - 1, len(wrong))
     flat[wrong] = other + (other >= flat[wrong])
