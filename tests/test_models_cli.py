@@ -110,6 +110,35 @@ def test_human_output(run_cli, world, tmp_path):
     assert result.exit_code == 0 and "val answers" in result.stdout
 
 
+def test_val_questions_scores_the_first_n_in_file_order(run_cli, world, tmp_path):
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+
+    run = tmp_path / "prior"
+    args = ("train", "--data", world, "--model", "prior", "--out", run, "--json", "-q")
+    result = run_cli(*args, "--val-questions", "7")
+    assert result.exit_code == 0, result.stderr
+    out = result.json()
+    assert out["val"]["questions"] == 7 and out["ci"]["val"]["accuracy"]["n"] == 7
+    # recount by hand: the prior's answers on the first seven val questions of the file
+    preds = tmp_path / "prior.json"
+    assert run_cli("predict", "--model", run, "--data", world, "--out", preds, "-q").exit_code == 0
+    answers = json.loads(preds.read_text())
+    first = list(GQAData(world).questions("val").items())[:7]
+    hits = [answers[qid] == record["answer"] for qid, record in first]
+    assert out["val"]["accuracy"] == pytest.approx(100 * sum(hits) / 7)
+    # more than the split holds: all of them
+    result = run_cli(*args[:-3], tmp_path / "all", "--json", "-q", "--val-questions", "100000")
+    assert result.json()["val"]["questions"] == len(GQAData(world).questions("val"))
+    result = run_cli(*args[:-3], tmp_path / "none", "--val-questions", "0")
+    assert result.exit_code == 2 and "--val-questions" in result.stderr
+    from vqadiag.errors import DataError
+    from vqadiag.workflows.models import train
+
+    with pytest.raises(DataError, match="--val-questions: must be at least 1, not 0"):
+        train(world, "prior", tmp_path / "api", val_questions=0, progress=False)
+    assert not (tmp_path / "api").exists()  # refused before any work
+
+
 def test_unknown_model_name(run_cli, world, tmp_path):
     result = run_cli("train", "--data", world, "--model", "resnet", "--out", tmp_path / "r")
     assert result.exit_code == 2

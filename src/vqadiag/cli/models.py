@@ -114,6 +114,14 @@ def train_command(
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
     images: ImagesOption = None,
+    val_questions: Annotated[
+        int | None,
+        typer.Option(
+            "--val-questions",
+            min=1,
+            help="Score only the first N val questions after training (default: all).",
+        ),
+    ] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -138,6 +146,7 @@ def train_command(
         n_bootstrap=n_bootstrap,
         dataset=dataset,
         images=images,
+        val_questions=val_questions,
     )
     emit(result, as_json, _render_train)
 

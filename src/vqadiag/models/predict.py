@@ -68,16 +68,24 @@ def predict_split(
     data: GQAData,
     split: str,
     *,
+    question_ids: Sequence[str] | None = None,
     batch_size: int = DEFAULT_BATCH,
     probs_k: int = 0,
     max_objects: int = MAX_OBJECTS,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """``{qid: answer}`` or, with ``probs_k > 0``, ``{qid: {"answer", "probs": top-k}}``."""
+    """``{qid: answer}`` or, with ``probs_k > 0``, ``{qid: {"answer", "probs": top-k}}``,
+    over the questions of ``split`` (all, or ``question_ids``)."""
     out: dict[str, Any] = {}
     vocab = list(model.answer_vocab)
     for batch, output in iter_batches(
-        model, data, split, batch_size=batch_size, max_objects=max_objects, progress=progress
+        model,
+        data,
+        split,
+        question_ids,
+        batch_size=batch_size,
+        max_objects=max_objects,
+        progress=progress,
     ):
         if probs_k > 0 and output.probs is not None:
             tops = output.top_probs(vocab, probs_k)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,10 @@ def train(
     n_bootstrap: int = 1000,
     dataset: str = "gqa",
     images: str | Path | None = None,
+    val_questions: int | None = None,
 ) -> dict[str, Any]:
-    """Train ``model`` on ``split`` of ``data_dir``, save it to ``out`` and score ``val_split``.
+    """Train ``model`` on ``split`` of ``data_dir``, save it to ``out`` and score ``val_split``
+    (its first ``val_questions`` questions in file order; None: all).
 
     ``dataset`` is ``gqa`` (GQA layout) or ``vqa2`` (VQA v2 files, :func:`open_data`);
     ``images`` the image folder a pixel model reads (default: the data folder's).
@@ -85,6 +88,8 @@ def train(
             "--model",
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
+    if val_questions is not None and int(val_questions) < 1:
+        raise DataError("--val-questions", f"must be at least 1, not {val_questions}")
     cls = model_class(model)
     owned_folder(out, RUN_FOLDER)  # before training, not after
     data = open_data(data_dir, dataset, images)
@@ -117,8 +122,13 @@ def train(
         "ci": {"val": None},
     }
     if val_split != split and has_split(data, val_split):
-        preds = predict_split(trained, data, val_split, progress=progress)
-        ci = _accuracy(preds, data.questions(val_split), seed, n_bootstrap)
+        scored = data.questions(val_split)
+        if val_questions is not None:  # the first ones, each record read once
+            scored = {qid: scored[qid] for qid in islice(scored, int(val_questions))}
+        preds = predict_split(
+            trained, data, val_split, question_ids=list(scored), progress=progress
+        )
+        ci = _accuracy(preds, scored, seed, n_bootstrap)
         result["val"] = {
             "split": val_split,
             "questions": len(preds),
