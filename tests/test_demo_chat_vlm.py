@@ -42,6 +42,11 @@ def test_the_chat_vlm_is_the_sixth_model_of_the_report(six_models):
     options = json.loads((out / "runs" / "chat-vlm" / "config.json").read_text())["options"]
     assert options["threads"] == 1 and options["vision_dim"] == 32
     assert "on 20 questions per split" in res.stderr
+    # scored after training on those 20 val questions, the other models on every one
+    chat = data["models"]["chat-vlm"]
+    assert chat["val_questions"] == 20 and (chat["val_accuracy"] * 20 / 100).is_integer()
+    val = json.loads((out / "world" / "gqa" / "val_balanced_questions.json").read_text())
+    assert data["models"]["prior"]["val_questions"] == len(val) > 20
 
 
 @pytest.mark.skipif(usable_cores() < 2, reason="one usable core: the chat VLM runs in-process")
@@ -62,6 +67,12 @@ def test_a_second_six_model_run_skips_every_stage(six_models, run_cli):
     assert res.exit_code == 0, res.stderr
     assert [s["status"] for s in res.json()["stages"]] == ["skipped"] * 14
     assert (out / "report" / "report.json").read_bytes() == before
+    # a skipped training stage reports the val accuracy it recorded, and on how many
+    first = json.loads(six_models[0].stdout)["models"]
+    again = res.json()["models"]
+    for name in (*FIVE, "chat-vlm"):
+        for key in ("val_accuracy", "val_questions"):
+            assert again[name][key] == first[name][key] is not None, (name, key)
 
 
 def test_one_core_trains_the_same_chat_vlm_in_the_demos_own_process(six_models, tmp_path,

@@ -240,3 +240,17 @@ def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monk
     monkeypatch.setitem(TrainedChatVLM.defaults, "epochs", 4)
     assert records.defaults_digest("chat-vlm") != digest
     assert workflow._chat_device("cpu:0", True) == workflow._chat_device("cpu", False) == "cpu"
+
+
+@pytest.mark.parametrize("size", ["tiny", "small", "medium"])
+def test_every_sizes_chat_vlm_recipe_is_one_the_chat_vlm_accepts(size):
+    """A misspelt or out-of-range option in a size's chat VLM recipe would only fail
+    minutes into that demo; here it fails at once."""
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+    from vqadiag.workflows import demo as workflow
+
+    preset = workflow.SIZES[size]
+    plan = workflow._plan(size, 0, None, None, None, None, None, False)
+    options = workflow._chat_options(plan)
+    resolved = TrainedChatVLM.resolve_options(options, preset["epochs"][workflow.CHAT_VLM])
+    assert resolved["threads"] == 1 and options.items() <= resolved.items()

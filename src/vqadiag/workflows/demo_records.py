@@ -81,13 +81,27 @@ class Stages:
         self.log.append({"stage": name, "status": "skipped", "seconds": 0.0})
 
     def finish(
-        self, name: str, config: Mapping[str, Any], fingerprint: str | None, seconds: float
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        fingerprint: str | None,
+        seconds: float,
+        facts: Mapping[str, Any] | None = None,
     ) -> None:
+        """Record stage ``name`` as done, with ``facts`` about its output that a skipped
+        stage reports again (:meth:`recorded`)."""
         from vqadiag.data.io.jsonio import write_json
 
-        write_json(self._path(name), {"config": dict(config), "fingerprint": fingerprint})
+        record = {"config": dict(config), "fingerprint": fingerprint, **dict(facts or {})}
+        write_json(self._path(name), record)
         self.console.print(f"  done in {seconds:.1f} s")
         self.log.append({"stage": name, "status": "done", "seconds": seconds})
+
+    def recorded(self, name: str, key: str) -> Any:
+        """The fact ``key`` stage ``name``'s record holds (None: none)."""
+        from vqadiag.data.io.jsonio import read_json
+
+        return read_json(self._path(name)).get(key)
 
 
 def defaults_digest(name: str) -> str | None:
@@ -111,20 +125,3 @@ def run_fingerprint_of(run: Path) -> str | None:
     from vqadiag.models.checkpoint import run_fingerprint
 
     return run_fingerprint(run) if (run / "config.json").is_file() else None
-
-
-def record_val_accuracy(stages: Stages, name: str, val: float | None) -> None:
-    """Add the trained model's val accuracy to stage ``name``'s record."""
-    from vqadiag.data.io.jsonio import read_json, write_json
-
-    path = stages._path(name)
-    data = read_json(path)
-    data["val_accuracy"] = val
-    write_json(path, data)
-
-
-def recorded_val_accuracy(stages: Stages, name: str) -> float | None:
-    """The val accuracy stage ``name``'s record holds (None: none)."""
-    from vqadiag.data.io.jsonio import read_json
-
-    return read_json(stages._path(name)).get("val_accuracy")
