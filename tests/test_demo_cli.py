@@ -75,6 +75,23 @@ def test_second_run_skips_every_stage(first_run, run_cli):
     assert (out / "report" / "report.json").read_bytes() == before
 
 
+def test_a_training_record_from_before_val_questions_is_skipped_and_counted(first_run, run_cli):
+    """A stage record written before the records kept their facts apart (the val accuracy
+    beside the config, no count) is still done: it reports that accuracy, on every val
+    question of the world, as it was scored."""
+    _, out = first_run
+    path = out / "stages" / "train-prior.json"
+    record = json.loads(path.read_text())
+    facts = record.pop("facts")
+    path.write_text(json.dumps({**record, "val_accuracy": facts["val_accuracy"]}))
+    res = run_cli(*_tiny_demo(out))
+    assert res.exit_code == 0, res.stderr
+    assert {s["status"] for s in res.json()["stages"]} == {"skipped"}
+    prior = res.json()["models"]["prior"]
+    val = json.loads((out / "world" / "gqa" / "val_balanced_questions.json").read_text())
+    assert prior == {**prior, "val_accuracy": facts["val_accuracy"], "val_questions": len(val)}
+
+
 def test_an_interrupted_diagnosis_reruns_only_what_depends_on_it(first_run, run_cli):
     _, out = first_run
     # as if the run had stopped while diagnosing updn: its results are not written yet
@@ -206,7 +223,7 @@ def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
         seen.append((name, kwargs["options"]))
         run.mkdir(parents=True, exist_ok=True)
         (run / "config.json").write_text(json.dumps({"options": kwargs["options"]}))
-        return {"val": {"accuracy": 50.0}}
+        return {"val": {"accuracy": 50.0, "questions": 10}}
 
     monkeypatch.setattr(models, "train", fake_train)
     plan = workflow._plan("tiny", 0, None, None, None, None, None, False)
@@ -244,8 +261,8 @@ def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monk
 
 @pytest.mark.parametrize("size", ["tiny", "small", "medium"])
 def test_every_sizes_chat_vlm_recipe_is_one_the_chat_vlm_accepts(size):
-    """A misspelt or out-of-range option in a size's chat VLM recipe would only fail
-    minutes into that demo; here it fails at once."""
+    """A misspelt option in a size's chat VLM recipe would only fail minutes into that
+    demo; here it fails at once."""
     from vqadiag.models.reference.chat_vlm import TrainedChatVLM
     from vqadiag.workflows import demo as workflow
 

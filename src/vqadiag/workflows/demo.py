@@ -427,8 +427,8 @@ def _train_stage(
     stages: Stages, plan: _Plan, root: Path, world: Path, world_fp: str | None, name: str
 ) -> dict[str, Any]:
     """Stage 2: train model ``name`` into ``OUT/runs/<name>`` (unless done); returns
-    ``{run, val_accuracy, val_questions}`` (the chat VLM scored on its diagnosed questions,
-    :func:`_questions`)."""
+    ``{run, val_accuracy, val_questions}`` (the chat VLM scored on the first of the val
+    questions, as many as the size diagnoses it on)."""
     run = root / "runs" / name
     model_epochs = _epochs(plan, name)
     config = {
@@ -440,8 +440,9 @@ def _train_stage(
     }
     options = _chat_options(plan) if name == CHAT_VLM else {}
     config.update(options)  # a run trained with other options or elsewhere is not reused
-    # the chat VLM answers slowly: scored after training on the questions it is diagnosed on
-    val_questions = _questions(plan, CHAT_VLM) if name == CHAT_VLM else None
+    # the chat VLM answers slowly: scored after training on as many val questions (the
+    # first in file order) as the size diagnoses it on, whatever --max-questions says
+    val_questions = plan.preset["chat_vlm_questions"] if name == CHAT_VLM else None
     if val_questions is not None:
         config["val_questions"] = val_questions
     title = _train_title(plan, name)
@@ -450,6 +451,8 @@ def _train_stage(
     if stages.done(stage, config, fp):
         stages.skip(stage, title)
         val = {key: stages.recorded(stage, key) for key in ("val_accuracy", "val_questions")}
+        if val["val_questions"] is None and val["val_accuracy"] is not None:
+            val["val_questions"] = _all_val_questions(world)
     else:
         from vqadiag.workflows.models import train
 
@@ -470,6 +473,14 @@ def _train_stage(
         val = {"val_accuracy": scored.get("accuracy"), "val_questions": scored.get("questions")}
         stages.finish(stage, config, run_fingerprint_of(run), time.perf_counter() - t0, val)
     return {"run": str(run), **val}
+
+
+def _all_val_questions(world: Path) -> int:
+    """How many val questions a training stage recorded before it kept that count scored:
+    all of the world's."""
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+
+    return len(GQAData(world).questions("val"))
 
 
 def _diagnose_stage(

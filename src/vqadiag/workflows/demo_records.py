@@ -92,16 +92,18 @@ class Stages:
         stage reports again (:meth:`recorded`)."""
         from vqadiag.data.io.jsonio import write_json
 
-        record = {"config": dict(config), "fingerprint": fingerprint, **dict(facts or {})}
+        record = {"config": dict(config), "fingerprint": fingerprint, "facts": dict(facts or {})}
         write_json(self._path(name), record)
         self.console.print(f"  done in {seconds:.1f} s")
         self.log.append({"stage": name, "status": "done", "seconds": seconds})
 
     def recorded(self, name: str, key: str) -> Any:
-        """The fact ``key`` stage ``name``'s record holds (None: none)."""
+        """The fact ``key`` stage ``name``'s record holds (None: none; a record written
+        before facts had their own key holds them beside its config)."""
         from vqadiag.data.io.jsonio import read_json
 
-        return read_json(self._path(name)).get(key)
+        record = read_json(self._path(name))
+        return record.get("facts", {}).get(key, record.get(key))
 
 
 def defaults_digest(name: str) -> str | None:

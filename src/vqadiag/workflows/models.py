@@ -123,7 +123,7 @@ def train(
     }
     if val_split != split and has_split(data, val_split):
         scored = data.questions(val_split)
-        if val_questions is not None:  # the first ones, each record read once
+        if val_questions is not None:  # the first ones in file order
             scored = {qid: scored[qid] for qid in islice(scored, int(val_questions))}
         preds = predict_split(
             trained, data, val_split, question_ids=list(scored), progress=progress
