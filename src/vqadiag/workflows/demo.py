@@ -450,7 +450,8 @@ def _train_stage(
     stage = f"train-{name}"
     if stages.done(stage, config, fp):
         stages.skip(stage, title)
-        val = {key: stages.recorded(stage, key) for key in ("val_accuracy", "val_questions")}
+        facts = stages.recorded(stage)  # one read of the record
+        val = {key: facts.get(key) for key in ("val_accuracy", "val_questions")}
         if val["val_questions"] is None and val["val_accuracy"] is not None:
             val["val_questions"] = _all_val_questions(world)
     else:
@@ -476,7 +477,7 @@ def _train_stage(
 
 
 def _all_val_questions(world: Path) -> int:
-    """How many val questions a training stage recorded before it kept that count scored:
+    """How many val questions a training stage whose record predates the count scored:
     all of the world's."""
     from vqadiag.data.model_inputs.gqa_data import GQAData
 

@@ -97,13 +97,14 @@ class Stages:
         self.console.print(f"  done in {seconds:.1f} s")
         self.log.append({"stage": name, "status": "done", "seconds": seconds})
 
-    def recorded(self, name: str, key: str) -> Any:
-        """The fact ``key`` stage ``name``'s record holds (None: none; a record written
-        before facts had their own key holds them beside its config)."""
+    def recorded(self, name: str) -> dict[str, Any]:
+        """The facts stage ``name``'s record holds (a record written before facts had
+        their own key holds them beside its config and fingerprint)."""
         from vqadiag.data.io.jsonio import read_json
 
         record = read_json(self._path(name))
-        return record.get("facts", {}).get(key, record.get(key))
+        beside = {k: v for k, v in record.items() if k not in ("config", "fingerprint")}
+        return dict(record.get("facts", beside))
 
 
 def defaults_digest(name: str) -> str | None:
