@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--grid", type=int, default=8, help="patches per side")
     parser.add_argument(
         "--labels", choices=LABEL_RULES, default="centre",
-        help="a patch's object: the one on top at its centre, or the smallest box overlapping it",
+        help="a patch's object: the smallest box with its centre, or the smallest overlapping it",
     )  # fmt: skip
     args = parser.parse_args()
     if args.grid < 1:

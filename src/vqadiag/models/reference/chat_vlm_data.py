@@ -8,9 +8,11 @@ and the per-patch labels the scene graphs give.
   ``question_first``), tokenised as the processor tokenises it (the
   ``<image>`` token repeated once per patch); the target is ``" " + answer`` and the
   end-of-sequence token. The same question without its image is the text alone.
-* A patch's labels are the name and the attributes of the object on top at the patch's
-  centre (the smallest annotated box containing it, as the pixel model's grid cells;
-  docs/models.md, "The pixel model"); index 0 ("background") when none. Under the
+* A patch's labels are the name and the attributes of the object whose annotated box is
+  the smallest that contains the patch's centre (as the pixel model's grid cells;
+  docs/models.md, "The pixel model"); index 0 ("background") when none. That object is
+  drawn on top there only where its silhouette covers the centre (docs/chat-vlm.md,
+  "What limits it"). Under the
   ``overlap`` rule (``-o patch_labels=overlap``) they are those of the smallest annotated
   box that overlaps the patch at all (docs/chat-vlm.md, "Training").
 """
@@ -312,8 +314,8 @@ def patch_labels(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(G·G,)`` name indices and ``(G·G, A)`` attribute indicators of the patches of a
     ``grid`` × ``grid`` split of the whole image (module docstring; row-major), by the
-    object on top at the patch's centre (``rule`` ``centre``) or the smallest box that
-    overlaps the patch (``overlap``).
+    smallest annotated box that contains the patch's centre (``rule`` ``centre``) or the
+    smallest box that overlaps the patch (``overlap``).
 
     ``flip`` and ``shift`` (x, y, in fractions of the image) label the image mirrored left
     to right, then moved by ``shift`` (:func:`augment`): a patch point at ``u`` reads the

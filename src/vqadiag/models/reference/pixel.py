@@ -25,8 +25,8 @@ split has scene graphs, two more signals come from them:
 * the grid encoder is supervised the way a detector's features are pre-trained on
   Visual Genome (UpDn's bottom-up features): each cell predicts the name
   (cross-entropy) and the attributes (binary cross-entropy over the ``aux_attributes``
-  most frequent) of the object on top at its centre (the smallest annotated box that
-  contains it; "background" when none), weight ``aux_weight``;
+  most frequent) of the object whose annotated box is the smallest that contains its
+  centre ("background" when none), weight ``aux_weight``;
 * the attention is supervised by the objects the question's GQA ``annotations`` name
   (question, answer, full answer): ``L_att = −log Σ_{c ∈ T} α_c`` over the cells T whose
   centre lies in one of their boxes (the cell of a box's centre when none does), for

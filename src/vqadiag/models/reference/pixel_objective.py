@@ -109,7 +109,7 @@ def point_labels(
     attrs: Mapping[str, int],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per point ``(cx, cy)``: the name index and the attribute indicator row of the object
-    on top there, the smallest annotated box that contains it (index 0, "background", and
+    whose annotated box is the smallest that contains it (index 0, "background", and
     no attribute when none): the pixel model's cell labels and the chat VLM's patch
     labels."""
 
@@ -220,8 +220,8 @@ class GridObjective:
 
     def targets(self, image_id: str) -> tuple[np.ndarray, np.ndarray]:
         """Per unit: the name index and the attribute indicator row of its object. A cell's
-        object is the one on top at its centre (in the stored image's coordinates); a
-        box's is the object it matches (IoU ≥ ``MATCH_IOU``,
+        object is the smallest annotated box containing its centre (in the stored image's
+        coordinates); a box's is the object it matches (IoU ≥ ``MATCH_IOU``,
         :func:`~vqadiag.data.model_inputs.geometry.best_matches`); index 0 ("background")
         when none."""
         hit = self._targets.get(image_id)
