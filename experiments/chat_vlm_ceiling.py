@@ -23,6 +23,11 @@ alone:
   attributes and background untouched): a perception that names a share 1 − p of the
   object patches right, as the pre-trained tower names some of them.
 
+``--visible-owner`` labels each patch, for the tower's pre-training, its held-out
+figures and the oracle alike, by the object the world's renderer painted at the patch's
+centre pixel rather than by the smallest box that contains the centre (a world written
+by ``vqadiag synth``; ``experiments/world_owners.py``).
+
 With ``--features oracle``, ``--reduce s`` re-points a share s of the training questions
 (drawn at random, among those whose program names an object) to a copy of their scene
 graph that keeps only the objects the question's program names and, up to
@@ -50,7 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,11 +64,13 @@ import torch
 from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
 from vqadiag.data.formats.gqa_program import parse_argument
 from vqadiag.data.model_inputs.gqa_data import GQAData
+from vqadiag.errors import DataError
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference import chat_vlm_fit as fit
 from vqadiag.models.reference.chat_vlm import (
     TrainedChatVLM,
+    held_out_images,
     held_out_patches,
     training_device,
 )
@@ -73,6 +80,7 @@ from vqadiag.models.reference.label_embeddings import (
     label_embeddings,
     needed_width,
 )
+from world_owners import VisibleOwners, visible_labeller
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -140,15 +148,48 @@ def oracle_features(
     embeddings: Sequence[torch.Tensor],
     rule: str = "centre",
     noise: tuple[float, np.random.Generator] | None = None,
+    owners: VisibleOwners | None = None,
 ) -> torch.Tensor:
     """``(I, G·G, D)``: per patch ``E_name[n] + Σ_a E_attr[a]`` of its labels (by the
-    label ``rule``; ``noise``: the share and the draws of :func:`mislabel_names`)."""
-    labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule)
-    label_names, label_attrs = labeller()
+    label ``rule``, or by the visible owner with ``owners``; ``noise``: the share and the
+    draws of :func:`mislabel_names`)."""
+    label_names, label_attrs = labeller(scenes, image_ids, grid, names, attrs, rule, owners)()
     if noise is not None:
         label_names = mislabel_names(label_names, noise[0], len(names), noise[1])
     by_name, by_attr = embeddings
     return by_name[torch.from_numpy(label_names)] + torch.from_numpy(label_attrs) @ by_attr
+
+
+def labeller(
+    scenes: Mapping[str, Any], image_ids: Sequence[str], grid: int, names: Mapping[str, int],
+    attrs: Mapping[str, int], rule: str, owners: VisibleOwners | None,
+) -> Callable[..., tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """The patch labeller of ``image_ids``: by the label ``rule``
+    (:func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`), or by the visible
+    owner with ``owners`` (:func:`world_owners.visible_labeller`)."""
+    if owners is not None:
+        return visible_labeller(owners, scenes, image_ids, grid, names, attrs)
+    return cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule)
+
+
+def held_out(
+    data: GQAData, processor: Any, grid: int, names: Mapping[str, int], rule: str,
+    owners: VisibleOwners | None,
+) -> tuple[Any, np.ndarray] | None:  # fmt: skip
+    """The held-out pixels and patch names ``vqadiag train`` measures the tower on
+    (:func:`~vqadiag.models.reference.chat_vlm.held_out_patches`), the names by
+    :func:`labeller`; None where that function gives none."""
+    if owners is None:
+        return held_out_patches(data, "train", processor, grid, names, rule)
+    images = held_out_images(data, "train")
+    if images is None:
+        return None
+    scenes, ids = images
+    labels, _ = labeller(scenes, ids, grid, names, {}, rule, owners)()
+    try:
+        return cdata.pixel_values(processor, data, ids), labels
+    except DataError:  # a missing held-out image: no measure, as `vqadiag train` has none
+        return None
 
 
 def mislabel_names(
@@ -202,12 +243,18 @@ def main() -> None:
         "--name-noise", type=float, default=0.0,
         help="share of the oracle's object patches given another object's name (oracle)",
     )  # fmt: skip
+    parser.add_argument(
+        "--visible-owner", action="store_true",
+        help="label a patch by the object painted at its centre pixel (a vqadiag synth world)",
+    )  # fmt: skip
     parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     if not 0.0 <= args.reduce <= 1.0 or args.reduce_to < 1:
         parser.error(
             f"need 0 <= --reduce <= 1 and --reduce-to >= 1, not {args.reduce}, {args.reduce_to}"
         )
+    if args.reduce > 0 and args.visible_owner:
+        parser.error("--reduce drops objects the renderer painted; leave --visible-owner out")
     if args.reduce > 0 and args.features != "oracle":
         parser.error("--reduce needs --features oracle (the tower reads the stored images)")
     if not 0.0 <= args.name_noise <= 1.0:
@@ -218,11 +265,14 @@ def main() -> None:
         parser.error("--embeddings needs --features oracle (the tower makes its own features)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
+    if args.visible_owner and opts["patch_labels"] != "centre":
+        parser.error("--visible-owner replaces the centre rule; leave -o patch_labels out")
+    owners = VisibleOwners(args.world) if args.visible_owner else None
     torch.set_num_threads(int(opts["threads"]))
     began = time.perf_counter()
     out = run(
         GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to),
-        args.embeddings, args.name_noise,
+        args.embeddings, args.name_noise, owners,
     )  # fmt: skip
     print(
         json.dumps(
@@ -232,6 +282,7 @@ def main() -> None:
                 "epochs": args.epochs,
                 "embeddings": args.embeddings,
                 **({"name_noise": args.name_noise} if args.name_noise else {}),
+                **({"visible_owner": True} if args.visible_owner else {}),
                 **out,
                 "seconds": round(time.perf_counter() - began),
             }
@@ -242,12 +293,14 @@ def main() -> None:
 def run(
     data: GQAData, kind: str, opts: Mapping[str, Any], seed: int,
     reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian", name_noise: float = 0.0,
+    owners: VisibleOwners | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Features of ``kind`` for the train and val images (``reduce``: the share and the
     objects of :func:`reduce_scenes`; ``layout``: the oracle's
     :func:`~vqadiag.models.reference.label_embeddings.label_embeddings`; ``name_noise``:
-    the share of the oracle's object patches :func:`mislabel_names` renames), then
-    ``opts["epochs"]`` answering epochs; the figures :func:`main` prints."""
+    the share of the oracle's object patches :func:`mislabel_names` renames; ``owners``:
+    patches labelled by their visible owner, :func:`labeller`), then ``opts["epochs"]``
+    answering epochs; the figures :func:`main` prints."""
     train_records, val_records = answered(data, "train"), answered(data, "val")
     train_ids = sorted({str(r["imageId"]) for r in train_records})
     val_ids = sorted({str(r["imageId"]) for r in val_records})
@@ -281,21 +334,19 @@ def run(
         embeddings = label_embeddings([len(names), len(attrs)], dim, layout, draw)
         noise = (name_noise, np.random.default_rng(seed + 3)) if name_noise > 0 else None
         train_features = oracle_features(
-            scenes, train_ids, grid, names, attrs, embeddings, rule, noise
+            scenes, train_ids, grid, names, attrs, embeddings, rule, noise, owners
         )
         val_scenes = data.scene_graphs("val")
         val_features = oracle_features(
-            val_scenes, val_ids, grid, names, attrs, embeddings, rule, noise
+            val_scenes, val_ids, grid, names, attrs, embeddings, rule, noise, owners
         )
     else:
         pixels = cdata.pixel_values(processor, data, train_ids)
-        labeller = cdata.scene_labeller(scenes, train_ids, grid, names, attrs, rule)
+        label = labeller(scenes, train_ids, grid, names, attrs, rule, owners)
         # measured on held-out images as `vqadiag train` measures them
-        held_out = held_out_patches(data, "train", processor, grid, names, rule)
-        pretrain = fit.pretrain_vision(
-            model, pixels, labeller, len(names), opts, rng, False, held_out
-        )
-        del held_out
+        measured = held_out(data, processor, grid, names, rule, owners)
+        pretrain = fit.pretrain_vision(model, pixels, label, len(names), opts, rng, False, measured)
+        del measured
         train_features = fit.encode_images(model, pixels)
         del pixels
         val_features = fit.encode_images(model, cdata.pixel_values(processor, data, val_ids))

@@ -320,17 +320,10 @@ def _fit(
 HELD_OUT_IMAGES = 500
 
 
-def held_out_patches(
-    data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int],
-    rule: str = "centre",
-) -> tuple[Any, np.ndarray] | None:  # fmt: skip
-    """The pixels of the first :data:`HELD_OUT_IMAGES` images (by id) of the first split
-    other than ``split`` with questions and scene graphs (val, then testdev) and their
-    patch names over the training split's name index ``names`` (by the label ``rule``);
-    None when there is none.
-    """
-    from vqadiag.models.reference import chat_vlm_data as cdata
-
+def held_out_images(data: GQAData, split: str) -> tuple[dict[str, Any], list[str]] | None:
+    """The scene graphs of the first split other than ``split`` with questions and scene
+    graphs (val, then testdev) and the ids of its first :data:`HELD_OUT_IMAGES` images
+    (by id) with both; None when there is none."""
     for other in ("val", "testdev"):
         if other == split:
             continue
@@ -341,12 +334,28 @@ def held_out_patches(
             continue
         ids = [i for i in ids if i in scenes][:HELD_OUT_IMAGES]
         if ids:
-            labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {}, rule)()
-            try:
-                return cdata.pixel_values(processor, data, ids), labels
-            except DataError:  # a missing held-out image: no measure, training goes on
-                return None
+            return scenes, ids
     return None
+
+
+def held_out_patches(
+    data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int],
+    rule: str = "centre",
+) -> tuple[Any, np.ndarray] | None:  # fmt: skip
+    """The pixels of the :func:`held_out_images` and their patch names over the training
+    split's name index ``names`` (by the label ``rule``); None when there are none or
+    one of the images is missing."""
+    from vqadiag.models.reference import chat_vlm_data as cdata
+
+    held_out = held_out_images(data, split)
+    if held_out is None:
+        return None
+    scenes, ids = held_out
+    labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {}, rule)()
+    try:
+        return cdata.pixel_values(processor, data, ids), labels
+    except DataError:  # a missing held-out image: no measure, training goes on
+        return None
 
 
 class _Clock:
