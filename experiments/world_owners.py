@@ -65,16 +65,18 @@ class VisibleOwners:
         if image_id not in self._maps:
             i = self.index.get(image_id)
             boxes = [[int(o[k]) for k in ("x", "y", "w", "h")] for o in scene["objects"].values()]
-            lo, hi = (int(self.scenes.offsets[i]), int(self.scenes.offsets[i + 1])) if (
-                i is not None
-            ) else (0, 0)  # fmt: skip
-            if i is None or self.scenes.box[lo:hi].tolist() != boxes:
+            if i is None or self._drawn_boxes(i) != boxes:
                 raise SystemExit(
                     f"image {image_id}: its scene graph is not the one this world's seed "
                     "draws (another generator version?)"
                 )
             self._maps[image_id] = render_indices(self.scenes, i)[1].astype(np.int16)
         return self._maps[image_id]
+
+    def _drawn_boxes(self, i: int) -> list[list[int]]:
+        """The ``[x, y, w, h]`` of image ``i``'s objects, as the regenerated scenes hold them."""
+        lo, hi = int(self.scenes.offsets[i]), int(self.scenes.offsets[i + 1])
+        return self.scenes.box[lo:hi].tolist()
 
 
 def visible_labels(
