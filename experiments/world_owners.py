@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.model_inputs.gqa_data import GQAData
-from vqadiag.models.reference.pixel_objective import attribute_row, point_labels
+from vqadiag.models.reference.chat_vlm_data import patch_centres, patch_labels, scene_labeller
+from vqadiag.models.reference.pixel_objective import attribute_row
 from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.priors import build_priors
 from vqadiag.synth.render import render_indices
@@ -96,12 +97,7 @@ def visible_labels(
     :func:`~vqadiag.models.reference.chat_vlm_data.patch_labels` moves them."""
     height, width = owner.shape
     objects = list(scene["objects"].values())
-    centres = (np.arange(grid) + 0.5) / grid
-    u, v = centres - shift[0], centres - shift[1]
-    if flip:
-        u = 1.0 - u
-    cy, cx = np.meshgrid(v * height, u * width, indexing="ij")
-    cx, cy = cx.ravel(), cy.ravel()
+    cx, cy = patch_centres(width, height, grid, flip=flip, shift=shift)
     inside = (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height)
     painted = np.full(grid * grid, -1)
     painted[inside] = owner[cy[inside].astype(int), cx[inside].astype(int)]
@@ -124,25 +120,14 @@ def visible_labeller(
 ) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """:func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller` with the patches
     labelled by their visible owner (:func:`visible_labels`)."""
-    chosen = [(str(i), scenes.get(str(i))) for i in image_ids]
 
-    def label(
-        flips: np.ndarray | None = None, shifts: np.ndarray | None = None
+    def label_image(
+        image_id: str, scene: Mapping[str, Any], flip: bool, shift: tuple[float, float]
     ) -> tuple[np.ndarray, np.ndarray]:
-        out_names = np.zeros((len(chosen), grid * grid), dtype=np.int64)
-        out_attrs = np.zeros((len(chosen), grid * grid, len(attrs)), dtype=np.float32)
-        for row, (image_id, scene) in enumerate(chosen):
-            if scene is None:
-                continue
-            flip = bool(flips[row]) if flips is not None else False
-            dx, dy = (float(v) for v in shifts[row]) if shifts is not None else (0.0, 0.0)
-            out_names[row], out_attrs[row] = visible_labels(
-                scene, owners.owner_map(image_id, scene), grid, names, attrs,
-                flip=flip, shift=(dx, dy),
-            )  # fmt: skip
-        return out_names, out_attrs
+        owner = owners.owner_map(image_id, scene)
+        return visible_labels(scene, owner, grid, names, attrs, flip=flip, shift=shift)
 
-    return label
+    return scene_labeller(scenes, image_ids, grid, names, attrs, label_image=label_image)
 
 
 def centre_label_agreement(
@@ -154,17 +139,11 @@ def centre_label_agreement(
     counts = {"same": 0, "background": 0, "other": 0}
     patches = shown = 0
     for image_id, scene in scenes.items():
-        ids = list(scene["objects"])
-        by_id = {i: k + 1 for k, i in enumerate(ids)}
-        renamed = [{**o, "name": i} for i, o in scene["objects"].items()]
-        width, height = float(scene["width"]), float(scene["height"])
-        centres = (np.arange(grid) + 0.5) / grid
-        cy, cx = np.meshgrid(centres * height, centres * width, indexing="ij")
-        labelled, _ = point_labels(renamed, cx.ravel(), cy.ravel(), by_id, {})
-        painted, _ = visible_labels(
-            {"objects": {i: {"name": i} for i in ids}}, owners.owner_map(image_id, scene),
-            grid, by_id, {},
-        )  # fmt: skip
+        # each object named by its id, so that equal labels mean the same object
+        by_id = {i: k + 1 for k, i in enumerate(scene["objects"])}
+        renamed = {**scene, "objects": {i: {**o, "name": i} for i, o in scene["objects"].items()}}
+        labelled, _ = patch_labels(renamed, grid, by_id, {})
+        painted, _ = visible_labels(renamed, owners.owner_map(image_id, scene), grid, by_id, {})
         patches += grid * grid
         shown += int((painted > 0).sum())
         on = labelled > 0

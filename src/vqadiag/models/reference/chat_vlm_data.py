@@ -334,12 +334,24 @@ def patch_labels(
         return region_labels(objects, x0.ravel(), y0.ravel(), x1.ravel(), y1.ravel(), names, attrs)
     if rule != "centre":
         raise ValueError(f"patch label rule must be one of {', '.join(LABEL_RULES)}, not {rule!r}")
+    cx, cy = patch_centres(width, height, grid, flip=flip, shift=shift)
+    return point_labels(objects, cx, cy, names, attrs)
+
+
+def patch_centres(
+    width: float, height: float, grid: int, *, flip: bool = False,
+    shift: tuple[float, float] = (0.0, 0.0),
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(G·G,)`` x and ``(G·G,)`` y, row-major, in a ``width`` × ``height`` image's
+    pixels: the point of the original image that each patch centre of a ``grid`` ×
+    ``grid`` split reads once the image is mirrored (``flip``) and moved by ``shift``
+    (:func:`patch_labels`); points outside the image are returned as they fall."""
     centres = (np.arange(grid) + 0.5) / grid
     u, v = centres - shift[0], centres - shift[1]
     if flip:
         u = 1.0 - u
     cy, cx = np.meshgrid(v * height, u * width, indexing="ij")
-    return point_labels(objects, cx.ravel(), cy.ravel(), names, attrs)
+    return cx.ravel(), cy.ravel()
 
 
 def patch_vocabulary(
@@ -362,6 +374,12 @@ def patch_vocabulary(
     )
 
 
+#: labels one image: ``(image_id, scene, flip, shift) → ((G·G,) names, (G·G, A) attributes)``
+ImageLabels = Callable[
+    [str, Mapping[str, Any], bool, tuple[float, float]], tuple[np.ndarray, np.ndarray]
+]
+
+
 def scene_labeller(
     scenes: Mapping[str, Any],
     image_ids: Sequence[str],
@@ -369,27 +387,34 @@ def scene_labeller(
     names: Mapping[str, int],
     attrs: Mapping[str, int],
     rule: str = "centre",
+    label_image: ImageLabels | None = None,
 ) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """A function ``(flips=None, shifts=None) → ((I, G·G) names, (I, G·G, A) attributes)``
     labelling the images ``image_ids`` of ``scenes`` over the indices ``names`` and
     ``attrs`` (:func:`patch_vocabulary`; the training split's, for held-out images too),
     each mirrored (``flips[i]``) and moved (``shifts[i]``, fractions of the image) as
-    :func:`patch_labels` says, by the label ``rule`` it names."""
-    chosen = [scenes.get(str(image_id)) for image_id in image_ids]
+    :func:`patch_labels` says, by the label ``rule`` it names, or by ``label_image``
+    where given (an image without a scene graph stays background either way)."""
+
+    def by_rule(
+        image_id: str, scene: Mapping[str, Any], flip: bool, shift: tuple[float, float]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return patch_labels(scene, grid, names, attrs, flip=flip, shift=shift, rule=rule)
+
+    label_one = label_image or by_rule
+    chosen = [(str(image_id), scenes.get(str(image_id))) for image_id in image_ids]
 
     def label(
         flips: np.ndarray | None = None, shifts: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         out_names = np.zeros((len(chosen), grid * grid), dtype=np.int64)
         out_attrs = np.zeros((len(chosen), grid * grid, len(attrs)), dtype=np.float32)
-        for row, scene in enumerate(chosen):
+        for row, (image_id, scene) in enumerate(chosen):
             if scene is None:
                 continue
             flip = bool(flips[row]) if flips is not None else False
             dx, dy = (float(v) for v in shifts[row]) if shifts is not None else (0.0, 0.0)
-            out_names[row], out_attrs[row] = patch_labels(
-                scene, grid, names, attrs, flip=flip, shift=(dx, dy), rule=rule
-            )
+            out_names[row], out_attrs[row] = label_one(image_id, scene, flip, (dx, dy))
         return out_names, out_attrs
 
     return label
