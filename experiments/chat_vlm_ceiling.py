@@ -38,7 +38,11 @@ would give (``reduced`` counts them).
 Exact match is the share of val answers whose every token, and the end-of-sequence
 token, is the argmax under teacher forcing: the answers greedy decoding gives exactly,
 before any normalisation (the accuracy ``vqadiag train`` prints compares normalised
-answers, so it can be a little higher).
+answers, so it can be a little higher). ``val_exact_by_side`` splits it, and the
+difference the image makes, by how large the objects a question asks about are at the
+model's input (:func:`exact_by_side`: the shorter side of the smallest object its
+annotations name, under 12, 12 to 24, and 24 pixels and up), each question scored one at
+a time.
 
 Usage: ``python experiments/chat_vlm_ceiling.py WORLD --features oracle [--epochs 12]
 [-o KEY=VALUE ...]`` (WORLD as ``--data`` takes it; ``-o`` as ``vqadiag train -o``,
@@ -61,16 +65,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from chat_vlm_retrieval import exact_rows
 from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
 from vqadiag.data.formats.gqa_program import parse_argument
+from vqadiag.data.formats.relevance import annotated_object_ids
 from vqadiag.data.model_inputs.gqa_data import GQAData
-from vqadiag.errors import DataError
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference import chat_vlm_fit as fit
 from vqadiag.models.reference.chat_vlm import (
     TrainedChatVLM,
-    held_out_images,
     held_out_patches,
     training_device,
 )
@@ -80,7 +84,7 @@ from vqadiag.models.reference.label_embeddings import (
     label_embeddings,
     needed_width,
 )
-from world_owners import VisibleOwners, visible_labeller
+from world_owners import VisibleOwners, visible_image_labels
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -91,6 +95,10 @@ RECIPE = {
 }
 #: every attribute of the training split labels an oracle patch
 ALL_ATTRIBUTES = 1_000_000
+#: groups of val questions by the shorter side, in model-input pixels, of the smallest
+#: object they name (:func:`smallest_side`): upper bounds and names
+SIDE_GROUPS = ((12.0, "under 12 px"), (24.0, "12-24 px"), (float("inf"), "24 px and up"))
+NO_OBJECT = "no annotated object"
 
 
 def answered(data: GQAData, split: str) -> list[dict[str, Any]]:
@@ -164,12 +172,12 @@ def labeller(
     scenes: Mapping[str, Any], image_ids: Sequence[str], grid: int, names: Mapping[str, int],
     attrs: Mapping[str, int], rule: str, owners: VisibleOwners | None,
 ) -> Callable[..., tuple[np.ndarray, np.ndarray]]:  # fmt: skip
-    """The patch labeller of ``image_ids``: by the label ``rule``
-    (:func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`), or by the visible
-    owner with ``owners`` (:func:`world_owners.visible_labeller`)."""
-    if owners is not None:
-        return visible_labeller(owners, scenes, image_ids, grid, names, attrs)
-    return cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule)
+    """The patch labeller of ``image_ids``
+    (:func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`): by the label
+    ``rule``, or by the visible owner with ``owners``
+    (:func:`world_owners.visible_image_labels`)."""
+    by_owner = None if owners is None else visible_image_labels(owners, grid, names, attrs)
+    return cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule, by_owner)
 
 
 def held_out(
@@ -177,19 +185,10 @@ def held_out(
     owners: VisibleOwners | None,
 ) -> tuple[Any, np.ndarray] | None:  # fmt: skip
     """The held-out pixels and patch names ``vqadiag train`` measures the tower on
-    (:func:`~vqadiag.models.reference.chat_vlm.held_out_patches`), the names by
-    :func:`labeller`; None where that function gives none."""
-    if owners is None:
-        return held_out_patches(data, "train", processor, grid, names, rule)
-    images = held_out_images(data, "train")
-    if images is None:
-        return None
-    scenes, ids = images
-    labels, _ = labeller(scenes, ids, grid, names, {}, rule, owners)()
-    try:
-        return cdata.pixel_values(processor, data, ids), labels
-    except DataError:  # a missing held-out image: no measure, as `vqadiag train` has none
-        return None
+    (:func:`~vqadiag.models.reference.chat_vlm.held_out_patches`), labelled as
+    :func:`labeller` labels; None where that function gives none."""
+    by_owner = None if owners is None else visible_image_labels(owners, grid, names, {})
+    return held_out_patches(data, "train", processor, grid, names, rule, by_owner)
 
 
 def mislabel_names(
@@ -208,6 +207,58 @@ def mislabel_names(
     # a draw among 1..n_names−2, moved up by one past the true name, is any other name
     other = rng.integers(1, n_names - 1, len(wrong))
     flat[wrong] = other + (other >= flat[wrong])
+    return out
+
+
+def smallest_side(
+    record: Mapping[str, Any], scene: Mapping[str, Any] | None, size: int
+) -> float | None:
+    """The shorter side of the smallest object the record's annotations name (question,
+    answer and full answer), in pixels of the model's ``size`` × ``size`` input (the
+    processor resizes the whole image, width and height each to ``size``):
+    ``min over objects of min(w · size / width, h · size / height)``. None without a
+    scene graph or an annotated object it has."""
+    if scene is None:
+        return None
+    width, height = float(scene["width"]), float(scene["height"])
+    named = (scene["objects"].get(i) for i in annotated_object_ids(record))
+    sides = [
+        min(float(o["w"]) * size / width, float(o["h"]) * size / height)
+        for o in named
+        if o is not None
+    ]
+    return min(sides, default=None)
+
+
+def side_group(side: float | None) -> str:
+    """The :data:`SIDE_GROUPS` name of a :func:`smallest_side` (:data:`NO_OBJECT` for None)."""
+    if side is None:
+        return NO_OBJECT
+    return next(name for bound, name in SIDE_GROUPS if side < bound)
+
+
+def exact_by_side(
+    records: Sequence[Mapping[str, Any]], scenes: Mapping[str, Any], size: int,
+    with_image: Sequence[bool], text_only: Sequence[bool],
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Per :func:`side_group` of the records (in :data:`SIDE_GROUPS` order, then
+    :data:`NO_OBJECT`; empty groups left out): the number of questions, the percent
+    answered exactly with the image and with the text alone (``with_image``,
+    ``text_only``: per record) and their difference."""
+    groups = [side_group(smallest_side(r, scenes.get(str(r["imageId"])), size)) for r in records]
+    out: dict[str, dict[str, float]] = {}
+    for name in (*(n for _, n in SIDE_GROUPS), NO_OBJECT):
+        rows = [i for i, g in enumerate(groups) if g == name]
+        if not rows:
+            continue
+        image = 100.0 * sum(with_image[i] for i in rows) / len(rows)
+        text = 100.0 * sum(text_only[i] for i in rows) / len(rows)
+        out[name] = {
+            "questions": len(rows),
+            "val_exact": round(image, 2),
+            "val_exact_text_only": round(text, 2),
+            "gain": round(image - text, 2),
+        }
     return out
 
 
@@ -366,12 +417,17 @@ def run(
     if grounded is not None:  # attention weights come out of the eager implementation only
         model.set_attn_implementation("eager")
     history = fit.train_language(model, train_features, train, opts, rng)
+    by_side = exact_by_side(
+        val_records, data.scene_graphs("val"), int(opts["image_size"]),
+        exact_rows(model, val_features, val, False), exact_rows(model, val_features, val, True),
+    )  # fmt: skip
     return {
         **out,
         "last_epoch": {k: round(v, 3) for k, v in history[-1].items() if v is not None},
         "epoch_acc": [round(h["acc"], 1) for h in history],
         "val_exact": round(exact_match(model, val_features, val, False), 2),
         "val_exact_text_only": round(exact_match(model, val_features, val, True), 2),
+        "val_exact_by_side": by_side,
         "val_questions": len(val),
         "train_questions": len(train),
     }

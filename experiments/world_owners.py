@@ -12,9 +12,9 @@ centre pixel, its *visible owner*.
 
 * :class:`VisibleOwners`: the owner map of an image of a world, checked against the
   boxes of its scene graph (a world written by another generator version is refused);
-* :func:`visible_labels` / :func:`visible_labeller`: patch names and attributes by the
-  visible owner, mirrored and moved as the tower's augmentation moves them, in the
-  shapes :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller` gives;
+* :func:`visible_labels` / :func:`visible_image_labels`: patch names and attributes by
+  the visible owner, mirrored and moved as the tower's augmentation moves them, as
+  :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller` labels an image;
 * :func:`centre_label_agreement`: over a split, what the pixel at each centre-rule
   object patch's centre shows: the labelled object, the background or another object.
 
@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vqadiag.data.model_inputs.gqa_data import GQAData
-from vqadiag.models.reference.chat_vlm_data import patch_centres, patch_labels, scene_labeller
+from vqadiag.models.reference.chat_vlm_data import ImageLabels, patch_centres, patch_labels
 from vqadiag.models.reference.pixel_objective import attribute_row
 from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.priors import build_priors
@@ -110,16 +110,13 @@ def visible_labels(
     return name, attr
 
 
-def visible_labeller(
-    owners: VisibleOwners,
-    scenes: Mapping[str, Any],
-    image_ids: Sequence[str],
-    grid: int,
-    names: Mapping[str, int],
-    attrs: Mapping[str, int],
-) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
-    """:func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller` with the patches
-    labelled by their visible owner (:func:`visible_labels`)."""
+def visible_image_labels(
+    owners: VisibleOwners, grid: int, names: Mapping[str, int], attrs: Mapping[str, int]
+) -> ImageLabels:
+    """The per-image labeller that
+    :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller` and
+    :func:`~vqadiag.models.reference.chat_vlm.held_out_patches` take as ``label_image``:
+    each patch labelled by its visible owner (:func:`visible_labels`)."""
 
     def label_image(
         image_id: str, scene: Mapping[str, Any], flip: bool, shift: tuple[float, float]
@@ -127,7 +124,7 @@ def visible_labeller(
         owner = owners.owner_map(image_id, scene)
         return visible_labels(scene, owner, grid, names, attrs, flip=flip, shift=shift)
 
-    return scene_labeller(scenes, image_ids, grid, names, attrs, label_image=label_image)
+    return label_image
 
 
 def centre_label_agreement(

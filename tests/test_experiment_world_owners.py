@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+from vqadiag.models.reference.chat_vlm_data import scene_labeller
+
 # a 4 × 4 image in 2 × 2 patches: centre pixels (2, 2) (2, 0) (0, 2) (0, 0) are read at
 # x, y = 1 and 3 (pixel columns and rows from 0)
 SCENE = {
@@ -67,7 +69,8 @@ class HandOwners:
 
 def test_the_labeller_labels_every_image_and_leaves_one_without_a_scene_empty(experiment):
     script = experiment("world_owners")
-    label = script.visible_labeller(HandOwners(), {"a": SCENE}, ["a", "missing"], 2, NAMES, ATTRS)
+    by_owner = script.visible_image_labels(HandOwners(), 2, NAMES, ATTRS)
+    label = scene_labeller({"a": SCENE}, ["a", "missing"], 2, NAMES, ATTRS, label_image=by_owner)
     names, attrs = label(np.array([False, False]), np.zeros((2, 2)))
     assert names.tolist() == [[0, 1, 1, 0], [0, 0, 0, 0]]
     assert attrs.shape == (2, 4, 2)
@@ -150,14 +153,20 @@ def test_the_ceiling_experiment_labels_patches_by_their_visible_owner(
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     script = experiment("chat_vlm_ceiling")
-    built = []
-    real = script.visible_labeller
+    made, labelled = [], set()
+    real = script.visible_image_labels
 
-    def spy(owners, scenes, image_ids, *rest):
-        built.append(len(image_ids))
-        return real(owners, scenes, image_ids, *rest)
+    def spy(owners, *rest):
+        made.append(owners)
+        by_owner = real(owners, *rest)
 
-    monkeypatch.setattr(script, "visible_labeller", spy)
+        def label_image(image_id, *args):
+            labelled.add(image_id)
+            return by_owner(image_id, *args)
+
+        return label_image
+
+    monkeypatch.setattr(script, "visible_image_labels", spy)
     monkeypatch.setattr(
         sys, "argv",
         ["chat_vlm_ceiling.py", str(rendered_world_60), "--features", features, "--epochs", "1",
@@ -166,8 +175,12 @@ def test_the_ceiling_experiment_labels_patches_by_their_visible_owner(
     script.main()
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["visible_owner"] is True and out["val_questions"] > 0
-    # oracle: the train and val features; tower: the training images and the held-out ones
-    assert len(built) == 2 and all(n > 0 for n in built)
+    # oracle: the train and val features; tower: the training images and the held-out
+    # ones (val images): both splits labelled by their visible owner
+    data = script.GQAData(rendered_world_60)
+    assert len(made) == 2
+    for split in ("train", "val"):
+        assert labelled & set(data.scene_graphs(split)), split
 
 
 def test_visible_owner_is_refused_with_another_label_rule_or_reduced_scenes(

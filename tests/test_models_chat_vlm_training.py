@@ -358,6 +358,13 @@ def test_held_out_patches_are_labelled_with_the_training_splits_names(monkeypatc
     assert pixels == ["3", "4"]
     assert labels.tolist() == [[2, 2, 2, 2], [1, 2, 1, 2]]
     assert chat_vlm.held_out_patches(Data(), "val", None, 2, names) is None  # no testdev
+    # a per-image labeller replaces the rule: here each patch named by the image's id
+
+    def by_id(image_id, scene, flip, shift):
+        return np.full(4, int(image_id)), np.zeros((4, 0), dtype=np.float32)
+
+    _, labels = chat_vlm.held_out_patches(Data(), "train", None, 2, names, label_image=by_id)
+    assert labels.tolist() == [[3, 3, 3, 3], [4, 4, 4, 4]]
 
 
 def test_caption_examples_are_never_asked_without_the_image(world, monkeypatch):

@@ -42,7 +42,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.adapters.chat_vlm import ChatVLM
 from vqadiag.models.checkpoint import folder_digest, save_checkpoint
+
+if TYPE_CHECKING:
+    from vqadiag.models.reference.chat_vlm_data import ImageLabels
 
 NAME = "chat-vlm"
 #: the ``save_pretrained`` folder inside a run folder
@@ -340,18 +343,19 @@ def held_out_images(data: GQAData, split: str) -> tuple[dict[str, Any], list[str
 
 def held_out_patches(
     data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int],
-    rule: str = "centre",
+    rule: str = "centre", label_image: ImageLabels | None = None,
 ) -> tuple[Any, np.ndarray] | None:  # fmt: skip
     """The pixels of the :func:`held_out_images` and their patch names over the training
-    split's name index ``names`` (by the label ``rule``); None when there are none or
-    one of the images is missing."""
+    split's name index ``names`` (by the label ``rule``, or by ``label_image`` where
+    given: :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`); None when
+    there are none or one of the images is missing."""
     from vqadiag.models.reference import chat_vlm_data as cdata
 
     held_out = held_out_images(data, split)
     if held_out is None:
         return None
     scenes, ids = held_out
-    labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {}, rule)()
+    labels, _ = cdata.scene_labeller(scenes, ids, grid, names, {}, rule, label_image)()
     try:
         return cdata.pixel_values(processor, data, ids), labels
     except DataError:  # a missing held-out image: no measure, training goes on
