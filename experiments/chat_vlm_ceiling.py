@@ -68,7 +68,6 @@ import torch
 from chat_vlm_retrieval import exact_rows
 from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
 from vqadiag.data.formats.gqa_program import parse_argument
-from vqadiag.data.formats.relevance import annotated_object_ids
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
@@ -85,6 +84,7 @@ from vqadiag.models.reference.label_embeddings import (
     needed_width,
 )
 from world_owners import VisibleOwners, visible_image_labels
+from world_patch_stats import NO_OBJECT, SIDE_GROUPS, side_group, smallest_side
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -95,10 +95,6 @@ RECIPE = {
 }
 #: every attribute of the training split labels an oracle patch
 ALL_ATTRIBUTES = 1_000_000
-#: groups of val questions by the shorter side, in model-input pixels, of the smallest
-#: object they name (:func:`smallest_side`): upper bounds and names
-SIDE_GROUPS = ((12.0, "under 12 px"), (24.0, "12-24 px"), (float("inf"), "24 px and up"))
-NO_OBJECT = "no annotated object"
 
 
 def answered(data: GQAData, split: str) -> list[dict[str, Any]]:
@@ -208,33 +204,6 @@ def mislabel_names(
     other = rng.integers(1, n_names - 1, len(wrong))
     flat[wrong] = other + (other >= flat[wrong])
     return out
-
-
-def smallest_side(
-    record: Mapping[str, Any], scene: Mapping[str, Any] | None, size: int
-) -> float | None:
-    """The shorter side of the smallest object the record's annotations name (question,
-    answer and full answer), in pixels of the model's ``size`` × ``size`` input (the
-    processor resizes the whole image, width and height each to ``size``):
-    ``min over objects of min(w · size / width, h · size / height)``. None without a
-    scene graph or an annotated object it has."""
-    if scene is None:
-        return None
-    width, height = float(scene["width"]), float(scene["height"])
-    named = (scene["objects"].get(i) for i in annotated_object_ids(record))
-    sides = [
-        min(float(o["w"]) * size / width, float(o["h"]) * size / height)
-        for o in named
-        if o is not None
-    ]
-    return min(sides, default=None)
-
-
-def side_group(side: float | None) -> str:
-    """The :data:`SIDE_GROUPS` name of a :func:`smallest_side` (:data:`NO_OBJECT` for None)."""
-    if side is None:
-        return NO_OBJECT
-    return next(name for bound, name in SIDE_GROUPS if side < bound)
 
 
 def exact_by_side(

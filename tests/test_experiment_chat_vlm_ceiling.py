@@ -94,58 +94,21 @@ def test_one_epoch_prints_the_val_exact_match(
         assert g["gain"] == pytest.approx(g["val_exact"] - g["val_exact_text_only"], abs=0.02)
 
 
-# a 200 × 100 image at a 32 × 32 input: x scaled by 0.16, y by 0.32; shorter sides
-# A min(8, 16) = 8, B min(16, 25.6) = 16, C min(32, 32) = 32, D min(12, 12.8) = 12
-SIZED = {
-    "width": 200,
-    "height": 100,
-    "objects": {
-        "A": {"name": "cup", "x": 0, "y": 0, "w": 50, "h": 50},
-        "B": {"name": "car", "x": 0, "y": 0, "w": 100, "h": 80},
-        "C": {"name": "bus", "x": 0, "y": 0, "w": 200, "h": 100},
-        "D": {"name": "dog", "x": 0, "y": 0, "w": 75, "h": 40},
-    },
-}
-
-
-def asking(*spans):
-    """A record on image "i" whose annotations name the objects in ``spans``
-    (question, answer, full answer)."""
-    names = ("question", "answer", "fullAnswer")
-    return {"imageId": "i", "annotations": {n: dict(s) for n, s in zip(names, spans, strict=False)}}
-
-
-def test_smallest_side_is_the_smallest_named_objects_shorter_side_at_the_input(experiment):
-    script = experiment("chat_vlm_ceiling")
-    scenes = {"i": SIZED}
-    assert script.smallest_side(asking({"2": "B"}), SIZED, 32) == pytest.approx(16.0)
-    # named in the question and in the full answer: the smaller one counts
-    assert script.smallest_side(asking({"2": "B"}, {}, {"1": "A"}), SIZED, 32) == 8.0
-    assert script.smallest_side(asking({}, {"0": "C"}), SIZED, 32) == 32.0
-    # an id the scene lacks, no annotations, no scene: no side
-    assert script.smallest_side(asking({"0": "Z"}), SIZED, 32) is None
-    assert script.smallest_side({"imageId": "i"}, SIZED, 32) is None
-    assert script.smallest_side(asking({"2": "B"}), scenes.get("other"), 32) is None
-    # the group bounds: under 12, 12 up to 24, 24 and up
-    assert [script.side_group(v) for v in (8.0, 11.99, 12.0, 23.99, 24.0, None)] == [
-        "under 12 px", "under 12 px", "12-24 px", "12-24 px", "24 px and up",
-        "no annotated object",
-    ]  # fmt: skip
-    assert script.side_group(script.smallest_side(asking({"1": "D"}), SIZED, 32)) == "12-24 px"
+def naming(object_id):
+    """A record on image "i" whose question names ``object_id``."""
+    return {"imageId": "i", "annotations": {"question": {"0": object_id}}}
 
 
 def test_exact_by_side_scores_each_size_group_with_and_without_the_image(experiment):
     script = experiment("chat_vlm_ceiling")
-    records = [
-        asking({"0": "A"}),  # 8: under 12
-        asking({"0": "A"}, {"1": "B"}),  # 8: under 12
-        asking({"0": "B"}),  # 16
-        asking({"0": "C"}),  # 32
-        asking({"0": "Z"}),  # none the scene has
-    ]
+    # a 100 × 100 image at a 32-pixel input: sides 8 (s), 16 (m) and 32 (l) px
+    box = {"name": "cup", "x": 0, "y": 0}
+    objects = {k: {**box, "w": w, "h": w} for k, w in (("s", 25), ("m", 50), ("l", 100))}
+    scenes = {"i": {"width": 100, "height": 100, "objects": objects}}
+    records = [naming("s"), naming("s"), naming("m"), naming("l"), naming("ghost")]
     with_image = [True, True, False, True, False]
     text_only = [False, True, False, True, True]
-    out = script.exact_by_side(records, {"i": SIZED}, 32, with_image, text_only)
+    out = script.exact_by_side(records, scenes, 32, with_image, text_only)
     assert list(out) == ["under 12 px", "12-24 px", "24 px and up", "no annotated object"]
     assert out["under 12 px"] == {
         "questions": 2, "val_exact": 100.0, "val_exact_text_only": 50.0, "gain": 50.0
@@ -156,9 +119,7 @@ def test_exact_by_side_scores_each_size_group_with_and_without_the_image(experim
     assert out["24 px and up"]["gain"] == 0.0
     assert out["no annotated object"]["gain"] == -100.0
     # an empty group is left out
-    assert list(script.exact_by_side(records[:1], {"i": SIZED}, 32, [True], [True])) == [
-        "under 12 px"
-    ]
+    assert list(script.exact_by_side(records[:1], scenes, 32, [True], [True])) == ["under 12 px"]
 
 
 @pytest.mark.parametrize("ground_from", ["question", "answer"])
