@@ -69,6 +69,7 @@ from chat_vlm_retrieval import exact_rows
 from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
 from vqadiag.data.formats.gqa_program import parse_argument
 from vqadiag.data.model_inputs.gqa_data import GQAData
+from vqadiag.metrics.bootstrap import paired_bootstrap
 from vqadiag.models.reference import chat_vlm_build as build
 from vqadiag.models.reference import chat_vlm_data as cdata
 from vqadiag.models.reference import chat_vlm_fit as fit
@@ -209,24 +210,27 @@ def mislabel_names(
 def exact_by_side(
     records: Sequence[Mapping[str, Any]], scenes: Mapping[str, Any], size: int,
     with_image: Sequence[bool], text_only: Sequence[bool],
-) -> dict[str, dict[str, float]]:  # fmt: skip
+) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Per :func:`side_group` of the records (in :data:`SIDE_GROUPS` order, then
     :data:`NO_OBJECT`; empty groups left out): the number of questions, the percent
     answered exactly with the image and with the text alone (``with_image``,
-    ``text_only``: per record) and their difference."""
+    ``text_only``: per record), their difference and its 95% paired bootstrap interval
+    (:func:`~vqadiag.metrics.bootstrap.paired_bootstrap`, docs/protocols.md §9)."""
     groups = [side_group(smallest_side(r, scenes.get(str(r["imageId"])), size)) for r in records]
-    out: dict[str, dict[str, float]] = {}
+    image_hits = np.asarray(with_image, dtype=np.float64)
+    text_hits = np.asarray(text_only, dtype=np.float64)
+    out: dict[str, dict[str, Any]] = {}
     for name in (*(n for _, n in SIDE_GROUPS), NO_OBJECT):
         rows = [i for i, g in enumerate(groups) if g == name]
         if not rows:
             continue
-        image = 100.0 * sum(with_image[i] for i in rows) / len(rows)
-        text = 100.0 * sum(text_only[i] for i in rows) / len(rows)
+        gain = paired_bootstrap(image_hits[rows], text_hits[rows]).difference
         out[name] = {
             "questions": len(rows),
-            "val_exact": round(image, 2),
-            "val_exact_text_only": round(text, 2),
-            "gain": round(image - text, 2),
+            "val_exact": round(100.0 * float(image_hits[rows].mean()), 2),
+            "val_exact_text_only": round(100.0 * float(text_hits[rows].mean()), 2),
+            "gain": round(gain.value, 2),
+            "gain_interval": [round(gain.ci_low, 2), round(gain.ci_high, 2)],
         }
     return out
 

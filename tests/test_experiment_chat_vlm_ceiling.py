@@ -92,6 +92,7 @@ def test_one_epoch_prints_the_val_exact_match(
     for g in groups.values():
         assert 0.0 <= g["val_exact"] <= 100.0 and 0.0 <= g["val_exact_text_only"] <= 100.0
         assert g["gain"] == pytest.approx(g["val_exact"] - g["val_exact_text_only"], abs=0.02)
+        assert g["gain_interval"][0] <= g["gain"] <= g["gain_interval"][1]
 
 
 def naming(object_id):
@@ -110,14 +111,18 @@ def test_exact_by_side_scores_each_size_group_with_and_without_the_image(experim
     text_only = [False, True, False, True, True]
     out = script.exact_by_side(records, scenes, 32, with_image, text_only)
     assert list(out) == ["under 12 px", "12-24 px", "24 px and up", "no annotated object"]
+    # differences 1 and 0: a resample of the two is 0, 50 or 100 points (1/4, 1/2, 1/4)
     assert out["under 12 px"] == {
-        "questions": 2, "val_exact": 100.0, "val_exact_text_only": 50.0, "gain": 50.0
+        "questions": 2, "val_exact": 100.0, "val_exact_text_only": 50.0, "gain": 50.0,
+        "gain_interval": [0.0, 100.0],
     }  # fmt: skip
     assert out["12-24 px"] == {
-        "questions": 1, "val_exact": 0.0, "val_exact_text_only": 0.0, "gain": 0.0
+        "questions": 1, "val_exact": 0.0, "val_exact_text_only": 0.0, "gain": 0.0,
+        "gain_interval": [0.0, 0.0],
     }  # fmt: skip
     assert out["24 px and up"]["gain"] == 0.0
     assert out["no annotated object"]["gain"] == -100.0
+    assert out["no annotated object"]["gain_interval"] == [-100.0, -100.0]
     # an empty group is left out
     assert list(script.exact_by_side(records[:1], scenes, 32, [True], [True])) == ["under 12 px"]
 
