@@ -39,6 +39,7 @@ from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.priors import build_priors
 from vqadiag.synth.render import render_indices
 from vqadiag.synth.scenes import sample_scenes
+from world_patch_stats import named_by_id
 
 
 class VisibleOwners:
@@ -136,9 +137,7 @@ def centre_label_agreement(
     counts = {"same": 0, "background": 0, "other": 0}
     patches = shown = 0
     for image_id, scene in scenes.items():
-        # each object named by its id, so that equal labels mean the same object
-        by_id = {i: k + 1 for k, i in enumerate(scene["objects"])}
-        renamed = {**scene, "objects": {i: {**o, "name": i} for i, o in scene["objects"].items()}}
+        renamed, by_id = named_by_id(scene)  # equal labels mean the same object
         labelled, _ = patch_labels(renamed, grid, by_id, {})
         painted, _ = visible_labels(renamed, owners.owner_map(image_id, scene), grid, by_id, {})
         patches += grid * grid

@@ -79,12 +79,19 @@ def side_group(side: float | None) -> str:
     return next(name for bound, name in SIDE_GROUPS if side < bound)
 
 
+def named_by_id(scene: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+    """``scene`` with each object named by its id, and the name index id → k + 1 (the
+    k-th object; 0 the background): patch labels over it name one object, not a class."""
+    renamed = {**scene, "objects": {i: {**o, "name": i} for i, o in scene["objects"].items()}}
+    return renamed, {i: k + 1 for k, i in enumerate(scene["objects"])}
+
+
 def owned_patches(scene: Mapping[str, Any], grid: int, rule: str = "centre") -> Counter[str]:
     """How many patches of a ``grid`` × ``grid`` split each object id of ``scene`` owns
     under the label ``rule`` (only the ids that own one)."""
     ids = list(scene["objects"])
-    by_id = {**scene, "objects": {i: {**o, "name": i} for i, o in scene["objects"].items()}}
-    labels, _ = patch_labels(by_id, grid, {i: k + 1 for k, i in enumerate(ids)}, {}, rule=rule)
+    renamed, by_id = named_by_id(scene)
+    labels, _ = patch_labels(renamed, grid, by_id, {}, rule=rule)
     return Counter(ids[k - 1] for k in labels.tolist() if k)
 
 
