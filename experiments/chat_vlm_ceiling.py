@@ -41,8 +41,8 @@ before any normalisation (the accuracy ``vqadiag train`` prints compares normali
 answers, so it can be a little higher). ``val_exact_by_side`` splits it, and the
 difference the image makes, by how large the objects a question asks about are at the
 model's input (:func:`exact_by_side`: the shorter side of the smallest object its
-annotations name, under 12, 12 to 24, and 24 pixels and up), each question scored one at
-a time.
+annotations name, under 12, 12 to 24, and 24 pixels and up), from the same per-question
+scores.
 
 Usage: ``python experiments/chat_vlm_ceiling.py WORLD --features oracle [--epochs 12]
 [-o KEY=VALUE ...]`` (WORLD as ``--data`` takes it; ``-o`` as ``vqadiag train -o``,
@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from chat_vlm_retrieval import exact_rows
+from chat_vlm_retrieval import exact_rows, percent
 from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
 from vqadiag.data.formats.gqa_program import parse_argument
 from vqadiag.data.model_inputs.gqa_data import GQAData
@@ -235,19 +235,6 @@ def exact_by_side(
     return out
 
 
-def exact_match(
-    model: Any, features: torch.Tensor, examples: Sequence[cdata.Example], text_only: bool
-) -> float:
-    """Percent of ``examples`` answered exactly under teacher forcing."""
-    right = 0.0
-    with torch.no_grad():
-        for start in range(0, len(examples), 64):
-            chosen = examples[start : start + 64]
-            _, exact, _ = fit.answer_loss(model, features, chosen, [text_only] * len(chosen))
-            right += exact * len(chosen)
-    return 100.0 * right / max(1, len(examples))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("world")
@@ -390,16 +377,17 @@ def run(
     if grounded is not None:  # attention weights come out of the eager implementation only
         model.set_attn_implementation("eager")
     history = fit.train_language(model, train_features, train, opts, rng)
+    with_image = exact_rows(model, val_features, val, False)
+    text_alone = exact_rows(model, val_features, val, True)
     by_side = exact_by_side(
-        val_records, data.scene_graphs("val"), int(opts["image_size"]),
-        exact_rows(model, val_features, val, False), exact_rows(model, val_features, val, True),
-    )  # fmt: skip
+        val_records, data.scene_graphs("val"), int(opts["image_size"]), with_image, text_alone
+    )
     return {
         **out,
         "last_epoch": {k: round(v, 3) for k, v in history[-1].items() if v is not None},
         "epoch_acc": [round(h["acc"], 1) for h in history],
-        "val_exact": round(exact_match(model, val_features, val, False), 2),
-        "val_exact_text_only": round(exact_match(model, val_features, val, True), 2),
+        "val_exact": round(percent(with_image), 2),
+        "val_exact_text_only": round(percent(text_alone), 2),
         "val_exact_by_side": by_side,
         "val_questions": len(val),
         "train_questions": len(train),

@@ -278,14 +278,19 @@ def name_colours(
 
 
 def exact_rows(
-    model: Any, image_features: torch.Tensor, examples: Sequence[cdata.Example], text_only: bool
-) -> list[bool]:
+    model: Any, image_features: torch.Tensor, examples: Sequence[cdata.Example], text_only: bool,
+    batch: int = 64,
+) -> list[bool]:  # fmt: skip
     """Whether each example's answer is exact (every answer token the argmax under teacher
-    forcing), one example at a time."""
+    forcing, :func:`~vqadiag.models.reference.chat_vlm_fit.answer_loss`), ``batch``
+    examples at a time (right padding leaves the earlier positions as they are)."""
+    out: list[bool] = []
     with torch.no_grad():
-        return [
-            fit.answer_loss(model, image_features, [ex], [text_only])[1] == 1.0 for ex in examples
-        ]
+        for start in range(0, len(examples), batch):
+            chosen = examples[start : start + batch]
+            hits = fit.answer_loss(model, image_features, chosen, [text_only] * len(chosen))[1]
+            out += [bool(h) for h in hits.tolist()]
+    return out
 
 
 def answered_colours(
@@ -458,7 +463,7 @@ def run(args: argparse.Namespace, opts: Mapping[str, Any]) -> dict[str, Any]:
     )
     asked = [scene_of(val_scenes, r) for r in val_records]
     # a query's own answer is one of the colours tried, so it is exact exactly when it is
-    # the colour answered; the other kinds are scored one at a time
+    # the colour answered; the other kinds are scored as they are asked
     right = [0.0] * len(val)
     for a, i in zip(answers, queried, strict=True):
         right[i] = float(a == asked[i].colours[val_records[i]["object"]])

@@ -281,3 +281,29 @@ def test_bad_grounding_options_are_refused_before_training(run_cli, world, tmp_p
     assert got.exit_code != 0
     assert says in got.stderr and "--option" in got.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_answer_loss_says_for_each_row_whether_every_answer_token_is_the_argmax():
+    """Hand-worked: with the output layer zero every logit is 0, so the argmax is token 0
+    at every position (the first of equal values) and an answer is exact exactly when
+    all its tokens are 0, whatever the row's length, its padding or its image."""
+    import torch
+
+    from vqadiag.models.reference.chat_vlm_data import Example
+    from vqadiag.models.reference.chat_vlm_fit import answer_loss
+
+    opts = TrainedChatVLM.resolve_options(
+        {"image_size": 32, "patch_size": 16, "text_dim": 32, "text_heads": 2,
+         "vision_dim": 32, "vision_heads": 2}, None,
+    )  # fmt: skip
+    model = build.build_llava(50, opts, 0)
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    features = torch.randn(2, 4, 32)
+    short, long = (5, 6, *(build.IMAGE,) * 4, 7), (5, 6, *(build.IMAGE,) * 4, 7, 8, 9, 10)
+    text = (5, 6, 7)
+    answers = [(0, 0), (0, 13), (13, 0), (0,), (0, 0, 0)]
+    chosen = [Example(i % 2, long if i % 2 else short, text, a) for i, a in enumerate(answers)]
+    _, exact, _ = answer_loss(model, features, chosen, [False, False, True, True, False])
+    assert exact.tolist() == [True, False, False, True, True]
+    assert not exact.requires_grad

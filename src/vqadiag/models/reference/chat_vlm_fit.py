@@ -250,9 +250,10 @@ def answer_loss(
     text_only: Sequence[bool],
     ground: tuple[float, int, int] | None = None,
     tuned: int = 0,
-) -> tuple[torch.Tensor, float, float | None]:
-    """Cross-entropy of the answers' tokens, the share of answers whose every token is
-    the argmax (teacher forcing) and, with ``ground``, the mean attention mass
+) -> tuple[torch.Tensor, torch.Tensor, float | None]:
+    """Cross-entropy of the answers' tokens, whether each answer's every token is the
+    argmax under teacher forcing (``(B,)`` booleans, on the model's device: the answers
+    greedy decoding gives exactly) and, with ``ground``, the mean attention mass
     Σ_{k ∈ K_q} α_qk of the pairs (None without them), for one batch.
 
     With ``ground`` (weight λ, layer, head) the loss adds λ · L_ground, where
@@ -299,8 +300,7 @@ def answer_loss(
         mass = float(mass.detach().mean())
     hit = torch.zeros_like(labels, dtype=torch.bool)
     hit[where] = logits.argmax(-1) == target
-    exact = ((hit | ~where).all(-1)).float().mean()
-    return loss, float(exact), mass
+    return loss, (hit | ~where).all(-1).detach(), mass
 
 
 def _grounding_pairs(
@@ -382,7 +382,7 @@ def train_language(
                 optimizer.step()
                 scheduler.step()
                 total += float(loss.detach()) * len(idx)
-                right += exact * len(idx)
+                right += int(exact.sum())
                 count += len(idx)
                 bar.update(task, advance=1, loss=total / count, acc=100.0 * right / count)
             seconds = time.perf_counter() - began
