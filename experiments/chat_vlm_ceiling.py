@@ -28,6 +28,13 @@ figures and the oracle alike, by the object the world's renderer painted at the 
 centre pixel rather than by the smallest box that contains the centre (a world written
 by ``vqadiag synth``; ``experiments/world_owners.py``).
 
+``--pretrain-world WORLD2`` pre-trains the tower on every image of another world's train
+split (``vqadiag synth --out WORLD2 --images N --seed S``: a larger world from the same
+generator, another seed so that it shares no image with WORLD), labelled over that
+split's names and attributes (:func:`pretraining_images`); the answering stage, the
+held-out figures and the scores stay on WORLD (``pretrain.images`` counts the
+pre-training images).
+
 With ``--features oracle``, ``--reduce s`` re-points a share s of the training questions
 (drawn at random, among those whose program names an object) to a copy of their scene
 graph that keeps only the objects the question's program names and, up to
@@ -177,6 +184,23 @@ def labeller(
     return cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule, by_owner)
 
 
+def pretraining_images(
+    data: GQAData, pretrain_data: GQAData | None, scenes: Mapping[str, Any],
+    train_ids: Sequence[str], names: dict[str, int], attrs: dict[str, int], n_attrs: int,
+) -> tuple[GQAData, Mapping[str, Any], list[str], dict[str, int], dict[str, int]]:  # fmt: skip
+    """Where the tower pre-trains: the world, its scene graphs, the image ids and the name
+    and attribute indices the patches are labelled with. Without ``pretrain_data`` the
+    answering world's training images (``scenes``, ``train_ids``, ``names``, ``attrs``);
+    with it, every image of ``pretrain_data``'s train split that has a scene graph,
+    labelled over that split's own indices (:func:`~vqadiag.models.reference.
+    chat_vlm_data.patch_vocabulary`; the held-out figures label a name those lack as
+    background, as ``vqadiag train`` labels a name its training split lacks)."""
+    if pretrain_data is None:
+        return data, scenes, list(train_ids), names, attrs
+    shown, shown_names, shown_attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
+    return pretrain_data, shown, sorted(shown), shown_names, shown_attrs
+
+
 def held_out(
     data: GQAData, processor: Any, grid: int, names: Mapping[str, int], rule: str,
     owners: VisibleOwners | None,
@@ -258,6 +282,10 @@ def main() -> None:
         "--visible-owner", action="store_true",
         help="label a patch by the object painted at its centre pixel (a vqadiag synth world)",
     )  # fmt: skip
+    parser.add_argument(
+        "--pretrain-world", metavar="WORLD",
+        help="pre-train the tower on this world's train split instead (a larger world)",
+    )  # fmt: skip
     parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     if not 0.0 <= args.reduce <= 1.0 or args.reduce_to < 1:
@@ -276,6 +304,10 @@ def main() -> None:
         parser.error("--embeddings needs --features oracle (the tower makes its own features)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
+    if args.pretrain_world and args.features != "tower":
+        parser.error("--pretrain-world needs --features tower (the oracle has no tower)")
+    if args.pretrain_world and args.visible_owner:
+        parser.error("--visible-owner reads the answering world's renderer; leave one out")
     if args.visible_owner and opts["patch_labels"] != "centre":
         parser.error("--visible-owner replaces the centre rule; leave -o patch_labels out")
     owners = VisibleOwners(args.world) if args.visible_owner else None
@@ -284,6 +316,7 @@ def main() -> None:
     out = run(
         GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to),
         args.embeddings, args.name_noise, owners,
+        GQAData(args.pretrain_world) if args.pretrain_world else None,
     )  # fmt: skip
     print(
         json.dumps(
@@ -294,6 +327,7 @@ def main() -> None:
                 "embeddings": args.embeddings,
                 **({"name_noise": args.name_noise} if args.name_noise else {}),
                 **({"visible_owner": True} if args.visible_owner else {}),
+                **({"pretrain_world": args.pretrain_world} if args.pretrain_world else {}),
                 **out,
                 "seconds": round(time.perf_counter() - began),
             }
@@ -304,14 +338,15 @@ def main() -> None:
 def run(
     data: GQAData, kind: str, opts: Mapping[str, Any], seed: int,
     reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian", name_noise: float = 0.0,
-    owners: VisibleOwners | None = None,
+    owners: VisibleOwners | None = None, pretrain_data: GQAData | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Features of ``kind`` for the train and val images (``reduce``: the share and the
     objects of :func:`reduce_scenes`; ``layout``: the oracle's
     :func:`~vqadiag.models.reference.label_embeddings.label_embeddings`; ``name_noise``:
     the share of the oracle's object patches :func:`mislabel_names` renames; ``owners``:
-    patches labelled by their visible owner, :func:`labeller`), then ``opts["epochs"]``
-    answering epochs; the figures :func:`main` prints."""
+    patches labelled by their visible owner, :func:`labeller`; ``pretrain_data``: the
+    world whose train split the tower pre-trains on, :func:`pretraining_images`), then
+    ``opts["epochs"]`` answering epochs; the figures :func:`main` prints."""
     train_records, val_records = answered(data, "train"), answered(data, "val")
     train_ids = sorted({str(r["imageId"]) for r in train_records})
     val_ids = sorted({str(r["imageId"]) for r in val_records})
@@ -352,11 +387,17 @@ def run(
             val_scenes, val_ids, grid, names, attrs, embeddings, rule, noise, owners
         )
     else:
-        pixels = cdata.pixel_values(processor, data, train_ids)
-        label = labeller(scenes, train_ids, grid, names, attrs, rule, owners)
+        source, shown, shown_ids, names, attrs = pretraining_images(
+            data, pretrain_data, scenes, train_ids, names, attrs, n_attrs
+        )
+        pixels = cdata.pixel_values(processor, source, shown_ids)
+        label = labeller(shown, shown_ids, grid, names, attrs, rule, owners)
         # measured on held-out images as `vqadiag train` measures them
         measured = held_out(data, processor, grid, names, rule, owners)
         pretrain = fit.pretrain_vision(model, pixels, label, len(names), opts, rng, False, measured)
+        if pretrain_data is not None:
+            pretrain["images"] = len(shown_ids)
+            pixels = cdata.pixel_values(processor, data, train_ids)
         del measured
         train_features = fit.encode_images(model, pixels)
         del pixels

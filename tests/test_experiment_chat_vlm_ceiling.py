@@ -337,3 +337,57 @@ def test_name_noise_reaches_the_oracle_features_and_is_refused_elsewhere(
         with pytest.raises(SystemExit):
             script.main()
         assert message in capsys.readouterr().err
+
+
+def test_the_tower_pre_trains_on_another_worlds_train_split(
+    experiment, rendered_world_60, tmp_path, monkeypatch, capsys
+):
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.synth import generate_world
+
+    script = experiment("chat_vlm_ceiling")
+    other = tmp_path / "other"
+    generate_world(other, images=20, seed=5)
+    shown_ids = sorted(GQAData(other).scene_graphs("train"))
+    seen = []
+    real = script.cdata.pixel_values
+
+    def spy(processor, data, image_ids, *rest):
+        seen.append((data.root, list(image_ids)))
+        return real(processor, data, image_ids, *rest)
+
+    monkeypatch.setattr(script.cdata, "pixel_values", spy)
+    out = run(
+        script, monkeypatch, capsys, str(rendered_world_60), "--features", "tower",
+        "--epochs", "1", "--pretrain-world", str(other), "-o", "pretrain_epochs=1", *TINY,
+    )  # fmt: skip
+    assert out["pretrain_world"] == str(other) and out["pretrain"]["images"] == len(shown_ids)
+    # the tower sees the other world's images; the answers are fitted and scored on this one
+    assert seen[0] == (other, shown_ids)
+    assert [root for root, _ in seen[1:]] == [rendered_world_60] * (len(seen) - 1)
+    assert 0.0 <= out["pretrain"]["held_out_object_name_acc"] <= 100.0
+    assert 0.0 <= out["val_exact"] <= 100.0
+
+
+def test_a_pretraining_world_gives_its_own_images_and_indices(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+
+    script = experiment("chat_vlm_ceiling")
+    data = GQAData(rendered_world_60)
+    scenes, names, attrs = script.cdata.patch_vocabulary(data, "train", 8)
+    same = script.pretraining_images(data, data, scenes, ["x"], names, attrs, 8)
+    assert same[2] == sorted(scenes) and same[3] == names
+    alone = script.pretraining_images(data, None, scenes, ["x"], names, attrs, 8)
+    assert alone[0] is data and alone[2] == ["x"]
+    world = str(rendered_world_60)
+    for args, message in (
+        (["--features", "oracle"], "--pretrain-world needs --features tower"),
+        (["--features", "tower", "--visible-owner"], "leave one out"),
+    ):
+        argv = ["chat_vlm_ceiling.py", world, "--pretrain-world", world, *args]
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit):
+            script.main()
+        assert message in capsys.readouterr().err
