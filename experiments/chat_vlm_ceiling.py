@@ -21,7 +21,15 @@ alone:
   ``--name-noise p`` gives each object patch, with probability p, another object's name
   instead of its own (:func:`mislabel_names`; the train and the val features alike,
   attributes and background untouched): a perception that names a share 1 − p of the
-  object patches right, as the pre-trained tower names some of them.
+  object patches right, as the pre-trained tower names some of them. ``--attr-noise p``
+  gives each object patch, with probability p, the attributes of another object patch
+  drawn at random (:func:`mislabel_attributes`; names and background untouched).
+* ``--features predicted``: the tower pre-trained as for ``tower``, read through its
+  pre-training heads: each patch's feature is the oracle's ``E_name[n] + Σ_a E_attr[a]``
+  of the name ``n`` the name head ranks first and the attributes ``a`` the attribute
+  head gives a logit above 0 (:func:`predicted_labels`): the tower's perception in the
+  oracle's clean form. ``perception`` reports it on the val images against their
+  scene-graph labels (:func:`perception`).
 
 ``--visible-owner`` labels each patch, for the tower's pre-training, its held-out
 figures and the oracle alike, by the object the world's renderer painted at the patch's
@@ -67,7 +75,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -159,17 +167,96 @@ def oracle_features(
     attrs: Mapping[str, int],
     embeddings: Sequence[torch.Tensor],
     rule: str = "centre",
-    noise: tuple[float, np.random.Generator] | None = None,
+    noise: Noise | None = None,
     owners: VisibleOwners | None = None,
 ) -> torch.Tensor:
     """``(I, G·G, D)``: per patch ``E_name[n] + Σ_a E_attr[a]`` of its labels (by the
-    label ``rule``, or by the visible owner with ``owners``; ``noise``: the share and the
-    draws of :func:`mislabel_names`)."""
+    label ``rule``, or by the visible owner with ``owners``; ``noise``: the shares and the
+    draws of :func:`mislabel_names` and :func:`mislabel_attributes`)."""
     label_names, label_attrs = labeller(scenes, image_ids, grid, names, attrs, rule, owners)()
-    if noise is not None:
-        label_names = mislabel_names(label_names, noise[0], len(names), noise[1])
+    if noise is not None and noise.names > 0:
+        label_names = mislabel_names(label_names, noise.names, len(names), noise.name_draws)
+    if noise is not None and noise.attributes > 0:
+        label_attrs = mislabel_attributes(
+            label_names, label_attrs, noise.attributes, noise.attribute_draws
+        )
+    return clean_features((label_names, label_attrs), embeddings)
+
+
+def clean_features(
+    labels: tuple[np.ndarray, np.ndarray], embeddings: Sequence[torch.Tensor]
+) -> torch.Tensor:
+    """``(I, P, D)``: ``E_name[n] + Σ_a E_attr[a]`` of each patch's name index ``n``
+    (``labels[0]``, ``(I, P)``) and attributes ``a`` (``labels[1]``, ``(I, P, A)`` 0/1)."""
     by_name, by_attr = embeddings
-    return by_name[torch.from_numpy(label_names)] + torch.from_numpy(label_attrs) @ by_attr
+    return by_name[torch.from_numpy(labels[0])] + torch.from_numpy(labels[1]) @ by_attr
+
+
+class Noise(NamedTuple):
+    """How the oracle's labels are corrupted: the shares of object patches renamed
+    (:func:`mislabel_names`) and re-attributed (:func:`mislabel_attributes`), each with
+    its own draws, so that one share does not change the other's."""
+
+    names: float
+    attributes: float
+    name_draws: np.random.Generator
+    attribute_draws: np.random.Generator
+
+
+def mislabel_attributes(
+    names: np.ndarray, attrs: np.ndarray, share: float, rng: np.random.Generator
+) -> np.ndarray:
+    """``attrs`` (``(I, P, A)``) with each object patch's (name ≠ 0) attributes replaced,
+    with probability ``share``, by those of another object patch drawn evenly among all
+    of them (it may hold the same attributes): a perception that keeps every name and
+    gets the attributes of a share ``share`` of the object patches from elsewhere."""
+    out = attrs.copy()
+    flat = out.reshape(-1, attrs.shape[-1])  # a view: writing it writes ``out``
+    objects = np.flatnonzero(names.reshape(-1) > 0)
+    if len(objects) < 2 or share <= 0:
+        return out
+    wrong = objects[rng.random(len(objects)) < share]
+    # a draw among the other object patches: an index past the patch itself moves up one
+    other = rng.integers(0, len(objects) - 1, len(wrong))
+    other += other >= np.searchsorted(objects, wrong)
+    flat[wrong] = attrs.reshape(-1, attrs.shape[-1])[objects[other]]
+    return out
+
+
+def predicted_labels(
+    model: Any, heads: torch.nn.ModuleList, pixels: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray]:
+    """What the pre-trained tower perceives in each patch of ``pixels``: the name its
+    name head ranks first (``(I, P)``) and, as 0/1, the attributes its attribute head
+    gives a logit above 0 (``(I, P, A)``)."""
+    with torch.no_grad():
+        features = fit.encode_images(model, pixels)
+        names = heads[0](features).argmax(-1)
+        attrs = (heads[1](features) > 0).to(torch.float32)
+    return names.cpu().numpy(), attrs.cpu().numpy()
+
+
+def perception(
+    seen: tuple[np.ndarray, np.ndarray], truth: tuple[np.ndarray, np.ndarray]
+) -> dict[str, float]:
+    """Percent, over the patches whose true name is an object (``truth[0] > 0``): named
+    right (``object_name_acc``), every attribute right (``object_attributes_exact``), and
+    the attributes perceived that are true (``attribute_precision``) and true ones
+    perceived (``attribute_recall``), counted over all those patches' attributes."""
+    on = truth[0] > 0
+    said, true = seen[1][on] > 0, truth[1][on] > 0
+    hits = float((said & true).sum())
+
+    def share(part: float, whole: float) -> float:
+        return round(100.0 * part / max(1.0, whole), 2)
+
+    return {
+        "object_patches": int(on.sum()),
+        "object_name_acc": share(float((seen[0][on] == truth[0][on]).sum()), float(on.sum())),
+        "object_attributes_exact": share(float((said == true).all(-1).sum()), float(on.sum())),
+        "attribute_precision": share(hits, float(said.sum())),
+        "attribute_recall": share(hits, float(true.sum())),
+    }
 
 
 def labeller(
@@ -262,7 +349,7 @@ def exact_by_side(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("world")
-    parser.add_argument("--features", choices=("tower", "oracle"), required=True)
+    parser.add_argument("--features", choices=("tower", "oracle", "predicted"), required=True)
     parser.add_argument("--epochs", type=int, default=12, help="answering epochs; 0: none")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -277,6 +364,10 @@ def main() -> None:
     parser.add_argument(
         "--name-noise", type=float, default=0.0,
         help="share of the oracle's object patches given another object's name (oracle)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--attr-noise", type=float, default=0.0,
+        help="share of the oracle's object patches given another patch's attributes (oracle)",
     )  # fmt: skip
     parser.add_argument(
         "--visible-owner", action="store_true",
@@ -296,16 +387,17 @@ def main() -> None:
         parser.error("--reduce drops objects the renderer painted; leave --visible-owner out")
     if args.reduce > 0 and args.features != "oracle":
         parser.error("--reduce needs --features oracle (the tower reads the stored images)")
-    if not 0.0 <= args.name_noise <= 1.0:
-        parser.error(f"need 0 <= --name-noise <= 1, not {args.name_noise}")
-    if args.name_noise > 0 and args.features != "oracle":
-        parser.error("--name-noise needs --features oracle (the tower names patches itself)")
-    if args.embeddings != "gaussian" and args.features != "oracle":
-        parser.error("--embeddings needs --features oracle (the tower makes its own features)")
+    for flag, share in (("--name-noise", args.name_noise), ("--attr-noise", args.attr_noise)):
+        if not 0.0 <= share <= 1.0:
+            parser.error(f"need 0 <= {flag} <= 1, not {share}")
+        if share > 0 and args.features != "oracle":
+            parser.error(f"{flag} needs --features oracle (the tower labels patches itself)")
+    if args.embeddings != "gaussian" and args.features == "tower":
+        parser.error("--embeddings needs --features oracle or predicted (not the tower's own)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
     opts = TrainedChatVLM.resolve_options({**RECIPE, **given}, args.epochs)
-    if args.pretrain_world and args.features != "tower":
-        parser.error("--pretrain-world needs --features tower (the oracle has no tower)")
+    if args.pretrain_world and args.features == "oracle":
+        parser.error("--pretrain-world needs --features tower or predicted (the oracle has none)")
     if args.pretrain_world and args.visible_owner:
         parser.error("--visible-owner reads the answering world's renderer; leave one out")
     if args.visible_owner and opts["patch_labels"] != "centre":
@@ -315,7 +407,7 @@ def main() -> None:
     began = time.perf_counter()
     out = run(
         GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to),
-        args.embeddings, args.name_noise, owners,
+        args.embeddings, (args.name_noise, args.attr_noise), owners,
         GQAData(args.pretrain_world) if args.pretrain_world else None,
     )  # fmt: skip
     print(
@@ -326,6 +418,7 @@ def main() -> None:
                 "epochs": args.epochs,
                 "embeddings": args.embeddings,
                 **({"name_noise": args.name_noise} if args.name_noise else {}),
+                **({"attr_noise": args.attr_noise} if args.attr_noise else {}),
                 **({"visible_owner": True} if args.visible_owner else {}),
                 **({"pretrain_world": args.pretrain_world} if args.pretrain_world else {}),
                 **out,
@@ -337,13 +430,15 @@ def main() -> None:
 
 def run(
     data: GQAData, kind: str, opts: Mapping[str, Any], seed: int,
-    reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian", name_noise: float = 0.0,
-    owners: VisibleOwners | None = None, pretrain_data: GQAData | None = None,
+    reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian",
+    noise: tuple[float, float] = (0.0, 0.0), owners: VisibleOwners | None = None,
+    pretrain_data: GQAData | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Features of ``kind`` for the train and val images (``reduce``: the share and the
     objects of :func:`reduce_scenes`; ``layout``: the oracle's
-    :func:`~vqadiag.models.reference.label_embeddings.label_embeddings`; ``name_noise``:
-    the share of the oracle's object patches :func:`mislabel_names` renames; ``owners``:
+    :func:`~vqadiag.models.reference.label_embeddings.label_embeddings`; ``noise``: the
+    shares of the oracle's object patches :func:`mislabel_names` renames and
+    :func:`mislabel_attributes` re-attributes; ``owners``:
     patches labelled by their visible owner, :func:`labeller`; ``pretrain_data``: the
     world whose train split the tower pre-trains on, :func:`pretraining_images`), then
     ``opts["epochs"]`` answering epochs; the figures :func:`main` prints."""
@@ -354,7 +449,7 @@ def run(
     n_attrs = ALL_ATTRIBUTES if oracle else int(opts["aux_attributes"])
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
     width = needed_width([len(names), len(attrs)], layout)
-    if oracle and width > int(opts["vision_dim"]):
+    if kind != "tower" and width > int(opts["vision_dim"]):
         raise SystemExit(  # checked before the training starts
             f"{len(names)} names and {len(attrs)} attributes need -o vision_dim={width} or "
             f"more for --embeddings {layout}"
@@ -378,13 +473,13 @@ def run(
         dim = int(opts["vision_dim"])
         draw = torch.Generator().manual_seed(seed + 1)
         embeddings = label_embeddings([len(names), len(attrs)], dim, layout, draw)
-        noise = (name_noise, np.random.default_rng(seed + 3)) if name_noise > 0 else None
+        draws = Noise(*noise, np.random.default_rng(seed + 3), np.random.default_rng(seed + 4))
         train_features = oracle_features(
-            scenes, train_ids, grid, names, attrs, embeddings, rule, noise, owners
+            scenes, train_ids, grid, names, attrs, embeddings, rule, draws, owners
         )
         val_scenes = data.scene_graphs("val")
         val_features = oracle_features(
-            val_scenes, val_ids, grid, names, attrs, embeddings, rule, noise, owners
+            val_scenes, val_ids, grid, names, attrs, embeddings, rule, draws, owners
         )
     else:
         source, shown, shown_ids, names, attrs = pretraining_images(
@@ -394,15 +489,34 @@ def run(
         label = labeller(shown, shown_ids, grid, names, attrs, rule, owners)
         # measured on held-out images as `vqadiag train` measures them
         measured = held_out(data, processor, grid, names, rule, owners)
-        pretrain = fit.pretrain_vision(model, pixels, label, len(names), opts, rng, False, measured)
+        heads = fit.pretraining_heads(model, len(names), len(attrs))
+        pretrain = fit.pretrain_vision(
+            model, pixels, label, len(names), opts, rng, False, measured, heads
+        )
         if pretrain_data is not None:
             pretrain["images"] = len(shown_ids)
             pixels = cdata.pixel_values(processor, data, train_ids)
         del measured
-        train_features = fit.encode_images(model, pixels)
-        del pixels
-        val_features = fit.encode_images(model, cdata.pixel_values(processor, data, val_ids))
+        val_pixels = cdata.pixel_values(processor, data, val_ids)
+        if kind == "predicted":
+            draw = torch.Generator().manual_seed(seed + 1)
+            embeddings = label_embeddings(
+                [len(names), len(attrs)], int(opts["vision_dim"]), layout, draw
+            )
+            train_features = clean_features(predicted_labels(model, heads, pixels), embeddings)
+            del pixels
+            seen = predicted_labels(model, heads, val_pixels)
+            truth = labeller(data.scene_graphs("val"), val_ids, grid, names, attrs, rule, owners)()
+            perceived = perception(seen, truth)
+            val_features = clean_features(seen, embeddings)
+        else:
+            train_features = fit.encode_images(model, pixels)
+            del pixels
+            val_features = fit.encode_images(model, val_pixels)
+        del val_pixels
     out: dict[str, Any] = {"pretrain": {k: round(v, 2) for k, v in pretrain.items()}}
+    if kind == "predicted":
+        out["perception"] = perceived
     if reduced:
         out["reduced"] = reduced
     if not int(opts["epochs"]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -388,6 +389,121 @@ def test_a_pretraining_world_gives_its_own_images_and_indices(
     ):
         argv = ["chat_vlm_ceiling.py", world, "--pretrain-world", world, *args]
         monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit):
+            script.main()
+        assert message in capsys.readouterr().err
+
+
+def test_mislabel_attributes_gives_object_patches_another_patchs_attributes(experiment):
+    np = pytest.importorskip("numpy")
+    script = experiment("chat_vlm_ceiling")
+    # one image of 4 patches: background, then objects whose attributes are rows of a
+    # 3 × 3 identity, so that each object patch's attributes tell which patch they are
+    names = np.array([[0, 1, 2, 1]])
+    attrs = np.array([[[1, 1, 1], [1, 0, 0], [0, 1, 0], [0, 0, 1]]], dtype=np.float32)
+    same = script.mislabel_attributes(names, attrs, 0.0, np.random.default_rng(0))
+    assert same.tolist() == attrs.tolist() and same is not attrs
+    moved = script.mislabel_attributes(names, attrs, 1.0, np.random.default_rng(0))
+    assert moved[0, 0].tolist() == [1, 1, 1]  # the background keeps its own
+    rows = [attrs[0, 1:].tolist().index(row) + 1 for row in moved[0, 1:].tolist()]
+    assert all(row != patch for patch, row in zip((1, 2, 3), rows, strict=True))
+    assert names.tolist() == [[0, 1, 2, 1]]  # names untouched
+    # with two object patches the other is the one to take
+    two = script.mislabel_attributes(names[:, :3], attrs[:, :3], 1.0, np.random.default_rng(3))
+    assert two[0, 1:].tolist() == [[0, 1, 0], [1, 0, 0]]
+    # one object patch has no other: unchanged
+    one = script.mislabel_attributes(names[:, :2], attrs[:, :2], 1.0, np.random.default_rng(0))
+    assert one.tolist() == attrs[:, :2].tolist()
+    many_names = np.ones((1, 20000), dtype=np.int64)
+    many = np.eye(20000, dtype=np.float32)[None]  # each patch its own attribute
+    changed = script.mislabel_attributes(many_names, many, 0.25, np.random.default_rng(1))
+    assert 0.24 < (changed[0].argmax(-1) != np.arange(20000)).mean() < 0.26
+
+
+def test_perception_counts_object_patches_names_and_attributes(experiment):
+    np = pytest.importorskip("numpy")
+    script = experiment("chat_vlm_ceiling")
+    # 4 patches: background (left out), then 3 object patches of true attributes
+    # {0}, {0, 1}, {} seen as name right / wrong / right with {0}, {0}, {1}
+    truth_names = np.array([[0, 1, 2, 3]])
+    truth_attrs = np.array([[[1, 1], [1, 0], [1, 1], [0, 0]]], dtype=np.float32)
+    seen_names = np.array([[5, 1, 1, 3]])
+    seen_attrs = np.array([[[0, 0], [1, 0], [1, 0], [0, 1]]], dtype=np.float32)
+    got = script.perception((seen_names, seen_attrs), (truth_names, truth_attrs))
+    # names: 2 of 3; every attribute right: the first only (1 of 3); perceived 3
+    # attributes, 2 of them true (precision 2/3); 3 true ones, 2 perceived (recall 2/3)
+    assert got == {
+        "object_patches": 3,
+        "object_name_acc": 66.67,
+        "object_attributes_exact": 33.33,
+        "attribute_precision": 66.67,
+        "attribute_recall": 66.67,
+    }
+
+
+def test_predicted_features_read_the_towers_heads_as_clean_sums(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    seen = []
+    real = script.predicted_labels
+
+    def spy(model, heads, pixels):
+        out = real(model, heads, pixels)
+        seen.append((len(pixels), out))
+        return out
+
+    monkeypatch.setattr(script, "predicted_labels", spy)
+    built = []
+    clean = script.clean_features
+    monkeypatch.setattr(
+        script, "clean_features", lambda labels, emb: built.append(clean(labels, emb)) or built[-1]
+    )
+    out = run(
+        script, monkeypatch, capsys, str(rendered_world_60), "--features", "predicted",
+        "--epochs", "1", "-o", "pretrain_epochs=1", *TINY,
+    )  # fmt: skip
+    data = script.GQAData(rendered_world_60)
+    train, val = script.answered(data, "train"), script.answered(data, "val")
+    counts = [len({r["imageId"] for r in part}) for part in (train, val)]
+    assert [n for n, _ in seen] == counts  # the train images, then the val images
+    for _, (names, attrs) in seen:
+        assert names.dtype.kind == "i" and set(np.unique(attrs).tolist()) <= {0.0, 1.0}
+    assert [tuple(f.shape[:2]) for f in built] == [
+        (counts[0], 4),
+        (counts[1], 4),
+    ]  # 32 px in 16-px patches
+    assert out["perception"]["object_patches"] > 0
+    for key in ("object_name_acc", "object_attributes_exact", "attribute_recall"):
+        assert 0.0 <= out["perception"][key] <= 100.0
+    assert "held_out_object_name_acc" in out["pretrain"] and 0.0 <= out["val_exact"] <= 100.0
+
+
+def test_attribute_noise_reaches_the_oracle_features_and_is_refused_elsewhere(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    world = str(rendered_world_60)
+    seen = []
+    real = script.mislabel_attributes
+
+    def spy(names, attrs, share, rng):
+        out = real(names, attrs, share, rng)
+        seen.append((share, int((out != attrs).any(-1).sum())))
+        return out
+
+    monkeypatch.setattr(script, "mislabel_attributes", spy)
+    out = run(
+        script, monkeypatch, capsys, world, "--features", "oracle", "--epochs", "1",
+        "--attr-noise", "0.5", *TINY,
+    )  # fmt: skip
+    assert out["attr_noise"] == 0.5 and "name_noise" not in out
+    assert [s[0] for s in seen] == [0.5, 0.5] and all(changed > 0 for _, changed in seen)
+    for args, message in (
+        (["--features", "tower", "--attr-noise", "0.5"], "--attr-noise needs --features oracle"),
+        (["--features", "oracle", "--attr-noise", "-0.1"], "need 0 <= --attr-noise <= 1"),
+    ):
+        monkeypatch.setattr(sys, "argv", ["chat_vlm_ceiling.py", world, *args])
         with pytest.raises(SystemExit):
             script.main()
         assert message in capsys.readouterr().err

@@ -410,6 +410,42 @@ def test_patch_name_hits_count_all_patches_and_those_with_an_object():
     assert hits.stats("x_") == pytest.approx({"x_name_acc": 60.0, "x_object_name_acc": 200 / 3})
 
 
+def test_pre_training_trains_the_heads_it_is_given_and_the_same_as_fresh_ones():
+    """Heads passed to ``pretrain_vision`` are the ones it trains (so the caller can read
+    the tower through them after), and training given ``pretraining_heads`` made at the
+    point it would make them gives the same tower, byte for byte."""
+    import torch
+
+    from vqadiag.models.reference import chat_vlm_build as build
+    from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}
+    opts = TrainedChatVLM.resolve_options({**options, "pretrain_epochs": 2}, None)
+    pixels = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    names = np.array([[0, 1, 2, 1]] * 6)
+    attrs = np.zeros((6, 4, 3), dtype=np.float32)
+    attrs[:, 1, 0] = 1.0
+
+    def label(flips=None, shifts=None):
+        return names, attrs
+
+    towers = []
+    for given in (False, True):
+        torch.manual_seed(0)
+        model = build.build_llava(60, opts, 0)
+        heads = fit.pretraining_heads(model, 3, 3) if given else None
+        start = None if heads is None else [p.detach().clone() for p in heads.parameters()]
+        fit.pretrain_vision(model, pixels, label, 3, opts, np.random.default_rng(0), False,
+                            None, heads)  # fmt: skip
+        if heads is not None:
+            trained = list(heads.parameters())
+            assert all(not torch.equal(a, b) for a, b in zip(start, trained, strict=True))
+            assert [tuple(p.shape) for p in trained] == [(3, 32), (3,), (3, 32), (3,)]
+        towers.append(model.model.vision_tower.state_dict())
+    assert all(torch.equal(towers[0][k], towers[1][k]) for k in towers[0])
+
+
 def test_the_tuned_tower_layers_finish_the_features_llava_reads():
     """``tune_tower_layers`` K: the states kept for the last K layers, run through them
     with the class token dropped, are the features LLaVA reads, exactly."""

@@ -77,11 +77,13 @@ def pretrain_vision(
     rng: np.random.Generator,
     progress: bool = False,
     held_out: tuple[torch.Tensor, np.ndarray] | None = None,
+    heads: torch.nn.ModuleList | None = None,
 ) -> dict[str, float]:
     """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc,
     object_name_acc}`` and, with ``held_out`` (pixels and their patch names over the
     same name index), ``held_out_name_acc`` and ``held_out_object_name_acc`` after the
-    last epoch (:func:`name_accuracy`).
+    last epoch (:func:`name_accuracy`). ``heads``: the name and attribute heads to train
+    (:func:`pretraining_heads`; fresh ones, thrown away after, when None).
 
     ``labeller`` (``(flips, shifts) → (names, attrs)``,
     :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`) labels the patches;
@@ -92,11 +94,8 @@ def pretrain_vision(
 
     epochs, batch = int(options["pretrain_epochs"]), int(options["pretrain_batch_size"])
     names, attrs = labeller()
-    dim = model.config.vision_config.hidden_size
     device = model_device(model)
-    heads = torch.nn.ModuleList(
-        [torch.nn.Linear(dim, n_names), torch.nn.Linear(dim, attrs.shape[-1])]
-    ).to(device)
+    heads = pretraining_heads(model, n_names, attrs.shape[-1]) if heads is None else heads
     tower = model.model.vision_tower
     params = [p for p in tower.parameters() if p.requires_grad] + list(heads.parameters())
     optimizer = torch.optim.AdamW(params, lr=float(options["pretrain_lr"]), weight_decay=0.01)
@@ -146,6 +145,17 @@ def pretrain_vision(
     if held_out is not None:
         stats.update(name_accuracy(model, heads[0], *held_out).stats("held_out_"))
     return stats
+
+
+def pretraining_heads(model: Any, n_names: int, n_attrs: int) -> torch.nn.ModuleList:
+    """The two linear heads stage 1 trains on the tower's features, on its device: the
+    patch's name (``n_names`` logits) and its attributes (``n_attrs`` logits)."""
+    import torch
+
+    dim = model.config.vision_config.hidden_size
+    return torch.nn.ModuleList([torch.nn.Linear(dim, n_names), torch.nn.Linear(dim, n_attrs)]).to(
+        model_device(model)
+    )
 
 
 class _NameHits:
