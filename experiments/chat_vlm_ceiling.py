@@ -237,12 +237,17 @@ def predicted_labels(
 
 
 def perception(
-    seen: tuple[np.ndarray, np.ndarray], truth: tuple[np.ndarray, np.ndarray]
-) -> dict[str, float]:
+    seen: tuple[np.ndarray, np.ndarray],
+    truth: tuple[np.ndarray, np.ndarray],
+    attrs: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
     """Percent, over the patches whose true name is an object (``truth[0] > 0``): named
     right (``object_name_acc``), every attribute right (``object_attributes_exact``), and
     the attributes perceived that are true (``attribute_precision``) and true ones
-    perceived (``attribute_recall``), counted over all those patches' attributes."""
+    perceived (``attribute_recall``), counted over all those patches' attributes. With
+    ``attrs`` (the attribute index), ``by_attribute`` gives each attribute's count of
+    object patches that have it (``patches``), its recall and its precision, the most
+    frequent first."""
     on = truth[0] > 0
     said, true = seen[1][on] > 0, truth[1][on] > 0
     hits = float((said & true).sum())
@@ -250,13 +255,25 @@ def perception(
     def share(part: float, whole: float) -> float:
         return round(100.0 * part / max(1.0, whole), 2)
 
-    return {
+    out: dict[str, Any] = {
         "object_patches": int(on.sum()),
         "object_name_acc": share(float((seen[0][on] == truth[0][on]).sum()), float(on.sum())),
         "object_attributes_exact": share(float((said == true).all(-1).sum()), float(on.sum())),
         "attribute_precision": share(hits, float(said.sum())),
         "attribute_recall": share(hits, float(true.sum())),
     }
+    if attrs is not None:
+        both, has, says = (said & true).sum(0), true.sum(0), said.sum(0)
+        ranked = sorted(attrs.items(), key=lambda item: (-int(has[item[1]]), item[0]))
+        out["by_attribute"] = {
+            name: {
+                "patches": int(has[i]),
+                "recall": share(float(both[i]), float(has[i])),
+                "precision": share(float(both[i]), float(says[i])),
+            }
+            for name, i in ranked
+        }
+    return out
 
 
 def labeller(
@@ -507,7 +524,7 @@ def run(
             del pixels
             seen = predicted_labels(model, heads, val_pixels)
             truth = labeller(data.scene_graphs("val"), val_ids, grid, names, attrs, rule, owners)()
-            perceived = perception(seen, truth)
+            perceived = perception(seen, truth, attrs)
             val_features = clean_features(seen, embeddings)
         else:
             train_features = fit.encode_images(model, pixels)

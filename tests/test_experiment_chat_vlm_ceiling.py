@@ -439,6 +439,14 @@ def test_perception_counts_object_patches_names_and_attributes(experiment):
         "attribute_precision": 66.67,
         "attribute_recall": 66.67,
     }
+    # per attribute: "a" (index 0) is true on 2 object patches and perceived on those 2
+    # only; "b" (index 1) is true on 1 and perceived on another one
+    by = script.perception((seen_names, seen_attrs), (truth_names, truth_attrs), {"b": 1, "a": 0})
+    assert list(by["by_attribute"]) == ["a", "b"]  # the most frequent first
+    assert by["by_attribute"] == {
+        "a": {"patches": 2, "recall": 100.0, "precision": 100.0},
+        "b": {"patches": 1, "recall": 0.0, "precision": 0.0},
+    }
 
 
 def test_predicted_features_read_the_towers_heads_as_clean_sums(
