@@ -330,10 +330,15 @@ def test_name_noise_reaches_the_oracle_features_and_is_refused_elsewhere(
     assert out["name_noise"] == 0.5 and 0.0 <= out["val_exact"] <= 100.0
     assert [s[0] for s in seen] == [0.5, 0.5]  # the train and the val features
     assert all(0 < changed < objects for _, objects, changed in seen)
-    for args, message in (
+    refused(script, monkeypatch, capsys, world, (
         (["--features", "tower", "--name-noise", "0.5"], "--name-noise needs --features oracle"),
         (["--features", "oracle", "--name-noise", "1.5"], "need 0 <= --name-noise <= 1"),
-    ):
+    ))  # fmt: skip
+
+
+def refused(script, monkeypatch, capsys, world, cases):
+    """Each ``(arguments, message)`` of ``cases`` stops the script with ``message``."""
+    for args, message in cases:
         monkeypatch.setattr(sys, "argv", ["chat_vlm_ceiling.py", world, *args])
         with pytest.raises(SystemExit):
             script.main()
@@ -477,10 +482,8 @@ def test_predicted_features_read_the_towers_heads_as_clean_sums(
     assert [n for n, _ in seen] == counts  # the train images, then the val images
     for _, (names, attrs) in seen:
         assert names.dtype.kind == "i" and set(np.unique(attrs).tolist()) <= {0.0, 1.0}
-    assert [tuple(f.shape[:2]) for f in built] == [
-        (counts[0], 4),
-        (counts[1], 4),
-    ]  # 32 px in 16-px patches
+    # 32 px in 16-px patches: 4 per image
+    assert [tuple(f.shape[:2]) for f in built] == [(counts[0], 4), (counts[1], 4)]
     assert out["perception"]["object_patches"] > 0
     for key in ("object_name_acc", "object_attributes_exact", "attribute_recall"):
         assert 0.0 <= out["perception"][key] <= 100.0
@@ -507,11 +510,7 @@ def test_attribute_noise_reaches_the_oracle_features_and_is_refused_elsewhere(
     )  # fmt: skip
     assert out["attr_noise"] == 0.5 and "name_noise" not in out
     assert [s[0] for s in seen] == [0.5, 0.5] and all(changed > 0 for _, changed in seen)
-    for args, message in (
+    refused(script, monkeypatch, capsys, world, (
         (["--features", "tower", "--attr-noise", "0.5"], "--attr-noise needs --features oracle"),
         (["--features", "oracle", "--attr-noise", "-0.1"], "need 0 <= --attr-noise <= 1"),
-    ):
-        monkeypatch.setattr(sys, "argv", ["chat_vlm_ceiling.py", world, *args])
-        with pytest.raises(SystemExit):
-            script.main()
-        assert message in capsys.readouterr().err
+    ))  # fmt: skip
