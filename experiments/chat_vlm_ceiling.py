@@ -24,6 +24,9 @@ alone:
   object patches right, as the pre-trained tower names some of them. ``--attr-noise p``
   gives each object patch, with probability p, the attributes of another object patch
   drawn at random (:func:`mislabel_attributes`; names and background untouched).
+  ``--oracle-attributes colour,material`` keeps only the attributes of those categories
+  (``colour``, ``material``, ``state``, ``size`` of ``vqadiag.synth.taxonomy``) in the
+  oracle's features (:func:`kept_attributes`).
 * ``--features predicted``: the tower pre-trained as for ``tower``, read through its
   pre-training heads: each patch's feature is the oracle's ``E_name[n] + Σ_a E_attr[a]``
   of the name ``n`` the name head ranks first and the attributes ``a`` the attribute
@@ -99,6 +102,7 @@ from vqadiag.models.reference.label_embeddings import (
     label_embeddings,
     needed_width,
 )
+from vqadiag.synth import taxonomy
 from world_owners import VisibleOwners, visible_image_labels
 from world_patch_stats import NO_OBJECT, SIDE_GROUPS, side_group, smallest_side
 
@@ -221,6 +225,23 @@ def mislabel_attributes(
     other += other >= np.searchsorted(objects, wrong)
     flat[wrong] = attrs.reshape(-1, attrs.shape[-1])[objects[other]]
     return out
+
+
+#: the attribute categories of a world ``vqadiag synth`` writes
+ATTRIBUTE_CATEGORIES = {
+    "colour": taxonomy.COLORS,
+    "material": taxonomy.MATERIALS,
+    "state": taxonomy.STATES,
+    "size": taxonomy.SIZES,
+}
+
+
+def kept_attributes(attrs: Mapping[str, int], kept: Sequence[str]) -> dict[str, int]:
+    """The attribute index ``attrs`` narrowed to the attributes of the categories
+    ``kept`` (:data:`ATTRIBUTE_CATEGORIES`), re-numbered from 0 in ``attrs``' order."""
+    allowed = {a for category in kept for a in ATTRIBUTE_CATEGORIES[category]}
+    chosen = sorted((i, a) for a, i in attrs.items() if a in allowed)
+    return {a: row for row, (_, a) in enumerate(chosen)}
 
 
 def predicted_labels(
@@ -387,6 +408,10 @@ def main() -> None:
         help="share of the oracle's object patches given another patch's attributes (oracle)",
     )  # fmt: skip
     parser.add_argument(
+        "--oracle-attributes", metavar="CATEGORIES",
+        help="comma-separated attribute categories the oracle keeps (colour,material,state,size)",
+    )  # fmt: skip
+    parser.add_argument(
         "--visible-owner", action="store_true",
         help="label a patch by the object painted at its centre pixel (a vqadiag synth world)",
     )  # fmt: skip
@@ -409,6 +434,15 @@ def main() -> None:
             parser.error(f"need 0 <= {flag} <= 1, not {share}")
         if share > 0 and args.features != "oracle":
             parser.error(f"{flag} needs --features oracle (the tower labels patches itself)")
+    kept = None
+    if args.oracle_attributes is not None:
+        kept = tuple(args.oracle_attributes.split(","))
+        unknown = sorted(set(kept) - set(ATTRIBUTE_CATEGORIES))
+        if unknown or args.features != "oracle":
+            parser.error(
+                "--oracle-attributes takes colour, material, state or size, with --features "
+                f"oracle{f'; not {unknown}' if unknown else ''}"
+            )
     if args.embeddings != "gaussian" and args.features == "tower":
         parser.error("--embeddings needs --features oracle or predicted (not the tower's own)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
@@ -425,7 +459,7 @@ def main() -> None:
     out = run(
         GQAData(args.world), args.features, opts, args.seed, (args.reduce, args.reduce_to),
         args.embeddings, (args.name_noise, args.attr_noise), owners,
-        GQAData(args.pretrain_world) if args.pretrain_world else None,
+        GQAData(args.pretrain_world) if args.pretrain_world else None, kept,
     )  # fmt: skip
     print(
         json.dumps(
@@ -436,6 +470,7 @@ def main() -> None:
                 "embeddings": args.embeddings,
                 **({"name_noise": args.name_noise} if args.name_noise else {}),
                 **({"attr_noise": args.attr_noise} if args.attr_noise else {}),
+                **({"oracle_attributes": list(kept)} if kept else {}),
                 **({"visible_owner": True} if args.visible_owner else {}),
                 **({"pretrain_world": args.pretrain_world} if args.pretrain_world else {}),
                 **out,
@@ -449,7 +484,7 @@ def run(
     data: GQAData, kind: str, opts: Mapping[str, Any], seed: int,
     reduce: tuple[float, int] = (0.0, 0), layout: str = "gaussian",
     noise: tuple[float, float] = (0.0, 0.0), owners: VisibleOwners | None = None,
-    pretrain_data: GQAData | None = None,
+    pretrain_data: GQAData | None = None, kept: Sequence[str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Features of ``kind`` for the train and val images (``reduce``: the share and the
     objects of :func:`reduce_scenes`; ``layout``: the oracle's
@@ -457,7 +492,8 @@ def run(
     shares of the oracle's object patches :func:`mislabel_names` renames and
     :func:`mislabel_attributes` re-attributes; ``owners``:
     patches labelled by their visible owner, :func:`labeller`; ``pretrain_data``: the
-    world whose train split the tower pre-trains on, :func:`pretraining_images`), then
+    world whose train split the tower pre-trains on, :func:`pretraining_images`; ``kept``:
+    the attribute categories the oracle keeps, :func:`kept_attributes`), then
     ``opts["epochs"]`` answering epochs; the figures :func:`main` prints."""
     train_records, val_records = answered(data, "train"), answered(data, "val")
     train_ids = sorted({str(r["imageId"]) for r in train_records})
@@ -465,6 +501,8 @@ def run(
     oracle = kind == "oracle"
     n_attrs = ALL_ATTRIBUTES if oracle else int(opts["aux_attributes"])
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
+    if kept is not None:
+        attrs = kept_attributes(attrs, kept)
     width = needed_width([len(names), len(attrs)], layout)
     if kind != "tower" and width > int(opts["vision_dim"]):
         raise SystemExit(  # checked before the training starts

@@ -514,3 +514,34 @@ def test_attribute_noise_reaches_the_oracle_features_and_is_refused_elsewhere(
         (["--features", "tower", "--attr-noise", "0.5"], "--attr-noise needs --features oracle"),
         (["--features", "oracle", "--attr-noise", "-0.1"], "need 0 <= --attr-noise <= 1"),
     ))  # fmt: skip
+
+
+def test_oracle_attributes_keep_only_the_categories_asked(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    attrs = {"large": 0, "red": 1, "wood": 2, "old": 3, "blue": 4}
+    assert script.kept_attributes(attrs, ["colour"]) == {"red": 0, "blue": 1}
+    assert script.kept_attributes(attrs, ["size", "material"]) == {"large": 0, "wood": 1}
+    assert script.kept_attributes(attrs, ["state", "colour", "size", "material"]) == attrs
+    seen = []
+    real = script.oracle_features
+
+    def spy(scenes, image_ids, grid, names, attrs, *rest):
+        seen.append(dict(attrs))
+        return real(scenes, image_ids, grid, names, attrs, *rest)
+
+    monkeypatch.setattr(script, "oracle_features", spy)
+    world = str(rendered_world_60)
+    out = run(
+        script, monkeypatch, capsys, world, "--features", "oracle", "--epochs", "1",
+        "--oracle-attributes", "colour", *TINY,
+    )  # fmt: skip
+    colours = set(script.taxonomy.COLORS)
+    assert out["oracle_attributes"] == ["colour"] and len(seen) == 2  # train, then val
+    assert seen[0] == seen[1] and seen[0] and set(seen[0]) <= colours
+    assert sorted(seen[0].values()) == list(range(len(seen[0])))
+    refused(script, monkeypatch, capsys, world, (
+        (["--features", "oracle", "--oracle-attributes", "colour,shape"], "not ['shape']"),
+        (["--features", "tower", "--oracle-attributes", "colour"], "with --features oracle"),
+    ))  # fmt: skip
