@@ -187,6 +187,18 @@ def oracle_features(
     return clean_features((label_names, label_attrs), embeddings)
 
 
+def fixed_embeddings(
+    names: Mapping[str, int], attrs: Mapping[str, int], opts: Mapping[str, Any], layout: str,
+    seed: int,
+) -> list[torch.Tensor]:  # fmt: skip
+    """``E_name`` and ``E_attr`` of :func:`clean_features`: one fixed row of the tower's
+    width (``vision_dim``) per name and per attribute, laid out as ``layout`` says
+    (:func:`~vqadiag.models.reference.label_embeddings.label_embeddings`), drawn from
+    ``seed + 1``, so that the oracle and the tower's predictions get the same rows."""
+    draw = torch.Generator().manual_seed(seed + 1)
+    return label_embeddings([len(names), len(attrs)], int(opts["vision_dim"]), layout, draw)
+
+
 def clean_features(
     labels: tuple[np.ndarray, np.ndarray], embeddings: Sequence[torch.Tensor]
 ) -> torch.Tensor:
@@ -525,9 +537,7 @@ def run(
     pretrain: dict[str, float] = {}
     rule = str(opts["patch_labels"])
     if oracle:
-        dim = int(opts["vision_dim"])
-        draw = torch.Generator().manual_seed(seed + 1)
-        embeddings = label_embeddings([len(names), len(attrs)], dim, layout, draw)
+        embeddings = fixed_embeddings(names, attrs, opts, layout, seed)
         draws = Noise(*noise, np.random.default_rng(seed + 3), np.random.default_rng(seed + 4))
         train_features = oracle_features(
             scenes, train_ids, grid, names, attrs, embeddings, rule, draws, owners
@@ -554,10 +564,7 @@ def run(
         del measured
         val_pixels = cdata.pixel_values(processor, data, val_ids)
         if kind == "predicted":
-            draw = torch.Generator().manual_seed(seed + 1)
-            embeddings = label_embeddings(
-                [len(names), len(attrs)], int(opts["vision_dim"]), layout, draw
-            )
+            embeddings = fixed_embeddings(names, attrs, opts, layout, seed)
             train_features = clean_features(predicted_labels(model, heads, pixels), embeddings)
             del pixels
             seen = predicted_labels(model, heads, val_pixels)
