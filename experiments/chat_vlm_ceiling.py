@@ -515,11 +515,15 @@ def run(
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
     if kept is not None:
         attrs = kept_attributes(attrs, kept)
-    width = needed_width([len(names), len(attrs)], layout)
+    sizes, whose = [len(names), len(attrs)], ""
+    if kind == "predicted" and pretrain_data is not None:  # read with the tower's indices
+        _, shown_names, shown_attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
+        sizes, whose = [len(shown_names), len(shown_attrs)], "the pre-training world's "
+    width = needed_width(sizes, layout)
     if kind != "tower" and width > int(opts["vision_dim"]):
         raise SystemExit(  # checked before the training starts
-            f"{len(names)} names and {len(attrs)} attributes need -o vision_dim={width} or "
-            f"more for --embeddings {layout}"
+            f"{whose}{sizes[0]} names and {sizes[1]} attributes need -o vision_dim={width} "
+            f"or more for --embeddings {layout}"
         )
     k = int(opts["scene_questions"])  # as `vqadiag train` adds them
     train_records += scene_questions(train_records, scenes, train_ids, k, seed)

@@ -399,6 +399,34 @@ def test_a_pretraining_world_gives_its_own_images_and_indices(
         assert message in capsys.readouterr().err
 
 
+def test_predicted_features_check_the_pretraining_worlds_width_before_pretraining(
+    experiment, rendered_world_60, tmp_path, monkeypatch, capsys
+):
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.synth import generate_world
+
+    script = experiment("chat_vlm_ceiling")
+    answering = tmp_path / "answering"
+    generate_world(answering, images=20, seed=5)
+
+    def width(world):
+        _, names, attrs = script.cdata.patch_vocabulary(GQAData(world), "train", 64)
+        return len(names) + len(attrs)
+
+    # wide enough for the answering world's indices, too narrow for the tower's
+    fits = -(-width(answering) // 4) * 4  # a multiple of the tower's 4 heads
+    assert fits < width(rendered_world_60)
+    monkeypatch.setattr(script.fit, "pretrain_vision", lambda *a: pytest.fail("pre-trained"))
+    monkeypatch.setattr(
+        sys, "argv", ["chat_vlm_ceiling.py", str(answering), "--features", "predicted",
+                      "--embeddings", "orthogonal", "--pretrain-world", str(rendered_world_60),
+                      "-o", f"vision_dim={fits}", "-o", "aux_attributes=64"],
+    )  # fmt: skip
+    expected = rf"pre-training world's .* need -o vision_dim={width(rendered_world_60)} or more"
+    with pytest.raises(SystemExit, match=expected):
+        script.main()
+
+
 def test_mislabel_attributes_gives_object_patches_another_patchs_attributes(experiment):
     np = pytest.importorskip("numpy")
     script = experiment("chat_vlm_ceiling")
