@@ -24,9 +24,10 @@ alone:
   object patches right, as the pre-trained tower names some of them. ``--attr-noise p``
   gives each object patch, with probability p, the attributes of another object patch
   drawn at random (:func:`mislabel_attributes`; names and background untouched).
-  ``--oracle-attributes colour,material`` keeps only the attributes of those categories
+  ``--attributes colour,material`` keeps only the attributes of those categories
   (``colour``, ``material``, ``state``, ``size`` of ``vqadiag.synth.taxonomy``) in the
-  oracle's features (:func:`kept_attributes`).
+  oracle's features (:func:`kept_attributes`); with the tower, in the patch labels it is
+  pre-trained on, and so in what its attribute head predicts.
 * ``--features predicted``: the tower pre-trained as for ``tower``, read through its
   pre-training heads: each patch's feature is the oracle's ``E_name[n] + Σ_a E_attr[a]``
   of the name ``n`` the name head ranks first and the attributes ``a`` the attribute
@@ -321,20 +322,32 @@ def labeller(
     return cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule, by_owner)
 
 
+def pretraining_vocabulary(
+    pretrain_data: GQAData, n_attrs: int, kept: Sequence[str] | None
+) -> tuple[Mapping[str, Any], dict[str, int], dict[str, int]]:
+    """The scene graphs, names and attributes of ``pretrain_data``'s train split
+    (:func:`~vqadiag.models.reference.chat_vlm_data.patch_vocabulary`), the attributes
+    narrowed to the categories ``kept`` (:func:`kept_attributes`)."""
+    shown, names, attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
+    return shown, names, attrs if kept is None else kept_attributes(attrs, kept)
+
+
 def pretraining_images(
     data: GQAData, pretrain_data: GQAData | None, scenes: Mapping[str, Any],
     train_ids: Sequence[str], names: dict[str, int], attrs: dict[str, int], n_attrs: int,
+    kept: Sequence[str] | None = None,
 ) -> tuple[GQAData, Mapping[str, Any], list[str], dict[str, int], dict[str, int]]:  # fmt: skip
     """Where the tower pre-trains: the world, its scene graphs, the image ids and the name
     and attribute indices the patches are labelled with. Without ``pretrain_data`` the
     answering world's training images (``scenes``, ``train_ids``, ``names``, ``attrs``);
     with it, every image of ``pretrain_data``'s train split that has a scene graph,
-    labelled over that split's own indices (:func:`~vqadiag.models.reference.
-    chat_vlm_data.patch_vocabulary`; the held-out figures label a name those lack as
-    background, as ``vqadiag train`` labels a name its training split lacks)."""
+    labelled over that split's own indices, narrowed to the attribute categories ``kept``
+    as ``attrs`` already are (:func:`pretraining_vocabulary`; the held-out figures label a
+    name those lack as background, as ``vqadiag train`` labels a name its training split
+    lacks)."""
     if pretrain_data is None:
         return data, scenes, list(train_ids), names, attrs
-    shown, shown_names, shown_attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
+    shown, shown_names, shown_attrs = pretraining_vocabulary(pretrain_data, n_attrs, kept)
     return pretrain_data, shown, sorted(shown), shown_names, shown_attrs
 
 
@@ -420,8 +433,9 @@ def main() -> None:
         help="share of the oracle's object patches given another patch's attributes (oracle)",
     )  # fmt: skip
     parser.add_argument(
-        "--oracle-attributes", metavar="CATEGORIES",
-        help="comma-separated attribute categories the oracle keeps (colour,material,state,size)",
+        "--attributes", metavar="CATEGORIES",
+        help="comma-separated attribute categories the patches carry, the oracle's or the "
+        "tower's pre-training labels (colour,material,state,size)",
     )  # fmt: skip
     parser.add_argument(
         "--visible-owner", action="store_true",
@@ -447,14 +461,11 @@ def main() -> None:
         if share > 0 and args.features != "oracle":
             parser.error(f"{flag} needs --features oracle (the tower labels patches itself)")
     kept = None
-    if args.oracle_attributes is not None:
-        kept = tuple(args.oracle_attributes.split(","))
+    if args.attributes is not None:
+        kept = tuple(args.attributes.split(","))
         unknown = sorted(set(kept) - set(ATTRIBUTE_CATEGORIES))
-        if unknown or args.features != "oracle":
-            parser.error(
-                "--oracle-attributes takes colour, material, state or size, with --features "
-                f"oracle{f'; not {unknown}' if unknown else ''}"
-            )
+        if unknown:
+            parser.error(f"--attributes takes colour, material, state or size; not {unknown}")
     if args.embeddings != "gaussian" and args.features == "tower":
         parser.error("--embeddings needs --features oracle or predicted (not the tower's own)")
     given = parse_options(args.option, TRAIN_OWN_OPTIONS)  # as `vqadiag train -o` reads them
@@ -482,7 +493,7 @@ def main() -> None:
                 "embeddings": args.embeddings,
                 **({"name_noise": args.name_noise} if args.name_noise else {}),
                 **({"attr_noise": args.attr_noise} if args.attr_noise else {}),
-                **({"oracle_attributes": list(kept)} if kept else {}),
+                **({"attributes": list(kept)} if kept else {}),
                 **({"visible_owner": True} if args.visible_owner else {}),
                 **({"pretrain_world": args.pretrain_world} if args.pretrain_world else {}),
                 **out,
@@ -505,7 +516,7 @@ def run(
     :func:`mislabel_attributes` re-attributes; ``owners``:
     patches labelled by their visible owner, :func:`labeller`; ``pretrain_data``: the
     world whose train split the tower pre-trains on, :func:`pretraining_images`; ``kept``:
-    the attribute categories the oracle keeps, :func:`kept_attributes`), then
+    the attribute categories the patches carry, :func:`kept_attributes`), then
     ``opts["epochs"]`` answering epochs; the figures :func:`main` prints."""
     train_records, val_records = answered(data, "train"), answered(data, "val")
     train_ids = sorted({str(r["imageId"]) for r in train_records})
@@ -517,7 +528,7 @@ def run(
         attrs = kept_attributes(attrs, kept)
     sizes, whose = [len(names), len(attrs)], ""
     if kind == "predicted" and pretrain_data is not None:  # read with the tower's indices
-        _, shown_names, shown_attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
+        _, shown_names, shown_attrs = pretraining_vocabulary(pretrain_data, n_attrs, kept)
         sizes, whose = [len(shown_names), len(shown_attrs)], "the pre-training world's "
     width = needed_width(sizes, layout)
     if kind != "tower" and width > int(opts["vision_dim"]):
@@ -552,7 +563,7 @@ def run(
         )
     else:
         source, shown, shown_ids, names, attrs = pretraining_images(
-            data, pretrain_data, scenes, train_ids, names, attrs, n_attrs
+            data, pretrain_data, scenes, train_ids, names, attrs, n_attrs, kept
         )
         pixels = cdata.pixel_values(processor, source, shown_ids)
         label = labeller(shown, shown_ids, grid, names, attrs, rule, owners)

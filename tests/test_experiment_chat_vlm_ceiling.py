@@ -544,7 +544,7 @@ def test_attribute_noise_reaches_the_oracle_features_and_is_refused_elsewhere(
     ))  # fmt: skip
 
 
-def test_oracle_attributes_keep_only_the_categories_asked(
+def test_attributes_keep_only_the_categories_asked(
     experiment, rendered_world_60, monkeypatch, capsys
 ):
     script = experiment("chat_vlm_ceiling")
@@ -563,13 +563,42 @@ def test_oracle_attributes_keep_only_the_categories_asked(
     world = str(rendered_world_60)
     out = run(
         script, monkeypatch, capsys, world, "--features", "oracle", "--epochs", "1",
-        "--oracle-attributes", "colour", *TINY,
+        "--attributes", "colour", *TINY,
     )  # fmt: skip
     colours = set(script.taxonomy.COLORS)
-    assert out["oracle_attributes"] == ["colour"] and len(seen) == 2  # train, then val
+    assert out["attributes"] == ["colour"] and len(seen) == 2  # train, then val
     assert seen[0] == seen[1] and seen[0] and set(seen[0]) <= colours
     assert sorted(seen[0].values()) == list(range(len(seen[0])))
     refused(script, monkeypatch, capsys, world, (
-        (["--features", "oracle", "--oracle-attributes", "colour,shape"], "not ['shape']"),
-        (["--features", "tower", "--oracle-attributes", "colour"], "with --features oracle"),
+        (["--features", "oracle", "--attributes", "colour,shape"], "not ['shape']"),
     ))  # fmt: skip
+
+
+def test_attributes_narrow_the_towers_pretraining_labels_and_heads(
+    experiment, rendered_world_60, monkeypatch, capsys
+):
+    script = experiment("chat_vlm_ceiling")
+    made = []
+    real = script.fit.pretraining_heads
+
+    def spy(model, n_names, n_attrs):
+        made.append(n_attrs)
+        return real(model, n_names, n_attrs)
+
+    monkeypatch.setattr(script.fit, "pretraining_heads", spy)
+    world = str(rendered_world_60)
+    out = run(
+        script, monkeypatch, capsys, world, "--features", "predicted", "--epochs", "0",
+        "--attributes", "colour,material", "-o", "pretrain_epochs=1", *TINY,
+    )  # fmt: skip
+    data = script.GQAData(rendered_world_60)
+    _, _, attrs = script.cdata.patch_vocabulary(data, "train", 64)  # the recipe's 64
+    kept = script.kept_attributes(attrs, ["colour", "material"])
+    assert 0 < len(kept) < len(attrs) and made == [len(kept)]
+    allowed = set(script.taxonomy.COLORS) | set(script.taxonomy.MATERIALS)
+    assert out["attributes"] == ["colour", "material"]
+    assert out["perception"]["by_attribute"]
+    assert set(out["perception"]["by_attribute"]) <= allowed
+    # a pre-training world's labels are narrowed alike
+    shown = script.pretraining_images(data, data, {}, [], {}, kept, 64, ("colour", "material"))
+    assert shown[4] == kept
