@@ -240,12 +240,11 @@ def mislabel_attributes(
     return out
 
 
-#: the attribute categories of a world ``vqadiag synth`` writes
+#: the attribute categories of a world ``vqadiag synth`` writes (its taxonomy's families,
+#: ``color`` spelt as the docs spell it)
 ATTRIBUTE_CATEGORIES = {
-    "colour": taxonomy.COLORS,
-    "material": taxonomy.MATERIALS,
-    "state": taxonomy.STATES,
-    "size": taxonomy.SIZES,
+    ("colour" if family == "color" else family): values
+    for family, values in taxonomy.FAMILY_VALUES.items()
 }
 
 
@@ -322,16 +321,6 @@ def labeller(
     return cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule, by_owner)
 
 
-def pretraining_vocabulary(
-    pretrain_data: GQAData, n_attrs: int, kept: Sequence[str] | None
-) -> tuple[Mapping[str, Any], dict[str, int], dict[str, int]]:
-    """The scene graphs, names and attributes of ``pretrain_data``'s train split
-    (:func:`~vqadiag.models.reference.chat_vlm_data.patch_vocabulary`), the attributes
-    narrowed to the categories ``kept`` (:func:`kept_attributes`)."""
-    shown, names, attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
-    return shown, names, attrs if kept is None else kept_attributes(attrs, kept)
-
-
 def pretraining_images(
     data: GQAData, pretrain_data: GQAData | None, scenes: Mapping[str, Any],
     train_ids: Sequence[str], names: dict[str, int], attrs: dict[str, int], n_attrs: int,
@@ -341,13 +330,16 @@ def pretraining_images(
     and attribute indices the patches are labelled with. Without ``pretrain_data`` the
     answering world's training images (``scenes``, ``train_ids``, ``names``, ``attrs``);
     with it, every image of ``pretrain_data``'s train split that has a scene graph,
-    labelled over that split's own indices, narrowed to the attribute categories ``kept``
-    as ``attrs`` already are (:func:`pretraining_vocabulary`; the held-out figures label a
-    name those lack as background, as ``vqadiag train`` labels a name its training split
+    labelled over that split's own indices (:func:`~vqadiag.models.reference.
+    chat_vlm_data.patch_vocabulary`), its attributes narrowed to the categories ``kept``
+    as ``attrs`` already are (:func:`kept_attributes`; the held-out figures label a name
+    those lack as background, as ``vqadiag train`` labels a name its training split
     lacks)."""
     if pretrain_data is None:
         return data, scenes, list(train_ids), names, attrs
-    shown, shown_names, shown_attrs = pretraining_vocabulary(pretrain_data, n_attrs, kept)
+    shown, shown_names, shown_attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
+    if kept is not None:
+        shown_attrs = kept_attributes(shown_attrs, kept)
     return pretrain_data, shown, sorted(shown), shown_names, shown_attrs
 
 
@@ -526,10 +518,13 @@ def run(
     scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
     if kept is not None:
         attrs = kept_attributes(attrs, kept)
-    sizes, whose = [len(names), len(attrs)], ""
-    if kind == "predicted" and pretrain_data is not None:  # read with the tower's indices
-        _, shown_names, shown_attrs = pretraining_vocabulary(pretrain_data, n_attrs, kept)
-        sizes, whose = [len(shown_names), len(shown_attrs)], "the pre-training world's "
+    tower_images = None  # where the tower pre-trains; its indices are those it predicts
+    if not oracle:
+        tower_images = pretraining_images(
+            data, pretrain_data, scenes, train_ids, names, attrs, n_attrs, kept
+        )
+    sizes = [len(names), len(attrs)] if tower_images is None else list(map(len, tower_images[3:]))
+    whose = "the pre-training world's " if pretrain_data is not None and not oracle else ""
     width = needed_width(sizes, layout)
     if kind != "tower" and width > int(opts["vision_dim"]):
         raise SystemExit(  # checked before the training starts
@@ -562,9 +557,7 @@ def run(
             val_scenes, val_ids, grid, names, attrs, embeddings, rule, draws, owners
         )
     else:
-        source, shown, shown_ids, names, attrs = pretraining_images(
-            data, pretrain_data, scenes, train_ids, names, attrs, n_attrs, kept
-        )
+        source, shown, shown_ids, names, attrs = tower_images
         pixels = cdata.pixel_values(processor, source, shown_ids)
         label = labeller(shown, shown_ids, grid, names, attrs, rule, owners)
         # measured on held-out images as `vqadiag train` measures them
