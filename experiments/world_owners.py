@@ -38,25 +38,30 @@ from vqadiag.models.reference.pixel_objective import attribute_row
 from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.priors import build_priors
 from vqadiag.synth.render import render_indices
-from vqadiag.synth.scenes import sample_scenes
+from vqadiag.synth.scenes import MAX_OBJECTS, MIN_OBJECTS, sample_scenes
 from world_patch_stats import named_by_id
+
+#: the object range of a world.json written before it recorded ``objects_per_image``
+DEFAULT_OBJECTS = (MIN_OBJECTS, MAX_OBJECTS)
 
 
 class VisibleOwners:
     """The owner maps of the images of the synthetic world in ``world`` (a folder with
-    ``world.json``): the scenes regenerated from its seed, image count and bias, as
-    ``vqadiag synth`` draws them."""
+    ``world.json``): the scenes regenerated from its seed, image count, bias and object
+    range, as ``vqadiag synth`` draws them."""
 
     def __init__(self, world: str | Path) -> None:
         path = Path(world) / "world.json"
         try:
             meta = json.loads(path.read_text())
             seed, images, bias = int(meta["seed"]), int(meta["images"]), float(meta["bias"])
+            objects = tuple(int(v) for v in meta.get("objects_per_image", DEFAULT_OBJECTS))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise SystemExit(f"{path}: not a vqadiag synth world.json ({err})") from None
         streams = np.random.SeedSequence(seed).spawn(6)  # as the generator spawns them
         priors = build_priors(bias, np.random.default_rng(streams[0]))
-        self.scenes = sample_scenes(images, priors, np.random.default_rng(streams[1]))
+        rng = np.random.default_rng(streams[1])
+        self.scenes = sample_scenes(images, priors, rng, (objects[0], objects[1]))
         self.index = {gqa_image_id(i): i for i in range(images)}
         self._maps: dict[str, np.ndarray] = {}
 

@@ -41,6 +41,21 @@ def test_synth_rejects_bad_options(run_cli, tmp_path):
     assert run_cli("synth", "--out", tmp_path / "x", "--images", "2").exit_code == 2
 
 
+def test_synth_objects_sets_the_range_and_refuses_a_bad_one_in_one_line(run_cli, tmp_path):
+    res = run_cli("synth", "--out", tmp_path / "s", "--images", "20", "--feature-dim", "4",
+                  "--objects", "3-6", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["objects_per_image"] == [3, 6]
+    wrong = "2 <= MIN <= MAX <= 40"
+    for bad, why in (("6", "expected MIN-MAX"), ("a-b", "expected MIN-MAX"), ("1-6", wrong),
+                     ("9-4", wrong)):  # fmt: skip
+        res = run_cli("synth", "--out", tmp_path / "x", "--objects", bad)
+        assert res.exit_code != 0
+        line = res.stderr.strip()
+        assert "--objects" in line and why in line and "\n" not in line, line
+        assert not (tmp_path / "x").exists()
+
+
 def test_stats_world_json(run_cli, small_world):
     res = run_cli("stats", small_world, "--json", "--n-bootstrap", "50")
     assert res.exit_code == 0, res.stderr

@@ -309,3 +309,36 @@ def test_choices_are_like_gqas_valid_broader_than_plausible_broader_than_gold(wo
                     n_bootstrap=10)  # fmt: skip
     assert out["validity"] > out["accuracy"] + 10
     assert out["accuracy"] <= out["plausibility"] <= out["validity"]
+
+
+def test_an_object_range_bounds_every_scene_and_keeps_the_default_draw(world, tmp_path):
+    from vqadiag.synth.priors import build_priors
+    from vqadiag.synth.scenes import sample_scenes
+
+    sparse = tmp_path / "sparse"
+    summary = generate_world(sparse, images=60, seed=5, feature_dim=4, objects=(3, 6))
+    assert summary["objects_per_image"] == [3, 6]
+    assert read_json(sparse / "world.json")["objects_per_image"] == [3, 6]
+    counts = [
+        len(scene["objects"])
+        for split in SPLITS
+        for scene in read_scene_graphs(sparse / "gqa" / f"{split}_sceneGraphs.json").values()
+    ]
+    assert len(counts) == 60 and min(counts) >= 3 and max(counts) <= 6
+    assert Counter(counts)[6] > Counter(counts)[3]  # Γ(2.5, 4) + 3 is mostly clipped at 6
+    # the default range is the 5–40 draw: the same counts as before the range existed
+    assert read_json(world / "world.json")["objects_per_image"] == [5, 40]
+    rng = np.random.default_rng(0)
+    scenes = sample_scenes(200, build_priors(0.8, np.random.default_rng(1)), rng)
+    again = np.random.default_rng(0)
+    again.integers(0, build_priors(0.8, np.random.default_rng(1)).class_given_place.shape[0], 200)
+    again.integers(0, 5, 200)
+    expected = np.clip(np.rint(again.gamma(2.5, 4.0, 200)) + 5, 5, 40)
+    assert np.diff(scenes.offsets).tolist() == expected.astype(int).tolist()
+
+
+@pytest.mark.parametrize("objects", [(1, 6), (6, 3), (5, 41)])
+def test_an_object_range_outside_2_to_40_is_refused(tmp_path, objects):
+    with pytest.raises(ValueError, match="2 <= MIN <= MAX <= 40"):
+        generate_world(tmp_path / "w", images=10, objects=objects)
+    assert not (tmp_path / "w").exists()

@@ -56,7 +56,8 @@ def _render_summary(result: Mapping[str, Any]) -> None:
     console.print(
         f"{result['questions']} questions in {result['seconds']:.1f} s "
         f"({result['questions_per_second']:.0f} questions/s), seed {result['seed']}, "
-        f"bias {result['bias']}, feature dim {result['feature_dim']}"
+        f"bias {result['bias']}, feature dim {result['feature_dim']}, "
+        f"{'-'.join(map(str, result['objects_per_image']))} objects per image"
     )
 
 
@@ -77,6 +78,14 @@ def synth(
         bool,
         typer.Option("--no-images", help="Skip rendering gqa/images/*.png (files only)."),
     ] = False,
+    objects: Annotated[
+        str,
+        typer.Option(
+            "--objects",
+            metavar="MIN-MAX",
+            help="Objects per image, a range from 2 to 40 (e.g. 3-6 for sparse scenes).",
+        ),
+    ] = "5-40",
     as_json: JsonFlag = False,
 ) -> None:
     """Generate a synthetic world in the GQA, VQA v2 and VQA-introspect file formats,
@@ -91,8 +100,23 @@ def synth(
         feature_dim=feature_dim,
         progress=not as_json,
         render=not no_images,
+        objects=_object_range(objects),
     )
     emit(result, as_json, _render_summary)
+
+
+def _object_range(text: str) -> tuple[int, int]:
+    """``"3-6"`` → ``(3, 6)``; anything else, or a range outside 2 to 40, one line."""
+    from vqadiag.errors import DataError
+    from vqadiag.synth.scenes import check_object_range
+
+    lo, sep, hi = text.partition("-")
+    if not (sep and lo.strip().isdecimal() and hi.strip().isdecimal()):
+        raise DataError("--objects", f"{text!r}: expected MIN-MAX, e.g. 3-6")
+    try:
+        return check_object_range((int(lo), int(hi)))
+    except ValueError as err:
+        raise DataError("--objects", f"{text!r}: {err}") from None
 
 
 def _render_stats(result: Mapping[str, Any]) -> None:

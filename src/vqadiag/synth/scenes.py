@@ -1,6 +1,7 @@
 """Sampling scenes (vectorized over all images) and deriving relations from geometry.
 
-A scene is a place, an image size and 5–40 objects, each with a class drawn
+A scene is a place, an image size and 5–40 objects (``objects``: another range), each
+with a class drawn
 from the place's class distribution, attributes drawn from the class-conditional
 priors, and an integer box ``x, y, w, h`` in image pixels. Placeable objects
 (fruit, cups, clothes, cats …) are often put on a support (table, shelf, bench
@@ -57,12 +58,32 @@ class Scenes:
         return np.repeat(np.arange(self.n_images), np.diff(self.offsets))
 
 
-def sample_scenes(n_images: int, priors: Priors, rng: np.random.Generator) -> Scenes:
-    """Draw ``n_images`` scenes (see module docstring); all randomness comes from ``rng``."""
+def check_object_range(objects: tuple[int, int]) -> tuple[int, int]:
+    """``(lo, hi)`` objects per image, refused unless 2 ≤ lo ≤ hi ≤ :data:`MAX_OBJECTS`
+    (relations and pair questions need two objects)."""
+    lo, hi = (int(v) for v in objects)
+    if not 2 <= lo <= hi <= MAX_OBJECTS:
+        raise ValueError(
+            f"objects per image must be a range 2 <= MIN <= MAX <= {MAX_OBJECTS}, got {lo}-{hi}"
+        )
+    return lo, hi
+
+
+def sample_scenes(
+    n_images: int,
+    priors: Priors,
+    rng: np.random.Generator,
+    objects: tuple[int, int] = (MIN_OBJECTS, MAX_OBJECTS),
+) -> Scenes:
+    """Draw ``n_images`` scenes (see module docstring); all randomness comes from ``rng``.
+
+    An image's object count is ``clip(round(Γ(2.5, 4)) + lo, lo, hi)`` for ``objects``
+    ``(lo, hi)`` (mean about 14.5 with the default 5–40)."""
+    lo, hi = check_object_range(objects)
     place = rng.integers(0, priors.class_given_place.shape[0], n_images)
     wh = IMAGE_SIZES[rng.integers(0, len(IMAGE_SIZES), n_images)]
     width, height = wh[:, 0].astype(np.int64), wh[:, 1].astype(np.int64)
-    counts = np.clip(np.rint(rng.gamma(2.5, 4.0, n_images)) + MIN_OBJECTS, MIN_OBJECTS, MAX_OBJECTS)
+    counts = np.clip(np.rint(rng.gamma(2.5, 4.0, n_images)) + lo, lo, hi)
     counts = counts.astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     img = np.repeat(np.arange(n_images), counts)

@@ -59,7 +59,13 @@ from vqadiag.synth.image_writer import ImageWriter
 from vqadiag.synth.introspect import write_introspect_split
 from vqadiag.synth.priors import Priors, build_priors
 from vqadiag.synth.render import ZLIB_LEVEL
-from vqadiag.synth.scenes import Scenes, sample_scenes
+from vqadiag.synth.scenes import (
+    MAX_OBJECTS,
+    MIN_OBJECTS,
+    Scenes,
+    check_object_range,
+    sample_scenes,
+)
 from vqadiag.synth.taxonomy import (
     CLASSES,
     COLORS,
@@ -90,7 +96,7 @@ _RENDERING = {
 
 def _world_json(
     seed: int, images: int, bias: float, feature_dim: int, priors: Priors,
-    splits: dict[str, Any], image_ids: dict[str, str], rendered: bool,
+    splits: dict[str, Any], image_ids: dict[str, str], rendered: bool, objects: tuple[int, int],
 ) -> dict[str, Any]:  # fmt: skip
     return {
         "generator": "vqadiag.synth",
@@ -100,6 +106,7 @@ def _world_json(
         "images": images,
         "bias": bias,
         "feature_dim": feature_dim,
+        "objects_per_image": list(objects),
         "splits": splits,
         "taxonomy": {
             "classes": [
@@ -163,8 +170,13 @@ def generate_world(
     progress: bool = False,
     render: bool = True,
     render_workers: int | None = None,
+    objects: tuple[int, int] = (MIN_OBJECTS, MAX_OBJECTS),
 ) -> dict[str, Any]:
     """Generate a world under ``out_dir`` (layout in the module docstring) and summarise it.
+
+    ``objects`` is the range of objects per image (``(lo, hi)``, default 5–40,
+    :func:`~vqadiag.synth.scenes.sample_scenes`); a sparser range gives scenes a small
+    model perceives sooner (docs/synth.md, "Scenes").
 
     ``render=False`` skips the images (``gqa/images``) for callers that need only the
     files and features. ``render_workers`` is the number of worker processes that draw
@@ -173,8 +185,8 @@ def generate_world(
     less one, see :func:`vqadiag.synth.image_writer.idle_cpus`); the bytes written do not
     depend on it.
 
-    Returns ``{"out", "seed", "images", "bias", "feature_dim", "splits", "files",
-    "render_workers", "questions_per_second", "seconds"}`` (``splits`` as in
+    Returns ``{"out", "seed", "images", "bias", "feature_dim", "objects_per_image",
+    "splits", "files", "render_workers", "questions_per_second", "seconds"}`` (``splits`` as in
     ``world.json``; with ``render``, ``splits["images"]`` counts the PNGs and ``files``
     lists them; ``render_workers`` is the number of worker processes used, None
     without ``render``).
@@ -185,12 +197,22 @@ def generate_world(
         raise ValueError(f"feature_dim must be positive, got {feature_dim}")
     if render_workers is not None and render_workers < 0:
         raise ValueError(f"render_workers must be at least 0, got {render_workers}")
+    objects = check_object_range(objects)
     started = time.perf_counter()
     final = Path(out_dir)
     out = _partial_folder(final)  # the world is built here and renamed when complete
     try:
         result = _generate_into(
-            out, seed, images, bias, feature_dim, render, render_workers, progress, started
+            out,
+            seed,
+            images,
+            bias,
+            feature_dim,
+            render,
+            render_workers,
+            progress,
+            started,
+            objects,
         )
         _commit_world(out, final)
     except BaseException:
@@ -245,6 +267,7 @@ def _generate_into(
     render_workers: int | None,
     progress: bool,
     started: float,
+    objects: tuple[int, int] = (MIN_OBJECTS, MAX_OBJECTS),
 ) -> dict[str, Any]:
     """:func:`generate_world` into the folder ``out``.
 
@@ -253,7 +276,7 @@ def _generate_into(
     """
     streams = np.random.SeedSequence(seed).spawn(6)
     priors = build_priors(bias, np.random.default_rng(streams[0]))
-    scenes = sample_scenes(images, priors, np.random.default_rng(streams[1]))
+    scenes = sample_scenes(images, priors, np.random.default_rng(streams[1]), objects)
     py_seeds = np.random.default_rng(streams[2]).integers(0, 2**63, 4).tolist()
     maker = _question_maker(priors, random.Random(py_seeds[0]))
     splits: dict[str, Any] = {"gqa": {}, "vqa2": {}, "introspect": {}}
@@ -282,7 +305,7 @@ def _generate_into(
             splits["images"] = {"images": writer.finish(), "folder": "gqa/images"}
             files += [f"gqa/images/{name}.png" for name in image_names]
     splits["detections"] = {"images": images, **detections}
-    _write_world_json(out, seed, images, bias, feature_dim, priors, splits, render)
+    _write_world_json(out, seed, images, bias, feature_dim, priors, splits, render, objects)
     files.insert(0, "world.json")
     seconds = time.perf_counter() - started
     return {
@@ -291,6 +314,7 @@ def _generate_into(
         "images": images,
         "bias": bias,
         "feature_dim": feature_dim,
+        "objects_per_image": list(objects),
         "splits": splits,
         "files": files,
         "render_workers": None if writer is None else writer.workers,
@@ -368,7 +392,7 @@ def _write_vqa2_and_introspect(
 
 def _write_world_json(
     out: Path, seed: int, images: int, bias: float, feature_dim: int, priors: Priors,
-    splits: dict[str, Any], rendered: bool,
+    splits: dict[str, Any], rendered: bool, objects: tuple[int, int],
 ) -> None:  # fmt: skip
     """Write ``out/world.json`` (:func:`_world_json`, with the map of image ids)."""
     image_ids = {
@@ -378,6 +402,6 @@ def _write_world_json(
     }
     write_json(
         out / "world.json",
-        _world_json(seed, images, bias, feature_dim, priors, splits, image_ids, rendered),
+        _world_json(seed, images, bias, feature_dim, priors, splits, image_ids, rendered, objects),
         indent=True,
     )

@@ -43,7 +43,10 @@ def world_stats(world_dir: str | Path, seed: int = 0, n_bootstrap: int = 1000) -
     root = Path(world_dir)
     world = _read_world(root)
     result: dict[str, Any] = {
-        "world": {k: world.get(k) for k in ("version", "seed", "images", "bias", "feature_dim")},
+        "world": {
+            k: world.get(k)
+            for k in ("version", "seed", "images", "bias", "feature_dim", "objects_per_image")
+        },
         "gqa": {},
         "detections": {},
         "vqa2": {},
