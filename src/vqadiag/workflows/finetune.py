@@ -22,6 +22,7 @@ import numpy as np
 from vqadiag.data.formats.introspect import Introspect, read_introspect
 from vqadiag.data.io.folders import claim_folder
 from vqadiag.data.io.jsonio import write_json
+from vqadiag.data.model_inputs.vqa2_data import main_question_image
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.base import QuestionBatch
@@ -52,18 +53,11 @@ def _introspect_questions(
     intro: Introspect, data: Any, split: str
 ) -> tuple[list[str], list[str], list[str]]:
     """``(ids, texts, feature image ids)`` of every main and sub-question of ``intro``."""
-    questions = data.questions(split)
-    path = data.questions_path(split)
     ids: list[str] = []
     texts: list[str] = []
     images: list[str] = []
     for main in intro.mains.values():
-        record = questions.get(main.main_id)
-        image = (
-            str(record["imageId"])
-            if record is not None
-            else data.feature_image_id(str(main.image_id), path, main.main_id)
-        )
+        image = main_question_image(data, split, main.main_id, main.image_id)
         for qid, text in [(main.main_id, main.question)] + [
             (s.sub_id, s.question) for s in main.subs
         ]:

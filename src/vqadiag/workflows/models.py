@@ -79,7 +79,8 @@ def train(
     ``images`` the image folder a pixel model reads (default: the data folder's).
     Returns ``{model, run, data, dataset, split, seed, epochs, options, train_questions,
     seconds, fingerprint, history, val: {split, questions, accuracy} | None,
-    ci: {val: {accuracy}}}`` (accuracy in percent).
+    ci: {val: {accuracy}}}`` (accuracy in percent), with ``pretrain`` and
+    ``training_questions`` (questions per question set) where the model logs them.
     """
     if model not in MODELS:
         model_class(model)  # raises the unknown-model error
@@ -118,6 +119,7 @@ def train(
         "run_fingerprint": run_fingerprint(run),
         "history": list(log.get("history", [])),
         **({"pretrain": log["pretrain"]} if "pretrain" in log else {}),
+        **{k: log[k] for k in ("training_questions",) if k in log},
         "val": None,
         "ci": {"val": None},
     }

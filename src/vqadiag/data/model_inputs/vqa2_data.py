@@ -131,3 +131,14 @@ class VQA2Data(GQAData):
     def describe(self) -> dict[str, Any]:
         """Where the data came from (for run configs and fingerprints)."""
         return {"root": str(self.root), "vqa_dir": str(self.vqa_dir), "dataset": self.dataset}
+
+
+def main_question_image(data: Any, split: str, main_id: str, image_id: int | str) -> str:
+    """The feature image id of a VQA-introspect main question ``main_id`` of ``split``
+    (VQA image ``image_id``): its VQA v2 record's ``imageId`` where ``data`` has the
+    question, else ``image_id`` through ``data.feature_image_id`` (an image missing from
+    the map is refused naming the questions file and the question)."""
+    record = data.questions(split).get(main_id)
+    if record is not None:
+        return str(record["imageId"])
+    return str(data.feature_image_id(str(image_id), data.questions_path(split), main_id))

@@ -87,6 +87,7 @@ class TrainedChatVLM(ChatVLM):
         "question_first": False,
         "caption_objects": 0,
         "scene_questions": 0,
+        "question_sets": "gqa",
         "ground_tokens": 0.0,
         "ground_layer": 0,
         "ground_from": "question",
@@ -116,6 +117,9 @@ class TrainedChatVLM(ChatVLM):
         for key in ("caption_objects", "scene_questions"):
             out[key] = _count(key, out[key])
         from vqadiag.models.reference.chat_vlm_data import LABEL_RULES
+        from vqadiag.models.reference.chat_vlm_questions import parse_question_sets
+
+        out["question_sets"] = ",".join(parse_question_sets(out["question_sets"]))
 
         rule = out["patch_labels"]
         if rule not in LABEL_RULES:
@@ -158,8 +162,10 @@ class TrainedChatVLM(ChatVLM):
     def save(self, run_dir: Path) -> None:
         """``run_dir/model`` (the ``save_pretrained`` folder) and a ``config.json`` that
         points at it (``model`` ``hf-chat``), with the options, the history, the vision
-        pre-training's figures, the number of scene questions (with ``scene_questions``)
-        and the model folder's digest (so the run's fingerprint covers the weights)."""
+        pre-training's figures, the number of training questions of each question set
+        (``training_questions``), the number of scene questions (with
+        ``scene_questions``) and the model folder's digest (so the run's fingerprint
+        covers the weights)."""
         target = Path(run_dir) / MODEL_DIR
         if target.resolve() != self.model_dir:
             if target.exists():
@@ -174,8 +180,9 @@ class TrainedChatVLM(ChatVLM):
             "history": getattr(self, "training_log", {}).get("history", []),
             "pretrain": getattr(self, "training_log", {}).get("pretrain", {}),
         }
-        if "scene_questions" in getattr(self, "training_log", {}):
-            config["scene_questions"] = self.training_log["scene_questions"]
+        for key in ("scene_questions", "training_questions"):
+            if key in getattr(self, "training_log", {}):
+                config[key] = self.training_log[key]
         save_checkpoint(Path(run_dir), config, {}, [])
 
 
@@ -260,14 +267,14 @@ def _fit(
     from vqadiag.models.reference import chat_vlm_build as build
     from vqadiag.models.reference import chat_vlm_data as cdata
     from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference.chat_vlm_questions import parse_question_sets, training_records
     from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
 
-    records = [r for r in data.questions(split).values() if r.get("answer") is not None]
-    if not records:
-        raise DataError(data.root, f"no answered questions in split {split!r}")
+    sets = training_records(data, split, parse_question_sets(opts["question_sets"]))
+    records = [r for rows in sets.values() for r in rows]
     image_ids = sorted({str(r["imageId"]) for r in records})
     scenes, names, attrs = cdata.patch_vocabulary(data, split, int(opts["aux_attributes"]))
-    extra = scene_questions(records, scenes, image_ids, int(opts["scene_questions"]), seed)
+    extra = scene_questions(sets["gqa"], scenes, image_ids, int(opts["scene_questions"]), seed)
     records += extra
     k = int(opts["caption_objects"])
     captions = {i: cdata.caption(scenes[i], k) for i in image_ids if k and i in scenes}
@@ -316,6 +323,7 @@ def _fit(
     log = {"pretrain": pre, "history": history, "stage_seconds": clock.laps}
     if int(opts["scene_questions"]):
         log["scene_questions"] = len(extra)
+    log["training_questions"] = {name: len(rows) for name, rows in sets.items()}
     return model, processor, log
 
 
