@@ -1,9 +1,8 @@
 """Sampling scenes (vectorized over all images) and deriving relations from geometry.
 
-A scene is a place, an image size and 5–40 objects (``objects``: another range), each
-with a class drawn
-from the place's class distribution, attributes drawn from the class-conditional
-priors, and an integer box ``x, y, w, h`` in image pixels. Placeable objects
+A scene is a place, an image size and 5–40 objects (``objects`` sets another range),
+each with a class drawn from the place's class distribution, attributes drawn from the
+class-conditional priors, and an integer box ``x, y, w, h`` in image pixels. Placeable objects
 (fruit, cups, clothes, cats …) are often put on a support (table, shelf, bench
 …) so that "on" relations arise from the geometry.
 """
@@ -60,7 +59,7 @@ class Scenes:
 
 def check_object_range(objects: tuple[int, int]) -> tuple[int, int]:
     """``(lo, hi)`` objects per image, refused unless 2 ≤ lo ≤ hi ≤ :data:`MAX_OBJECTS`
-    (relations and pair questions need two objects)."""
+    (a relation needs two objects)."""
     lo, hi = (int(v) for v in objects)
     if not 2 <= lo <= hi <= MAX_OBJECTS:
         raise ValueError(

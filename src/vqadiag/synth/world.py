@@ -176,7 +176,7 @@ def generate_world(
 
     ``objects`` is the range of objects per image (``(lo, hi)``, default 5–40,
     :func:`~vqadiag.synth.scenes.sample_scenes`); a sparser range gives scenes a small
-    model perceives sooner (docs/synth.md, "Scenes").
+    model perceives sooner (docs/synth.md, "The world").
 
     ``render=False`` skips the images (``gqa/images``) for callers that need only the
     files and features. ``render_workers`` is the number of worker processes that draw
