@@ -6,9 +6,9 @@ centre (:func:`~vqadiag.models.reference.chat_vlm_data.patch_labels`). A silhoue
 does not fill its box (an animal's legs, a vehicle's roof, an ellipse's corners), so the
 pixel at that centre may show a larger object drawn below it, or the background. The
 world's renderer knows what it painted where (:func:`~vqadiag.synth.render.
-render_indices`); this module re-runs it from ``world.json`` (seed, images, bias: the
-scenes are a pure function of them) and labels each patch by the object painted at its
-centre pixel, its *visible owner*.
+render_indices`); this module re-runs it from ``world.json`` (seed, images, bias and
+object range: the scenes are a pure function of them) and labels each patch by the
+object painted at its centre pixel, its *visible owner*.
 
 * :class:`VisibleOwners`: the owner map of an image of a world, checked against the
   boxes of its scene graph (a world written by another generator version is refused);
@@ -38,7 +38,7 @@ from vqadiag.models.reference.pixel_objective import attribute_row
 from vqadiag.synth.image_splits import gqa_image_id
 from vqadiag.synth.priors import build_priors
 from vqadiag.synth.render import render_indices
-from vqadiag.synth.scenes import MAX_OBJECTS, MIN_OBJECTS, sample_scenes
+from vqadiag.synth.scenes import MAX_OBJECTS, MIN_OBJECTS, check_object_range, sample_scenes
 from world_patch_stats import named_by_id
 
 #: the object range of a world.json written before it recorded ``objects_per_image``
@@ -55,13 +55,13 @@ class VisibleOwners:
         try:
             meta = json.loads(path.read_text())
             seed, images, bias = int(meta["seed"]), int(meta["images"]), float(meta["bias"])
-            objects = tuple(int(v) for v in meta.get("objects_per_image", DEFAULT_OBJECTS))
+            objects = check_object_range(tuple(meta.get("objects_per_image", DEFAULT_OBJECTS)))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise SystemExit(f"{path}: not a vqadiag synth world.json ({err})") from None
         streams = np.random.SeedSequence(seed).spawn(6)  # as the generator spawns them
         priors = build_priors(bias, np.random.default_rng(streams[0]))
         rng = np.random.default_rng(streams[1])
-        self.scenes = sample_scenes(images, priors, rng, (objects[0], objects[1]))
+        self.scenes = sample_scenes(images, priors, rng, objects)
         self.index = {gqa_image_id(i): i for i in range(images)}
         self._maps: dict[str, np.ndarray] = {}
 

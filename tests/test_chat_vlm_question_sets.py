@@ -86,8 +86,10 @@ def test_a_set_whose_files_are_missing_is_refused_naming_the_file(world, tmp_pat
         training_records(GQAData(copy), "train", ("gqa", "introspect"))
     assert "VQAIntrospect_trainv1.0.json" in str(err.value)
     shutil.rmtree(copy / "vqa2")
-    with pytest.raises(DataError, match="no VQA v2 question file") as err:
-        training_records(GQAData(copy), "train", ("gqa", "vqa2"))
+    for sets, named in ((("gqa", "vqa2"), "vqa2"), (("gqa", "introspect"), "introspect")):
+        with pytest.raises(DataError, match=f"question_sets has {named}, but") as err:
+            training_records(GQAData(copy), "train", sets)
+        assert "v2_OpenEnded_mscoco_train2014_questions.json" in str(err.value)
     assert training_records(GQAData(copy), "train", ("gqa",))["gqa"]
 
 

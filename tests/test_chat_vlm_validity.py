@@ -3,7 +3,7 @@
 like any local transformers model on every val question.
 
 * In CI, on a 500-image world of sparse scenes built here (``objects`` 3–6 per image,
-  about 6, which the tower perceives sooner than the demo world's 14.5) and a recipe of
+  about 6, which the tower perceives sooner than the demo world's 14.75) and a recipe of
   a few minutes: the twin's FPVG+ is 0 with its interval (its answers cannot change with
   the image) and the chat VLM's FPVG+ interval lies above it (1.81 [0.90, 3.07] with
   today's libraries; 1.97 [1.08, 3.23] with 2–4 objects, 2.17 [1.08, 3.44] with 12

@@ -245,8 +245,8 @@ def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
 
 
 def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monkeypatch):
-    """A demo folder trained before the device option existed is not trained again for
-    it; any CPU name is the CPU; another default still keys the stage."""
+    """A demo folder trained before the device or question_sets option existed is not
+    trained again for it; any CPU name is the CPU; another default still keys the stage."""
     from vqadiag.models.reference.chat_vlm import TrainedChatVLM
     from vqadiag.workflows import demo as workflow
     from vqadiag.workflows import demo_records as records
@@ -254,7 +254,14 @@ def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monk
     digest = records.defaults_digest("chat-vlm")
     monkeypatch.setitem(TrainedChatVLM.defaults, "device", "cuda")
     assert records.defaults_digest("chat-vlm") == digest
-    monkeypatch.setitem(TrainedChatVLM.defaults, "epochs", 4)
+    # question_sets at gqa trains as before the option existed; another value keys it
+    without = {k: v for k, v in TrainedChatVLM.defaults.items() if k != "question_sets"}
+    monkeypatch.setattr(TrainedChatVLM, "defaults", without)
+    assert records.defaults_digest("chat-vlm") == digest
+    monkeypatch.setitem(without, "question_sets", "gqa,vqa2")
+    assert records.defaults_digest("chat-vlm") != digest
+    monkeypatch.setitem(without, "question_sets", "gqa")
+    monkeypatch.setitem(without, "epochs", 4)
     assert records.defaults_digest("chat-vlm") != digest
     assert workflow._chat_device("cpu:0", True) == workflow._chat_device("cpu", False) == "cpu"
 

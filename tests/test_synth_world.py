@@ -337,8 +337,13 @@ def test_an_object_range_bounds_every_scene_and_keeps_the_default_draw(world, tm
     assert np.diff(scenes.offsets).tolist() == expected.astype(int).tolist()
 
 
-@pytest.mark.parametrize("objects", [(1, 6), (6, 3), (5, 41)])
-def test_an_object_range_outside_2_to_40_is_refused(tmp_path, objects):
-    with pytest.raises(ValueError, match="2 <= MIN <= MAX <= 40"):
+@pytest.mark.parametrize(
+    ("objects", "why"),
+    [((1, 6), "2 <= MIN <= MAX <= 40"), ((6, 3), "2 <= MIN <= MAX <= 40"),
+     ((5, 41), "2 <= MIN <= MAX <= 40"), ("3-6", "two whole numbers"), ((3,), "two whole"),
+     ((3.0, 6.0), "two whole numbers"), ((True, 6), "two whole numbers")],
+)  # fmt: skip
+def test_an_object_range_outside_2_to_40_is_refused(tmp_path, objects, why):
+    with pytest.raises(ValueError, match=why):
         generate_world(tmp_path / "w", images=10, objects=objects)
     assert not (tmp_path / "w").exists()

@@ -111,7 +111,7 @@ def _object_range(text: str) -> tuple[int, int]:
     from vqadiag.synth.scenes import check_object_range
 
     lo, sep, hi = text.partition("-")
-    if not (sep and lo.strip().isdecimal() and hi.strip().isdecimal()):
+    if not (sep and all(v.isascii() and v.isdigit() for v in (lo, hi))):
         raise DataError("--objects", f"{text!r}: expected MIN-MAX, e.g. 3-6")
     try:
         return check_object_range((int(lo), int(hi)))

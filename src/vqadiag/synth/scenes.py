@@ -60,7 +60,10 @@ class Scenes:
 def check_object_range(objects: tuple[int, int]) -> tuple[int, int]:
     """``(lo, hi)`` objects per image, refused unless 2 ≤ lo ≤ hi ≤ :data:`MAX_OBJECTS`
     (a relation needs two objects)."""
-    lo, hi = (int(v) for v in objects)
+    values = tuple(objects) if isinstance(objects, (tuple, list)) else ()
+    if len(values) != 2 or not all(type(v) is int for v in values):
+        raise ValueError(f"objects per image must be two whole numbers (MIN, MAX), got {objects!r}")
+    lo, hi = values
     if not 2 <= lo <= hi <= MAX_OBJECTS:
         raise ValueError(
             f"objects per image must be a range 2 <= MIN <= MAX <= {MAX_OBJECTS}, got {lo}-{hi}"
@@ -77,7 +80,7 @@ def sample_scenes(
     """Draw ``n_images`` scenes (see module docstring); all randomness comes from ``rng``.
 
     An image's object count is ``clip(round(Γ(2.5, 4)) + lo, lo, hi)`` for ``objects``
-    ``(lo, hi)`` (mean about 14.5 with the default 5–40)."""
+    ``(lo, hi)`` (about 15 on average with the default 5–40)."""
     lo, hi = check_object_range(objects)
     place = rng.integers(0, priors.class_given_place.shape[0], n_images)
     wh = IMAGE_SIZES[rng.integers(0, len(IMAGE_SIZES), n_images)]

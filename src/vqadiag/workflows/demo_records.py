@@ -107,6 +107,12 @@ class Stages:
         return dict(record.get("facts", beside))
 
 
+#: options added after demo folders were written, at the value that trains the same
+#: weights as before they existed (the chat VLM's ``question_sets``)
+NEUTRAL_DEFAULTS: dict[str, Any] = {"question_sets": "gqa"}
+_UNSET = object()
+
+
 def defaults_digest(name: str) -> str | None:
     """SHA-256 (16 hex) of a trainable model's default options (None when it has none), so
     that a demo folder trained before the defaults changed trains that model again."""
@@ -118,8 +124,11 @@ def defaults_digest(name: str) -> str | None:
     if not defaults:
         return None
     # the chat VLM's device is not a default that changes its weights on the CPU; a stage
-    # on another device is keyed by it (the demo's training stage)
-    defaults = {k: v for k, v in defaults.items() if k != "device"}
+    # on another device is keyed by it (the demo's training stage). An option added later
+    # at the value that trains as before it existed leaves the digest as it was.
+    defaults = {
+        k: v for k, v in defaults.items() if k != "device" and NEUTRAL_DEFAULTS.get(k, _UNSET) != v
+    }
     return hashlib.sha256(orjson.dumps(defaults, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 

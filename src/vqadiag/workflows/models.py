@@ -80,7 +80,8 @@ def train(
     Returns ``{model, run, data, dataset, split, seed, epochs, options, train_questions,
     seconds, fingerprint, history, val: {split, questions, accuracy} | None,
     ci: {val: {accuracy}}}`` (accuracy in percent), with ``pretrain`` and
-    ``training_questions`` (questions per question set) where the model logs them.
+    ``training_questions`` (questions per question set; ``train_questions`` is then their
+    sum) where the model logs them.
     """
     if model not in MODELS:
         model_class(model)  # raises the unknown-model error
@@ -113,7 +114,9 @@ def train(
         "seed": seed,
         "epochs": epochs if epochs is not None else getattr(trained, "options", {}).get("epochs"),
         "options": dict(getattr(trained, "options", None) or options or {}),
-        "train_questions": len(data.questions(split)),
+        "train_questions": sum(log["training_questions"].values())
+        if "training_questions" in log
+        else len(data.questions(split)),
         "seconds": seconds,
         "fingerprint": trained.fingerprint(),
         "run_fingerprint": run_fingerprint(run),

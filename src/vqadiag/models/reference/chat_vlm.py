@@ -12,7 +12,9 @@ Recipe (parts: :mod:`~vqadiag.models.reference.chat_vlm_build`,
 :mod:`~vqadiag.models.reference.chat_vlm_fit`): a BPE tokenizer trained on the training
 questions; a CLIP tower pre-trained on the scene graphs' per-patch labels, then frozen;
 the projector and the Llama trained to generate the answers of the training questions in
-the chat template, a seeded share of them asked without the image. ``scene_questions``
+the chat template, a seeded share of them asked without the image; ``question_sets``
+adds the split's VQA v2 and VQA-introspect questions
+(:mod:`~vqadiag.models.reference.chat_vlm_questions`). ``scene_questions``
 (``-o scene_questions=K``) adds up to K questions per training image written from its
 scene graph (:mod:`~vqadiag.models.reference.chat_vlm_scene_questions`); the tokenizer
 is trained on them too.

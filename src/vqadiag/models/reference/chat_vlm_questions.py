@@ -57,8 +57,9 @@ def training_records(
     if not gqa:
         raise DataError(data.root, f"no answered questions in split {split!r}")
     out["gqa"] = gqa
-    if "vqa2" in sets or "introspect" in sets:
-        vqa = _vqa2_data(data.root)
+    wanted = [name for name in ("vqa2", "introspect") if name in sets]
+    if wanted:
+        vqa = _vqa2_data(data.root, split, wanted)
         if "vqa2" in sets:
             out["vqa2"] = _vqa2_records(vqa, split)
         if "introspect" in sets:
@@ -66,10 +67,17 @@ def training_records(
     return out
 
 
-def _vqa2_data(root: Path) -> Any:
-    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
+def _vqa2_data(root: Path, split: str, wanted: list[str]) -> Any:
+    """The folder's VQA v2 data, refused naming the question file of ``split`` when it is
+    missing (``introspect`` needs it too: its main questions are VQA v2 questions)."""
+    from vqadiag.data.model_inputs.vqa2_data import SPLIT_NAMES, VQA2Data
 
-    return VQA2Data(root)
+    vqa = VQA2Data(root)
+    name = SPLIT_NAMES.get(split, split)
+    path = vqa.vqa_dir / f"v2_OpenEnded_mscoco_{name}_questions.json"
+    if not path.is_file():
+        raise DataError(path, f"question_sets has {' and '.join(wanted)}, but this file is missing")
+    return vqa
 
 
 def _vqa2_records(vqa: Any, split: str) -> list[dict[str, Any]]:
