@@ -8,8 +8,10 @@ like any local transformers model on every val question.
   the image) and the chat VLM's FPVG+ interval lies above it (1.81 [0.90, 3.07] with
   today's libraries; 1.97 [1.08, 3.23] with 2–4 objects, 2.17 [1.08, 3.44] with 12
   answering epochs). The gains are not checked there: the chat VLM's, +2.34 [0.41,
-  4.13], and the twin's, +1.52 [−0.41, 3.31] (its image-block path is trained on four
-  times the questions of its text-only path), lie within each other's intervals.
+  4.13], and the twin's, +1.52 [−0.41, 3.31], lie within each other's intervals (the
+  twin's image-block path is trained on four times the questions of its text-only path:
+  with ``text_only=0.5`` its gain is −0.41 [−1.10, 0.28], the chat VLM's +0.96 [0.00,
+  2.07]).
 * On the demo world (about 40 minutes on 2 cores, past CI's budget, so it runs when
   ``VQADIAG_CHAT_VLM_VALIDITY=1`` is set): the twin's FPVG+ is 0 with its interval and
   its multi-modal gain interval contains 0; the chat VLM's FPVG+ interval lies above the
