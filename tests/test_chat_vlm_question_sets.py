@@ -9,12 +9,9 @@ import shutil
 
 import pytest
 
+from vqadiag.data.formats.introspect import introspect_path
 from vqadiag.errors import DataError
-from vqadiag.models.reference.chat_vlm_questions import (
-    introspect_path,
-    parse_question_sets,
-    training_records,
-)
+from vqadiag.models.reference.chat_vlm_questions import parse_question_sets, training_records
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.formats.introspect import Introspect, read_introspect
+from vqadiag.data.formats.introspect import Introspect, introspect_path, read_introspect
 from vqadiag.data.io.folders import claim_folder
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.data.model_inputs.vqa2_data import main_question_image
@@ -28,7 +28,6 @@ from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.base import QuestionBatch
 from vqadiag.models.checkpoint import RUN_FOLDER
 
-INTROSPECT_FILE = "VQAIntrospect_{split}v1.0.json"
 CONSISTENCY_KEYS = (
     "quadrants",
     "consistency",
@@ -40,13 +39,6 @@ CONSISTENCY_KEYS = (
     "n_pairs",
     "main_correctness",
 )
-
-
-def introspect_path(data_dir: str | Path, split: str, introspect: str | Path | None = None) -> Path:
-    """``<folder>/VQAIntrospect_<split>v1.0.json`` with folder ``introspect`` (default
-    ``DATA/introspect``)."""
-    folder = Path(introspect) if introspect is not None else Path(data_dir) / "introspect"
-    return folder / INTROSPECT_FILE.format(split=split)
 
 
 def _introspect_questions(

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.formats.gqa import object_corners
+from vqadiag.data.formats.introspect import introspect_path
 from vqadiag.data.io.jsonio import read_json
 from vqadiag.data.model_inputs.geometry import pairwise_iou
 from vqadiag.errors import DataError
@@ -229,10 +230,10 @@ def _introspect_stats(
     root: Path, short: str, seed: int, n_bootstrap: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(figures, ci)`` of the VQA-introspect file of split ``short``."""
-    intro = read_json(root / "introspect" / f"VQAIntrospect_{short}v1.0.json")
+    path = introspect_path(root, short)
+    intro = read_json(path)
     if not isinstance(intro, dict):
-        raise DataError(root / "introspect" / f"VQAIntrospect_{short}v1.0.json",
-                        "expected a JSON object keyed by question id")  # fmt: skip
+        raise DataError(path, "expected a JSON object keyed by question id")
     kinds = [e.get("pred_q_type") for r in intro.values() for e in r.get("introspect", [])]
     perception = [k == "perception" for k in kinds]
     figures = {

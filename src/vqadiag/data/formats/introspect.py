@@ -230,6 +230,17 @@ def parse_introspect(
     return out
 
 
+#: the official name of a split's VQA-introspect file
+INTROSPECT_FILE = "VQAIntrospect_{split}v1.0.json"
+
+
+def introspect_path(data_dir: str | Path, split: str, introspect: str | Path | None = None) -> Path:
+    """``<folder>/VQAIntrospect_<split>v1.0.json`` with folder ``introspect`` (default
+    ``DATA/introspect``)."""
+    folder = Path(introspect) if introspect is not None else Path(data_dir) / "introspect"
+    return folder / INTROSPECT_FILE.format(split=split)
+
+
 def read_introspect(path: str | Path, include_types: Iterable[str] = DEFAULT_INCLUDE) -> Introspect:
     """Read a VQA-introspect file (module docstring for the shape and the sub ids)."""
     return parse_introspect(read_json(path), path, include_types)

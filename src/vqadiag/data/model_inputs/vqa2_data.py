@@ -78,10 +78,11 @@ class VQA2Data(GQAData):
         return self.vqa_dir / f"v2_mscoco_{name}_annotations.json"
 
     def questions_path(self, split: str) -> Path:
-        """The official questions file of ``split`` (``train``, ``val`` or a full name)."""
+        """The official questions file of ``split`` (``train``, ``val`` or a full name);
+        a DataError naming that file when it is missing."""
         path = self._file(split, "questions")
         if not path.is_file():
-            raise DataError(self.vqa_dir, f"no VQA v2 question file for split {split!r}")
+            raise DataError(path, f"no VQA v2 question file for split {split!r}")
         return path
 
     def annotations_path(self, split: str) -> Path | None:

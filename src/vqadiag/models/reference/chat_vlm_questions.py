@@ -70,18 +70,19 @@ def training_records(
 def _vqa2_data(root: Path, split: str, wanted: list[str]) -> Any:
     """The folder's VQA v2 data, refused naming the question file of ``split`` when it is
     missing (``introspect`` needs it too: its main questions are VQA v2 questions)."""
-    from vqadiag.data.model_inputs.vqa2_data import SPLIT_NAMES, VQA2Data
+    from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 
     vqa = VQA2Data(root)
-    name = SPLIT_NAMES.get(split, split)
-    path = vqa.vqa_dir / f"v2_OpenEnded_mscoco_{name}_questions.json"
-    if not path.is_file():
-        raise DataError(path, f"question_sets has {' and '.join(wanted)}, but this file is missing")
+    try:
+        vqa.questions_path(split)
+    except DataError as err:
+        problem = f"question_sets has {' and '.join(wanted)}, but {err.problem}"
+        raise DataError(err.path, problem) from None
     return vqa
 
 
 def _vqa2_records(vqa: Any, split: str) -> list[dict[str, Any]]:
-    questions = vqa.questions(split)  # refuses a missing question file by name
+    questions = vqa.questions(split)
     records = [
         {"question": r["question"], "answer": r["answer"], "imageId": str(r["imageId"])}
         for r in questions.values()
@@ -94,13 +95,8 @@ def _vqa2_records(vqa: Any, split: str) -> list[dict[str, Any]]:
     return records
 
 
-def introspect_path(root: Path, split: str) -> Path:
-    """``DIR/introspect/VQAIntrospect_{split}v1.0.json`` (the official name)."""
-    return Path(root) / "introspect" / f"VQAIntrospect_{split}v1.0.json"
-
-
 def _introspect_records(vqa: Any, root: Path, split: str) -> list[dict[str, Any]]:
-    from vqadiag.data.formats.introspect import read_introspect
+    from vqadiag.data.formats.introspect import introspect_path, read_introspect
     from vqadiag.data.model_inputs.vqa2_data import main_question_image
 
     path = introspect_path(root, split)

@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.formats.introspect import Introspect, SubQuestion, parse_introspect
+from vqadiag.data.formats.introspect import (
+    Introspect,
+    SubQuestion,
+    introspect_path,
+    parse_introspect,
+)
 from vqadiag.data.io.jsonio import read_json, write_json
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.probes.conditions import Condition
@@ -86,7 +91,7 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     from vqadiag.protocols.consistency.score import ConsistencyInputs, score_answers
 
     split = state.options.split
-    path = state.data_root / "introspect" / f"VQAIntrospect_{split}v1.0.json"
+    path = introspect_path(state.data_root, split)
     if not path.is_file():
         raise SuiteSkipped(f"no introspect data ({path.name})")
     data = vqa_data(state)
