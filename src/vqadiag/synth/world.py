@@ -267,7 +267,7 @@ def _generate_into(
     render_workers: int | None,
     progress: bool,
     started: float,
-    objects: tuple[int, int] = (MIN_OBJECTS, MAX_OBJECTS),
+    objects: tuple[int, int],
 ) -> dict[str, Any]:
     """:func:`generate_world` into the folder ``out``.
 
