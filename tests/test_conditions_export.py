@@ -11,9 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +21,7 @@ pytest.importorskip("transformers")
 
 from PIL import Image
 
-from tiny_vlm import build_tiny_llava
+from tiny_vlm import LMMS_EVAL_PYTHON, build_tiny_llava, lmms_eval_samples
 from vqadiag.models.adapters.chat_vlm import ChatVLM
 from vqadiag.models.adapters.generated_answer import Generation
 from vqadiag.models.base import PixelInput, QuestionBatch
@@ -190,30 +187,14 @@ def test_export_refuses_bad_options_with_one_line(run_cli, world, tmp_path):
     assert got.exit_code == 2 and "manifest.json" in got.stderr
 
 
-LMMS_PYTHON = os.environ.get("VQADIAG_LMMS_EVAL_PYTHON")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not LMMS_PYTHON, reason="VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval")
+@pytest.mark.skipif(not LMMS_EVAL_PYTHON, reason="VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval")
 def test_real_lmms_eval_on_the_exported_task_gives_the_in_process_results(
     run_cli, llava_dir, world, tmp_path, in_process
 ):
     export = tmp_path / "export"
     _export(run_cli, world, export, "lmms-eval")
-    logs = tmp_path / "lmms"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
-    done = subprocess.run(
-        [LMMS_PYTHON, "-m", "lmms_eval", "--model", "llava_hf", "--model_args",
-         f"pretrained={llava_dir},device_map=cpu", "--device", "cpu", "--tasks",
-         "vqadiag_conditions", "--include_path", str(export / "lmms-eval"), "--log_samples",
-         "--output_path", str(logs), "--batch_size", "1"],
-        capture_output=True, env=env, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    samples = sorted(logs.rglob("*_samples_vqadiag_conditions.jsonl"))
-    assert len(samples) == 1, list(logs.rglob("*"))
-    got = _diagnose_answers(run_cli, world, samples[0], export, tmp_path / "res")
+    samples = lmms_eval_samples(llava_dir, export, tmp_path)
+    got = _diagnose_answers(run_cli, world, samples, export, tmp_path / "res")
     assert got.exit_code == 0, got.stderr
     _same_as_in_process(got.json(), _rows(tmp_path / "res"), in_process)
-    shutil.rmtree(tmp_path / "hf", ignore_errors=True)

@@ -10,6 +10,7 @@ both run it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,7 +115,6 @@ def free_port() -> int:
 @contextmanager
 def transformers_serve(model_dir: Path, log: Path) -> Iterator[str]:
     """``transformers serve`` on ``model_dir`` (offline, CPU); yields its API root."""
-    import os
     import subprocess
     import sys
     import time
@@ -143,6 +143,38 @@ def transformers_serve(model_dir: Path, log: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+#: an interpreter that has lmms-eval (``scripts/test.sh`` makes one), or None
+LMMS_EVAL_PYTHON = os.environ.get("VQADIAG_LMMS_EVAL_PYTHON")
+
+
+def lmms_eval_samples(model_dir: Path, export: Path, tmp: Path, *, simple: bool = False) -> Path:
+    """The real lmms-eval's ``llava_hf`` model (offline, CPU, batch size 1) run on the
+    task ``vqadiag conditions export --format lmms-eval`` wrote under ``export``; returns
+    its samples log (``--log_samples``), the file ``diagnose --model files:`` imports.
+    lmms-eval 0.7 runs its chat implementation (the image and the text as parts of one
+    turn); ``simple`` asks for its older one (``--force_simple``: ``<image>\\n`` and the
+    text in one string)."""
+    import shutil
+    import subprocess
+
+    assert LMMS_EVAL_PYTHON, "VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval"
+    logs = tmp / "lmms"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "HF_HOME": str(tmp / "hf")}  # fmt: skip
+    done = subprocess.run(
+        [LMMS_EVAL_PYTHON, "-m", "lmms_eval", "--model", "llava_hf", "--model_args",
+         f"pretrained={model_dir},device_map=cpu", "--device", "cpu", "--tasks",
+         "vqadiag_conditions", "--include_path", str(export / "lmms-eval"), "--log_samples",
+         "--output_path", str(logs), "--batch_size", "1", *(["--force_simple"] * simple)],
+        capture_output=True, env=env, timeout=900,
+    )  # fmt: skip
+    shutil.rmtree(tmp / "hf", ignore_errors=True)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    samples = sorted(logs.rglob("*_samples_vqadiag_conditions.jsonl"))
+    assert len(samples) == 1, list(logs.rglob("*"))
+    return samples[0]
 
 
 GEMMA3_TEMPLATE = (
