@@ -220,6 +220,86 @@ def test_in_process_answers_equal_those_behind_transformers_serve(run_cli, train
     assert local.read_bytes() == served.read_bytes()
 
 
+@pytest.mark.parametrize("run", ["a", "question_first"])
+def test_an_image_placeholder_in_a_string_turn_goes_where_the_template_puts_the_image(trained, run):
+    """A harness that writes the image placeholder into one string before the question
+    (lmms-eval's ``llava_hf``) gets the turn the parts give: the question first too."""
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(trained[0] / run / "model")
+    text = "What color is the cat?\nAnswer the question using a single word or phrase."
+
+    def turn(content):
+        messages = [{"role": "user", "content": content}]
+        return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    parts = turn([{"type": "image"}, {"type": "text", "text": text}])
+    if run == "question_first":
+        assert parts == f"USER: {text}\n<image>ASSISTANT:"
+        assert turn(f"<image> <image>\n{text}") == f"USER: {text}\n<image>\n<image>ASSISTANT:"
+    else:
+        assert parts == f"USER: <image>\n{text}ASSISTANT:"
+    assert turn(f"<image>\n{text}") == parts
+    assert turn(text) == turn([{"type": "text", "text": text}]) == f"USER: {text}ASSISTANT:"
+
+
+def _redrawn_weights(folder, out):
+    """A copy of the model folder (processor, tokenizer, template and config as trained)
+    with its weights redrawn from a seeded normal: the tiny trained model answers nearly
+    every question alike, a random one differently for every prompt and image."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    shutil.copytree(folder, out)
+    model = AutoModelForImageTextToText.from_pretrained(out)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for weights in model.parameters():
+            weights.copy_(torch.randn(weights.shape, generator=generator) * 0.5)
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("implementation", ["chat", "simple"])
+@pytest.mark.parametrize("run", ["a", "question_first"])
+def test_in_process_answers_equal_those_of_lmms_evals_llava_hf(
+    run_cli, trained, world, tmp_path, run, implementation
+):
+    """The folder ``vqadiag train`` writes, in the real lmms-eval (its Hugging Face LLaVA
+    model, no vqadiag code), answers the exported conditions, FPVG's masked images
+    included, as ``hf:`` does, through lmms-eval's chat implementation and its simple one
+    (which writes ``<image>\\n`` before the question in one string). The gain suite is
+    left out: an export asks every item with an image, so a harness's no-image condition
+    is the blank image, where ``hf:`` asks the text alone (another condition,
+    docs/diagnose.md)."""
+    from tiny_vlm import LMMS_EVAL_PYTHON, lmms_eval_samples
+
+    if not LMMS_EVAL_PYTHON:
+        pytest.skip("VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval")
+    folder = _redrawn_weights(trained[0] / run / "model", tmp_path / "model").resolve()
+    common = ("--suite", "accuracy,fpvg", "--max-questions", "12")
+    export = tmp_path / "export"
+    got = run_cli("conditions", "export", "--data", world, "--out", export, "--format",
+                  "lmms-eval", *common, "--max-new-tokens", "8")  # fmt: skip
+    assert got.exit_code == 0, got.stderr
+    samples = lmms_eval_samples(folder, export, tmp_path, simple=implementation == "simple")
+    runs = {"local": (f"hf:{folder}", "batch_size=1,max_new_tokens=8"),
+            "harness": (f"files:{samples}", f"conditions={export}")}  # fmt: skip
+    for name, (model, args) in runs.items():
+        got = run_cli("diagnose", "--data", world, "--model", model, "--out", tmp_path / name,
+                      *common, "--n-bootstrap", "20", "--json", "--model-args", args)  # fmt: skip
+        assert got.exit_code == 0, got.stderr
+    local, harness = (tmp_path / k / "per_question.jsonl" for k in runs)
+    rows = [json.loads(line) for line in local.read_text().splitlines()]
+    answers = [row["raw"]["all"] for row in rows if row["suite"] == "accuracy"]
+    assert len(set(answers)) > len(answers) // 2, answers  # each prompt its own answer
+    assert "irrel" in rows[-1]["raw"]  # the masked images are compared too
+    assert local.read_bytes() == harness.read_bytes()
+
+
 def test_augmented_patch_labels_follow_the_mirrored_and_moved_pixels():
     """``pretrain_augment``: a mirrored image's labels are the mirrored grid, an image moved
     by one patch has its labels moved by one patch (background where it left), and

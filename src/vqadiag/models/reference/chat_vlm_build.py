@@ -13,28 +13,33 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: what every turn of both templates shares: the role, a string content as it is, and
-#: after the content the end-of-sequence token of an assistant turn and, at the end, the
-#: generation prompt
-_TURN_OPEN = (
-    "{% for m in messages %}{{ m['role'].upper() }}: "
-    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
-)
+#: what every turn of both templates shares: the role, then (after the content) the
+#: end-of-sequence token of an assistant turn and, at the end, the generation prompt
+_TURN_OPEN = "{% for m in messages %}{{ m['role'].upper() }}: "
 _TURN_CLOSE = (
     "{% endif %}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
     "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
 )
 _IS_IMAGE = "c['type'] == 'image' or c['type'] == 'image_url'"
 #: LLaVA-1.5's conversation format, as transformers renders it (``trim_blocks``):
-#: ``USER: <image>\n{text}ASSISTANT: {answer}</s>`` (the parts in the order given)
+#: ``USER: <image>\n{text}ASSISTANT: {answer}</s>`` (the parts in the order given; a
+#: string content as it is)
 CHAT_TEMPLATE = (
-    _TURN_OPEN + "{% for c in m['content'] %}{% if " + _IS_IMAGE + " %}"
+    _TURN_OPEN + "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}{% if " + _IS_IMAGE + " %}"
     "<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}" + _TURN_CLOSE
 )
 #: the same conversation with the question first, ``USER: {text}\n<image>ASSISTANT:``
-#: (option ``question_first``): in a causal model the image tokens then see the question
+#: (option ``question_first``): in a causal model the image tokens then see the question.
+#: The text comes first whatever order the parts are given in, a string content's too:
+#: a harness that writes ``<image>\n`` before the question in one string (lmms-eval's
+#: ``llava_hf``; ``<image> <image>\n`` for two) has each ``<image>`` moved after the
+#: text, as the parts are
 QUESTION_FIRST_TEMPLATE = (
-    _TURN_OPEN + "{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    _TURN_OPEN + "{% if m['content'] is string %}"
+    "{{ m['content'].replace('<image>\\n', '').replace('<image> ', '').replace('<image>', '') }}"
+    "{% for _ in range(m['content'].count('<image>')) %}{{ '\\n<image>' }}{% endfor %}"
+    "{% else %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
     "{% endfor %}{% for c in m['content'] %}{% if " + _IS_IMAGE + " %}"
     "{{ '\\n<image>' }}{% endif %}{% endfor %}" + _TURN_CLOSE
 )
