@@ -14,6 +14,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tiny_vlm import needs_lmms_eval
+
 TINY = ["image_size=32", "patch_size=16", "vision_dim=32", "vision_layers=1", "vision_heads=2",
         "text_dim=32", "text_layers=1", "text_heads=2", "vocab_size=400", "pretrain_epochs=1",
         "batch_size=32"]  # fmt: skip
@@ -223,23 +225,25 @@ def test_in_process_answers_equal_those_behind_transformers_serve(run_cli, train
 @pytest.mark.parametrize("run", ["a", "question_first"])
 def test_an_image_placeholder_in_a_string_turn_goes_where_the_template_puts_the_image(trained, run):
     """A harness that writes the image placeholder into one string before the question
-    (lmms-eval's ``llava_hf``) gets the turn the parts give: the question first too."""
+    (lmms-eval's simple ``llava_hf``, through the tokenizer's template) gets the turn the
+    parts give: the question first too."""
     from transformers import AutoProcessor
 
     processor = AutoProcessor.from_pretrained(trained[0] / run / "model")
     text = "What color is the cat?\nAnswer the question using a single word or phrase."
 
-    def turn(content):
+    def turn(content, renderer=processor):
         messages = [{"role": "user", "content": content}]
-        return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return renderer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     parts = turn([{"type": "image"}, {"type": "text", "text": text}])
     if run == "question_first":
         assert parts == f"USER: {text}\n<image>ASSISTANT:"
         assert turn(f"<image> <image>\n{text}") == f"USER: {text}\n<image>\n<image>ASSISTANT:"
+        assert turn(f"{text}\n<image>") == parts  # already in the template's order
     else:
         assert parts == f"USER: <image>\n{text}ASSISTANT:"
-    assert turn(f"<image>\n{text}") == parts
+    assert turn(f"<image>\n{text}") == turn(f"<image>\n{text}", processor.tokenizer) == parts
     assert turn(text) == turn([{"type": "text", "text": text}]) == f"USER: {text}ASSISTANT:"
 
 
@@ -263,6 +267,7 @@ def _redrawn_weights(folder, out):
 
 
 @pytest.mark.slow
+@needs_lmms_eval
 @pytest.mark.parametrize("implementation", ["chat", "simple"])
 @pytest.mark.parametrize("run", ["a", "question_first"])
 def test_in_process_answers_equal_those_of_lmms_evals_llava_hf(
@@ -275,10 +280,8 @@ def test_in_process_answers_equal_those_of_lmms_evals_llava_hf(
     left out: an export asks every item with an image, so a harness's no-image condition
     is the blank image, where ``hf:`` asks the text alone (another condition,
     docs/diagnose.md)."""
-    from tiny_vlm import LMMS_EVAL_PYTHON, lmms_eval_samples
+    from tiny_vlm import lmms_eval_samples
 
-    if not LMMS_EVAL_PYTHON:
-        pytest.skip("VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval")
     folder = _redrawn_weights(trained[0] / run / "model", tmp_path / "model").resolve()
     common = ("--suite", "accuracy,fpvg", "--max-questions", "12")
     export = tmp_path / "export"

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: what every turn of both templates shares: the role, then (after the content) the
-#: end-of-sequence token of an assistant turn and, at the end, the generation prompt
+#: what every turn of both templates shares: the role, then (after the content, closing
+#: the ``if`` on a string content that each template opens) the end-of-sequence token of
+#: an assistant turn and, at the end, the generation prompt
 _TURN_OPEN = "{% for m in messages %}{{ m['role'].upper() }}: "
 _TURN_CLOSE = (
     "{% endif %}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
@@ -33,11 +34,12 @@ CHAT_TEMPLATE = (
 #: (option ``question_first``): in a causal model the image tokens then see the question.
 #: The text comes first whatever order the parts are given in, a string content's too:
 #: a harness that writes ``<image>\n`` before the question in one string (lmms-eval's
-#: ``llava_hf``; ``<image> <image>\n`` for two) has each ``<image>`` moved after the
-#: text, as the parts are
+#: simple ``llava_hf``; ``<image> <image>\n`` for two) has each ``<image>`` moved after
+#: the text, as the parts are, and a string already in this order renders as it is
 QUESTION_FIRST_TEMPLATE = (
     _TURN_OPEN + "{% if m['content'] is string %}"
-    "{{ m['content'].replace('<image>\\n', '').replace('<image> ', '').replace('<image>', '') }}"
+    "{{ m['content'].replace('<image>\\n', '').replace('\\n<image>', '')"
+    ".replace('<image> ', '').replace('<image>', '') }}"
     "{% for _ in range(m['content'].count('<image>')) %}{{ '\\n<image>' }}{% endfor %}"
     "{% else %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
     "{% endfor %}{% for c in m['content'] %}{% if " + _IS_IMAGE + " %}"
