@@ -21,7 +21,7 @@ pytest.importorskip("transformers")
 
 from PIL import Image
 
-from tiny_vlm import LMMS_EVAL_PYTHON, build_tiny_llava, lmms_eval_samples
+from tiny_vlm import build_tiny_llava, lmms_eval_samples, needs_lmms_eval
 from vqadiag.models.adapters.chat_vlm import ChatVLM
 from vqadiag.models.adapters.generated_answer import Generation
 from vqadiag.models.base import PixelInput, QuestionBatch
@@ -188,7 +188,7 @@ def test_export_refuses_bad_options_with_one_line(run_cli, world, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not LMMS_EVAL_PYTHON, reason="VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval")
+@needs_lmms_eval
 def test_real_lmms_eval_on_the_exported_task_gives_the_in_process_results(
     run_cli, llava_dir, world, tmp_path, in_process
 ):

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 CORPUS = [
     "What color is the cat? Is the table red or blue? Which is larger, the dog or the car?",
     "USER: ASSISTANT: Answer the question using a single word or phrase.",
@@ -147,6 +149,10 @@ def transformers_serve(model_dir: Path, log: Path) -> Iterator[str]:
 
 #: an interpreter that has lmms-eval (``scripts/test.sh`` makes one), or None
 LMMS_EVAL_PYTHON = os.environ.get("VQADIAG_LMMS_EVAL_PYTHON")
+#: skips a test that runs lmms-eval where no interpreter has it
+needs_lmms_eval = pytest.mark.skipif(
+    not LMMS_EVAL_PYTHON, reason="VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval"
+)
 
 
 def lmms_eval_samples(model_dir: Path, export: Path, tmp: Path, *, simple: bool = False) -> Path:
@@ -159,7 +165,7 @@ def lmms_eval_samples(model_dir: Path, export: Path, tmp: Path, *, simple: bool 
     import shutil
     import subprocess
 
-    assert LMMS_EVAL_PYTHON, "VQADIAG_LMMS_EVAL_PYTHON names no lmms-eval"
+    assert LMMS_EVAL_PYTHON, "set VQADIAG_LMMS_EVAL_PYTHON (mark the test needs_lmms_eval)"
     logs = tmp / "lmms"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_HOME": str(tmp / "hf")}  # fmt: skip
