@@ -14,14 +14,16 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-# lmms-eval, for the test that runs it on an exported task: in its own virtual environment
+# lmms-eval, for the tests that run it on an exported task: in its own virtual environment
 # that sees this one's packages (torch, transformers), installed without its dependency
 # list, which pulls a CUDA torch through torchvision; only what it imports is added
 # (filelock below 4: lmms-eval 0.7 imports filelock._api, which filelock 4 removed).
+# 0.7 at least: the tests run both its chat and its simple llava_hf (--force_simple).
 lmms_venv="${VQADIAG_LMMS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/vqadiag/lmms-eval-venv}"
-if [ ! -x "$lmms_venv/bin/python" ] || ! "$lmms_venv/bin/python" -c "import lmms_eval, decord, filelock._api" 2>/dev/null; then
+lmms_check="import lmms_eval.models.chat.llava_hf, decord, filelock._api"
+if [ ! -x "$lmms_venv/bin/python" ] || ! "$lmms_venv/bin/python" -c "$lmms_check" 2>/dev/null; then
   python3 -m venv --system-site-packages "$lmms_venv"
-  "$lmms_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "lmms-eval>=0.4"
+  "$lmms_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "lmms-eval>=0.7"
   "$lmms_venv/bin/pip" install --quiet --disable-pip-version-check datasets evaluate \
     jsonlines loguru pytablewriter sacrebleu sqlitedict tenacity python-dotenv zss \
     tqdm-multiprocess numexpr decord "filelock>=3.12,<4"
