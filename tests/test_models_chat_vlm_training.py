@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_vlm import needs_lmms_eval
+from tiny_vlm import lmms_eval_samples, needs_lmms_eval
 
 TINY = ["image_size=32", "patch_size=16", "vision_dim=32", "vision_layers=1", "vision_heads=2",
         "text_dim=32", "text_layers=1", "text_heads=2", "vocab_size=400", "pretrain_epochs=1",
@@ -280,8 +280,6 @@ def test_in_process_answers_equal_those_of_lmms_evals_llava_hf(
     left out: an export asks every item with an image, so a harness's no-image condition
     is the blank image, where ``hf:`` asks the text alone (another condition,
     docs/diagnose.md)."""
-    from tiny_vlm import lmms_eval_samples
-
     folder = _redrawn_weights(trained[0] / run / "model", tmp_path / "model").resolve()
     common = ("--suite", "accuracy,fpvg", "--max-questions", "12")
     export = tmp_path / "export"
