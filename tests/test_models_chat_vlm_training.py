@@ -32,10 +32,13 @@ def world(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def trained(world, tmp_path_factory):
+    import transformers
     from typer.testing import CliRunner
 
     from vqadiag.cli.main import app
 
+    # as in a fresh process (an earlier test's hf: load turns transformers' bars off)
+    transformers.utils.logging.enable_progress_bar()
     out = tmp_path_factory.mktemp("chat_runs")
     runs = {}
     for name, extra in (("a", ()), ("b", ()), ("seed1", ("--seed", "1")),
@@ -46,6 +49,7 @@ def trained(world, tmp_path_factory):
                                        "--out", str(out / name), "--epochs", "2", "--quiet",
                                        "--json", *args, *extra])  # fmt: skip
         assert got.exit_code == 0, got.output
+        assert "Writing model shards" not in got.output  # no stray bar of transformers'
         runs[name] = json.loads(got.stdout)
     return out, runs
 

@@ -146,6 +146,8 @@ class TrainedChatVLM(ChatVLM):
     ) -> TrainedChatVLM:
         """Train on ``split`` (module docstring) and return the model, loaded back from
         its ``save_pretrained`` folder as ``hf:`` loads it."""
+        import transformers
+
         from vqadiag.models.training import torch_training_settings
 
         opts = cls.resolve_options(options, epochs)
@@ -153,6 +155,7 @@ class TrainedChatVLM(ChatVLM):
         with torch_training_settings(int(opts["threads"])):
             model, processor, log = _fit(data, split, seed, opts, progress)
         folder = Path(tempfile.mkdtemp(prefix="vqadiag-chat-vlm-"))
+        transformers.utils.logging.disable_progress_bar()  # vqadiag draws its own bars
         model.save_pretrained(folder)
         processor.save_pretrained(folder)
         trained = cls(folder, device=str(opts["device"]))
