@@ -33,7 +33,9 @@ alone:
   of the name ``n`` the name head ranks first and the attributes ``a`` the attribute
   head gives a logit above 0 (:func:`predicted_labels`): the tower's perception in the
   oracle's clean form. ``perception`` reports it on the val images against their
-  scene-graph labels (:func:`perception`).
+  scene-graph labels (:func:`perception`), over all object patches and by the size of
+  the object a patch shows at the model's input (``by_side``: under 12, 12 to 24, and
+  24 pixels and up, the groups of ``val_exact_by_side``).
 
 ``--visible-owner`` labels each patch, for the tower's pre-training, its held-out
 figures and the oracle alike, by the object the world's renderer painted at the patch's
@@ -105,7 +107,7 @@ from vqadiag.models.reference.label_embeddings import (
 )
 from vqadiag.synth import taxonomy
 from world_owners import VisibleOwners, visible_image_labels
-from world_patch_stats import NO_OBJECT, SIDE_GROUPS, side_group, smallest_side
+from world_patch_stats import NO_OBJECT, SIDE_GROUPS, patch_sides, side_group, smallest_side
 
 RECIPE = {
     "pretrain_epochs": 40,
@@ -269,10 +271,30 @@ def predicted_labels(
     return names.cpu().numpy(), attrs.cpu().numpy()
 
 
+def _share(part: float, whole: float) -> float:
+    return round(100.0 * part / max(1.0, whole), 2)
+
+
+def _patch_figures(
+    seen: tuple[np.ndarray, np.ndarray], truth: tuple[np.ndarray, np.ndarray], on: np.ndarray
+) -> dict[str, Any]:
+    """:func:`perception`'s five figures over the patches ``on`` selects."""
+    said, true = seen[1][on] > 0, truth[1][on] > 0
+    hits, n = float((said & true).sum()), float(on.sum())
+    return {
+        "object_patches": int(n),
+        "object_name_acc": _share(float((seen[0][on] == truth[0][on]).sum()), n),
+        "object_attributes_exact": _share(float((said == true).all(-1).sum()), n),
+        "attribute_precision": _share(hits, float(said.sum())),
+        "attribute_recall": _share(hits, float(true.sum())),
+    }
+
+
 def perception(
     seen: tuple[np.ndarray, np.ndarray],
     truth: tuple[np.ndarray, np.ndarray],
     attrs: Mapping[str, int] | None = None,
+    sides: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Percent, over the patches whose true name is an object (``truth[0] > 0``): named
     right (``object_name_acc``), every attribute right (``object_attributes_exact``), and
@@ -280,32 +302,42 @@ def perception(
     perceived (``attribute_recall``), counted over all those patches' attributes. With
     ``attrs`` (the attribute index), ``by_attribute`` gives each attribute's count of
     object patches that have it (``patches``), its recall and its precision, the most
-    frequent first."""
+    frequent first. With ``sides`` (``(I, P)`` indices into ``SIDE_GROUPS`` of the
+    object each patch shows, :func:`world_patch_stats.patch_sides`), ``by_side`` gives
+    the five figures over the object patches of each group that has any."""
     on = truth[0] > 0
-    said, true = seen[1][on] > 0, truth[1][on] > 0
-    hits = float((said & true).sum())
-
-    def share(part: float, whole: float) -> float:
-        return round(100.0 * part / max(1.0, whole), 2)
-
-    out: dict[str, Any] = {
-        "object_patches": int(on.sum()),
-        "object_name_acc": share(float((seen[0][on] == truth[0][on]).sum()), float(on.sum())),
-        "object_attributes_exact": share(float((said == true).all(-1).sum()), float(on.sum())),
-        "attribute_precision": share(hits, float(said.sum())),
-        "attribute_recall": share(hits, float(true.sum())),
-    }
+    out = _patch_figures(seen, truth, on)
+    if sides is not None:
+        out["by_side"] = {
+            name: _patch_figures(seen, truth, on & (sides == g))
+            for g, (_, name) in enumerate(SIDE_GROUPS)
+            if (on & (sides == g)).any()
+        }
     if attrs is not None:
+        said, true = seen[1][on] > 0, truth[1][on] > 0
         both, has, says = (said & true).sum(0), true.sum(0), said.sum(0)
         ranked = sorted(attrs.items(), key=lambda item: (-int(has[item[1]]), item[0]))
         out["by_attribute"] = {
             name: {
                 "patches": int(has[i]),
-                "recall": share(float(both[i]), float(has[i])),
-                "precision": share(float(both[i]), float(says[i])),
+                "recall": _share(float(both[i]), float(has[i])),
+                "precision": _share(float(both[i]), float(says[i])),
             }
             for name, i in ranked
         }
+    return out
+
+
+def val_sides(
+    scenes: Mapping[str, Any], image_ids: Sequence[str], grid: int, opts: Mapping[str, Any]
+) -> np.ndarray:
+    """``(I, G·G)`` :func:`world_patch_stats.patch_sides` of ``image_ids`` under the
+    run's label rule and input size (an image without a scene graph: background)."""
+    out = np.full((len(image_ids), grid * grid), -1, dtype=np.int64)
+    for row, image_id in enumerate(image_ids):
+        scene = scenes.get(str(image_id))
+        if scene is not None:
+            out[row] = patch_sides(scene, grid, str(opts["patch_labels"]), int(opts["image_size"]))
     return out
 
 
@@ -576,8 +608,11 @@ def run(
             train_features = clean_features(predicted_labels(model, heads, pixels), embeddings)
             del pixels
             seen = predicted_labels(model, heads, val_pixels)
-            truth = labeller(data.scene_graphs("val"), val_ids, grid, names, attrs, rule, owners)()
-            perceived = perception(seen, truth, attrs)
+            val_scenes = data.scene_graphs("val")
+            truth = labeller(val_scenes, val_ids, grid, names, attrs, rule, owners)()
+            # by the size of the object a patch shows, where the rule labels the patches
+            sides = None if owners is not None else val_sides(val_scenes, val_ids, grid, opts)
+            perceived = perception(seen, truth, attrs, sides)
             val_features = clean_features(seen, embeddings)
         else:
             train_features = fit.encode_images(model, pixels)

@@ -95,6 +95,20 @@ def owned_patches(scene: Mapping[str, Any], grid: int, rule: str = "centre") -> 
     return Counter(ids[k - 1] for k in labels.tolist() if k)
 
 
+def patch_sides(
+    scene: Mapping[str, Any], grid: int, rule: str = "centre", size: int = 128
+) -> np.ndarray:
+    """``(G·G,)``: for each patch of a ``grid`` × ``grid`` split, the index into
+    :data:`SIDE_GROUPS` of the object it shows under the label ``rule`` (by that
+    object's :func:`object_side` at a ``size`` × ``size`` input), −1 for background."""
+    objects = list(scene["objects"].values())
+    renamed, by_id = named_by_id(scene)
+    owners, _ = patch_labels(renamed, grid, by_id, {}, rule=rule)
+    groups = [name for _, name in SIDE_GROUPS]
+    side_of = [-1] + [groups.index(side_group(object_side(o, scene, size))) for o in objects]
+    return np.asarray(side_of, dtype=np.int64)[owners]
+
+
 def patch_stats(
     scenes: Mapping[str, Any],
     questions: Mapping[str, Mapping[str, Any]],

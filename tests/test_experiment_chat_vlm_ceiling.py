@@ -480,6 +480,21 @@ def test_perception_counts_object_patches_names_and_attributes(experiment):
         "a": {"patches": 2, "recall": 100.0, "precision": 100.0},
         "b": {"patches": 1, "recall": 0.0, "precision": 0.0},
     }
+    # by the size of the object shown: the first object patch under 12 px (all right),
+    # the other two 24 px and up (one name right, no attribute set exact, one of the two
+    # perceived attributes true and one of the two true ones perceived); no 12-24 group
+    sides = np.array([[-1, 0, 2, 2]])
+    got = script.perception((seen_names, seen_attrs), (truth_names, truth_attrs), sides=sides)
+    assert got["by_side"] == {
+        "under 12 px": {
+            "object_patches": 1, "object_name_acc": 100.0, "object_attributes_exact": 100.0,
+            "attribute_precision": 100.0, "attribute_recall": 100.0,
+        },
+        "24 px and up": {
+            "object_patches": 2, "object_name_acc": 50.0, "object_attributes_exact": 0.0,
+            "attribute_precision": 50.0, "attribute_recall": 50.0,
+        },
+    }  # fmt: skip
 
 
 def test_predicted_features_read_the_towers_heads_as_clean_sums(
@@ -515,6 +530,9 @@ def test_predicted_features_read_the_towers_heads_as_clean_sums(
     assert out["perception"]["object_patches"] > 0
     for key in ("object_name_acc", "object_attributes_exact", "attribute_recall"):
         assert 0.0 <= out["perception"][key] <= 100.0
+    # every object patch falls in one size group
+    by_side = out["perception"]["by_side"]
+    assert sum(g["object_patches"] for g in by_side.values()) == out["perception"]["object_patches"]
     assert "held_out_object_name_acc" in out["pretrain"] and 0.0 <= out["val_exact"] <= 100.0
 
 

@@ -39,6 +39,17 @@ def test_under_the_overlap_rule_the_smallest_box_touching_a_patch_owns_it(experi
     assert script.owned_patches(SCENE, 2, "overlap") == {"a": 1, "b": 1, "c": 1, "d": 1}
 
 
+def test_each_patch_has_the_size_group_of_the_object_it_shows(experiment):
+    script = experiment("world_patch_stats")
+    # at a 40-pixel input: a 40 px (24 and up), b 12 and d 20 (12-24), c 4 (under 12)
+    assert script.patch_sides(SCENE, 2, size=40).tolist() == [2, 1, 1, 2]
+    # by overlap the fork takes the top-left patch
+    assert script.patch_sides(SCENE, 2, "overlap", size=40).tolist() == [0, 1, 1, 2]
+    # a patch that shows no object is -1
+    alone = {**SCENE, "objects": {"b": SCENE["objects"]["b"]}}
+    assert script.patch_sides(alone, 2, size=40).tolist() == [-1, 1, -1, -1]
+
+
 def test_patch_stats_counts_objects_patches_and_asked_objects_shown(experiment, monkeypatch):
     script = experiment("world_patch_stats")
     monkeypatch.setattr(script, "MIN_TYPE_QUESTIONS", 1)
