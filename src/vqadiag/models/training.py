@@ -37,6 +37,7 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, QuestionBatch
 from vqadiag.models.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
+from vqadiag.models.option_checks import TRAINING_NUMBERS, check_numbers
 from vqadiag.models.run_configs import upgrade_options
 from vqadiag.models.vocab import AnswerVocab, WordVocab, vocab_config, words_from_config
 from vqadiag.progress import LOSS_ACC, progress_bar
@@ -169,12 +170,16 @@ class TorchModel:
 
     @classmethod
     def resolve_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults overridden by ``options``; unknown option names raise ``ValueError``."""
+        """Defaults overridden by ``options``; unknown option names, and number options
+        outside their range (:data:`~vqadiag.models.option_checks.TRAINING_NUMBERS`),
+        raise ``ValueError``."""
         unknown = sorted(set(options) - set(cls.defaults))
         if unknown:
             known = ", ".join(sorted(cls.defaults))
             raise ValueError(f"unknown option(s) {unknown} for model {cls.name!r} (known: {known})")
-        return {**cls.defaults, **options}
+        out = {**cls.defaults, **options}
+        check_numbers(out, TRAINING_NUMBERS)
+        return out
 
     @classmethod
     def train(

@@ -49,9 +49,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from vqadiag.data.model_inputs.gqa_data import GQAData
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, option_errors
 from vqadiag.models.adapters.chat_vlm import ChatVLM
 from vqadiag.models.checkpoint import folder_digest, save_checkpoint
+from vqadiag.models.option_checks import (
+    COUNT,
+    POSITIVE,
+    RATE,
+    SHARE,
+    WEIGHT,
+    Number,
+    check_divides,
+    check_numbers,
+)
 
 if TYPE_CHECKING:
     from vqadiag.models.reference.chat_vlm_data import ImageLabels
@@ -59,6 +69,22 @@ if TYPE_CHECKING:
 NAME = "chat-vlm"
 #: the ``save_pretrained`` folder inside a run folder
 MODEL_DIR = "model"
+
+#: the number options that count things (at least one of each)
+_SIZES = (
+    "epochs", "batch_size", "image_size", "patch_size", "vision_dim", "vision_layers",
+    "vision_heads", "text_dim", "text_layers", "text_heads", "vocab_size",
+    "pretrain_batch_size",
+)  # fmt: skip
+#: the number options' values (:func:`~vqadiag.models.option_checks.check_numbers`); the
+#: answers' gradients are always clipped, so ``grad_clip`` is above 0
+CHAT_NUMBERS: dict[str, Number] = {
+    **{key: POSITIVE for key in _SIZES},
+    **{key: RATE for key in ("lr", "pretrain_lr", "grad_clip")},
+    **{key: COUNT for key in ("pretrain_epochs", "aux_attributes", "threads")},
+    "weight_decay": WEIGHT,
+    "text_only": SHARE,
+}
 
 
 class TrainedChatVLM(ChatVLM):
@@ -112,6 +138,10 @@ class TrainedChatVLM(ChatVLM):
         out = {**cls.defaults, **options}
         if epochs is not None:
             out["epochs"] = int(epochs)
+        with option_errors(ValueError):
+            check_numbers(out, CHAT_NUMBERS)
+            check_divides(out, "vision_dim", "vision_heads")
+            check_divides(out, "text_dim", "text_heads")
         if int(out["image_size"]) % int(out["patch_size"]):
             raise DataError("--option", "image_size must be a multiple of patch_size")
         for key in ("blind", "pretrain_augment", "question_first"):

@@ -71,6 +71,7 @@ import numpy as np
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, PixelInput, QuestionBatch
+from vqadiag.models.option_checks import COUNT, POSITIVE, WEIGHT, Number, check_numbers
 from vqadiag.models.reference.pixel_boxes import (
     CROP_POOLINGS,
     ENCODERS,
@@ -127,6 +128,16 @@ GRID_DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 #: the box encoder's options that a grid run cannot use
 BOX_ONLY = ("crop_pooling", "pretrain_epochs", "freeze_encoder")
+
+#: the pixel model's own number options (the shared ones: ``TRAINING_NUMBERS``)
+PIXEL_NUMBERS: dict[str, Number] = {
+    "channels": POSITIVE,
+    "attention_dim": POSITIVE,
+    "aux_attributes": COUNT,
+    "aux_weight": WEIGHT,
+    "attention_supervision": WEIGHT,
+    "token_supervision": WEIGHT,
+}
 
 #: ``attribute_loss`` values: the units' attribute BCE averaged over the attributes too,
 #: or summed over them (each attribute one binary label of the unit)
@@ -240,6 +251,7 @@ class PixelModel(TorchModel):
         """Defaults overridden by ``options`` (with ``encoder`` ``grid``, the options not
         given come from :data:`GRID_DEFAULTS`); ``image_size`` must be a multiple of 8."""
         opts = super().resolve_options(options)
+        check_numbers(opts, PIXEL_NUMBERS)
         size = opts["image_size"]
         if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
             raise ValueError(f"image_size must be a multiple of 8 and at least 16, got {size!r}")
