@@ -44,3 +44,39 @@ def test_command_annotations_are_objects_not_strings():
         function = inspect.unwrap(callback)
         strings = {k: v for k, v in function.__annotations__.items() if isinstance(v, str)}
         assert not strings, f"{function.__module__}.{function.__qualname__}: {strings}"
+
+
+def _click_commands(command, path=()):
+    """(path, click command) of every leaf command under ``command`` (Typer's own click:
+    groups are told by ``list_commands``)."""
+    if hasattr(command, "list_commands"):
+        ctx = command.context_class(command)
+        for name in command.list_commands(ctx):
+            yield from _click_commands(command.get_command(ctx, name), (*path, name))
+    else:
+        yield path, command
+
+
+def test_every_seed_option_refuses_a_negative_seed_before_running():
+    """numpy's generators take no negative seed; a command that let one through failed
+    with a traceback after its work (a half-written run folder)."""
+    import typer
+
+    from vqadiag.cli.main import app
+
+    seeded = []
+    for path, command in _click_commands(typer.main.get_command(app)):
+        for param in command.params:
+            if "--seed" in getattr(param, "opts", ()):
+                seeded.append(path)
+                assert param.min == 0, path
+    assert len(seeded) >= 20  # 21 commands: train, synth, diagnose, every score command …
+
+
+def test_a_negative_seed_is_one_line(run_cli, tmp_path):
+    got = run_cli("synth", "--out", tmp_path / "w", "--images", "5", "--seed", "-1")
+    assert got.exit_code != 0
+    assert got.stderr.strip().splitlines() == [
+        "error: --seed: Input should be greater than or equal to 0"
+    ]
+    assert not (tmp_path / "w").exists()

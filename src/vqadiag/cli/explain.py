@@ -164,7 +164,7 @@ def train_command(
     data: DataOption,
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training and intervals.")] = 0,
     lambda_: Annotated[
         float | None,
         float_option("--lambda", help="Weight λ of the hinge ranking loss (default 1).", low=0),

@@ -102,7 +102,7 @@ def train_command(
     ],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of training and intervals.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training and intervals.")] = 0,
     split: Annotated[str, typer.Option("--split", help="Training split.")] = "train",
     mode: Annotated[
         str | None, typer.Option("--mode", help="Prior only: global, group or type.")
@@ -168,7 +168,7 @@ def predict_command(
     probs: Annotated[
         int, typer.Option("--probs", min=0, help="Store the top-K answer probabilities.")
     ] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap interval.")] = 0,
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
     images: ImagesOption = None,

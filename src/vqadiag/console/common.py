@@ -79,7 +79,7 @@ PluginOption = Annotated[
     ),
 ]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap intervals.")]
+SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap intervals.")]
 ResamplesOption = Annotated[
     int, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples for 95% intervals.")
 ]

@@ -105,7 +105,7 @@ def build(
     meteor_jar: Annotated[
         Path | None, typer.Option(help="Java METEOR 1.5 jar (used only when java exists).")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the LSA embedder.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the LSA embedder.")] = 0,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
