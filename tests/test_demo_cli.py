@@ -111,6 +111,13 @@ def test_bad_options(run_cli, tmp_path):
     (tmp_path / "file").write_text("x")
     res = run_cli("demo", "--out", tmp_path / "file", "--size", "tiny")
     assert res.exit_code == 2 and "file" in res.stderr and "expected the demo folder" in res.stderr
+    # a ranker is checked before the world is built (it was the robustness stage's error)
+    res = run_cli("demo", "--out", tmp_path / "r", "--size", "tiny", "--bq-ranker", "bleu9")
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        "error: --bq-ranker: unknown ranker 'bleu9' (choose lasso, bleu1, bleu2, bleu3, bleu4, "
+        "rouge, cider, meteor)"
+    )
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize(

@@ -160,6 +160,11 @@ def test_untrainable_model_and_bad_options(run_cli, world, tmp_path):
         "train", "--data", world, "--model", "updn", "--out", tmp_path / "r", "--mode", "group"
     )
     assert result.exit_code == 2 and "only the prior model has a mode" in result.stderr
+    result = run_cli(
+        "train", "--data", world, "--model", "prior", "--out", tmp_path / "r", "--mode", "x"
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --mode: must be global, group, type, not 'x'"
 
 
 def test_missing_data_and_run_folders(run_cli, world, tmp_path):

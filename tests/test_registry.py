@@ -37,3 +37,24 @@ def test_resolve_imports_module_attribute_strings_only():
 def test_suites_model_classes_and_adapters_are_registries():
     assert all(isinstance(r, Registry) for r in (_REGISTRY, MODELS, ADAPTERS))
     assert {"files", "hf", "openai"} <= set(ADAPTERS.names())
+
+
+@pytest.mark.parametrize("settings", [{"device": "cuda"}, {"batch_size": "2"}])
+def test_settings_for_a_run_folder_are_refused_naming_the_options_that_set_them(settings):
+    from vqadiag.models.registry import load_model_spec
+
+    with pytest.raises(DataError) as err:
+        load_model_spec("runs/chat", settings)
+    assert str(err.value) == (
+        "--model: a run folder takes no --model-args, --device or --dtype: they set adapters "
+        "(hf:…, openai:…); a chat-vlm run answers on a device as --model hf:RUN/model"
+    )
+
+
+def test_a_bad_generation_setting_names_model_args_once():
+    from vqadiag.models.adapters.generated_answer import read_generation
+    from vqadiag.models.model_args import ModelArgs
+
+    with pytest.raises(DataError) as err:
+        read_generation(ModelArgs({"extraction": "nosuch"}, "hf"))
+    assert str(err.value) == ("--model-args: extraction must be one of short, raw, got 'nosuch'")

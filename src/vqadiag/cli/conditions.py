@@ -16,6 +16,7 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    known_ranker,
     optional_file,
     outputs_apart,
 )
@@ -64,9 +65,9 @@ def export_command(
         bool, typer.Option("--allow-missing", help="Leave out questions whose image is missing.")
     ] = False,
     bqd: Annotated[Path | None, optional_file("Basic-question dataset for robustness.")] = None,
-    bq_ranker: Annotated[str, typer.Option(help="Ranker of the BQD built without --bqd.")] = (
-        "lasso"
-    ),
+    bq_ranker: Annotated[
+        str, typer.Option(help="Ranker of the BQD built without --bqd.", callback=known_ranker)
+    ] = "lasso",
     prompt: Annotated[
         str | None,
         typer.Option(help="Prompt with {question} (default: the short-answer instruction)."),

@@ -18,6 +18,7 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    known_ranker,
     model_settings,
     optional_file,
     outputs_apart,
@@ -172,7 +173,8 @@ _BqRankerOption = Annotated[
     str,
     typer.Option(
         help="Ranker of the BQD built when --bqd is absent: lasso (paper), bleu1..bleu4, "
-        "rouge, cider, meteor (text similarity: much faster)."
+        "rouge, cider, meteor (text similarity: much faster).",
+        callback=known_ranker,
     ),
 ]
 _MaxQuestionsOption = Annotated[

@@ -133,6 +133,10 @@ def train_command(
     if mode is not None:
         if model != "prior":
             raise DataError("--mode", "only the prior model has a mode")
+        from vqadiag.models.reference.prior import MODES
+
+        if mode not in MODES:
+            raise DataError("--mode", f"must be {', '.join(MODES)}, not {mode!r}")
         options["mode"] = mode
     result = train(
         data,

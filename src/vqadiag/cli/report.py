@@ -15,6 +15,7 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
+    known_ranker,
     output_dir,
     outputs_apart,
 )
@@ -156,8 +157,8 @@ def demo_command(
     size: Annotated[
         str,
         typer.Option(
-            help="small (2,000 images, ≲ 10 min on 2 CPU cores) or medium (2,000 images, "
-            "all questions, LASSO ranking).",
+            help="tiny (60 images, seconds: a smoke test), small (2,000 images, ≲ 10 min "
+            "on 2 CPU cores) or medium (the same 2,000 images, all questions, LASSO ranking).",
         ),
     ] = "small",
     images: Annotated[
@@ -177,7 +178,8 @@ def demo_command(
         str | None,
         typer.Option(
             help="Basic-question ranker of the robustness suite (lasso as in the "
-            "paper, bleu1..bleu4, rouge, cider, meteor); default: bleu1, medium: lasso."
+            "paper, bleu1..bleu4, rouge, cider, meteor); default: bleu1, medium: lasso.",
+            callback=known_ranker,
         ),
     ] = None,
     chat_vlm: Annotated[

@@ -142,7 +142,9 @@ def load_model_spec(spec: str, model_args: Mapping[str, Any] | None = None) -> A
         return ADAPTERS.get(kind)(rest, model_args)
     if model_args:
         raise DataError(
-            "--model-args", "settings apply to adapters (hf:…, openai:…), not run folders"
+            "--model",
+            "a run folder takes no --model-args, --device or --dtype: they set adapters "
+            "(hf:…, openai:…); a chat-vlm run answers on a device as --model hf:RUN/model",
         )
     if sep and kind.isidentifier() and not Path(spec).exists() and len(kind) > 1:
         known = ", ".join(f"{k}:" for k in ADAPTERS)

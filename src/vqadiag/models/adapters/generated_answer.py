@@ -113,5 +113,7 @@ def read_generation(args: Any) -> Generation:
             extraction=args.choice("extraction", defaults.extraction, EXTRACTIONS),
             max_new_tokens=args.integer("max_new_tokens", defaults.max_new_tokens),
         )
+    except DataError:
+        raise  # already names --model-args
     except ValueError as err:
         raise DataError("--model-args", str(err)) from None
