@@ -46,5 +46,8 @@ def test_with_mask_shares_features(world):
 def test_missing_folder_and_split_are_named(tmp_path, world):
     with pytest.raises(DataError, match="data folder not found"):
         GQAData(tmp_path / "nope")
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(DataError, match="a_file: is a file, expected a data folder"):
+        GQAData(tmp_path / "a_file")
     with pytest.raises(DataError, match="no question file for split 'dev'"):
         GQAData(world).questions("dev")

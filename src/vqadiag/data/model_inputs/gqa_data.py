@@ -61,7 +61,8 @@ class GQAData:
     ) -> None:
         self.root = Path(data_dir)
         if not self.root.is_dir():
-            raise DataError(self.root, "data folder not found")
+            found = "is a file, expected a data folder" if self.root.exists() else None
+            raise DataError(self.root, found or "data folder not found")
         self.gqa_dir = _gqa_dir(self.root)
         self.images = ImageFiles(
             self.image_roots(),
