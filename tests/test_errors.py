@@ -22,3 +22,20 @@ def test_option_errors_keep_data_errors_and_other_kinds():
     assert caught.value is original
     with pytest.raises(TypeError), option_errors(ValueError):  # only the kinds asked for
         raise TypeError("not an option problem")
+
+
+def test_first_line_keeps_what_a_line_ending_in_a_colon_introduces():
+    from vqadiag.errors import first_line
+
+    assert first_line(ValueError("bad value\nTraceback detail")) == "bad value"
+    assert first_line(OSError("\n  no such file  \n")) == "no such file"
+    assert first_line(KeyError()) == "KeyError"
+    tokenizer = (
+        "Couldn't instantiate the backend tokenizer from one of: \n"
+        "(1) a `tokenizers` library serialization file, \n"
+        "(2) a slow tokenizer instance to convert."
+    )
+    assert first_line(ValueError(tokenizer)) == (
+        "Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library "
+        "serialization file, (2) a slow tokenizer instance to convert."
+    )

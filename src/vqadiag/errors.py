@@ -117,9 +117,13 @@ class SuiteSkipped(Exception):
 
 
 def first_line(err: object) -> str:
-    """The first non-empty line of an error's text (its type name when it has none)."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+    """The first non-empty line of an error's text (its type name when it has none); a
+    first line that ends with a colon introduces the rest, which then follows on the
+    same line (:func:`one_line`)."""
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    return one_line("\n".join(lines)) if lines[0].rstrip().endswith(":") else lines[0].strip()
 
 
 def record_label(record_id: object) -> str:
