@@ -214,7 +214,7 @@ def test_pool_smaller_than_top(run_cli, world, write_json):
 
 def test_unknown_ranker_embedder_backend(run_cli, world):
     for option, value, message in [
-        ("--ranker", "bleu5", "unknown ranker 'bleu5'"),
+        ("--ranker", "bleu5", "error: --ranker: unknown ranker 'bleu5'"),
         ("--embedder", "glove", "unknown embedder 'glove'"),
         ("--backend", "spark", "unknown backend 'spark'"),
     ]:

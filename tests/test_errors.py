@@ -35,6 +35,10 @@ def test_first_line_keeps_what_a_line_ending_in_a_colon_introduces():
         "(1) a `tokenizers` library serialization file, \n"
         "(2) a slow tokenizer instance to convert."
     )
+    trace = "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'a'"
+    assert first_line(RuntimeError(trace)) == "KeyError: 'a'"
+    long = first_line(ValueError("one of:\n" + "x" * 5000))
+    assert len(long) == 300 and long.endswith("…")
     assert first_line(ValueError(tokenizer)) == (
         "Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library "
         "serialization file, (2) a slow tokenizer instance to convert."

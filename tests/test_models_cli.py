@@ -164,7 +164,7 @@ def test_untrainable_model_and_bad_options(run_cli, world, tmp_path):
         "train", "--data", world, "--model", "prior", "--out", tmp_path / "r", "--mode", "x"
     )
     assert result.exit_code == 2
-    assert result.stderr.strip() == "error: --mode: must be global, group, type, not 'x'"
+    assert result.stderr.strip() == "error: --mode: must be global, group or type, not 'x'"
 
 
 def test_missing_data_and_run_folders(run_cli, world, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from vqadiag.models.option_checks import (
@@ -22,13 +23,28 @@ from vqadiag.models.option_checks import (
 @pytest.mark.parametrize(
     ("rule", "good", "bad", "said"),
     [
-        (POSITIVE, [1, 7], [0, -1, 1.5, True, "3", None], "a whole number of 1 or more"),
+        (
+            POSITIVE,
+            [1, 7, np.int64(3)],
+            [0, -1, 1.5, True, "3", None, 2.0**80],
+            "a whole number of 1 or more",
+        ),
         (COUNT, [0, 3], [-1, 0.5, False], "a whole number of 0 or more"),
-        (RATE, [1e-3, 2, 5], [0, -1e-3, math.nan, math.inf, "1e-3"], "a number above 0"),
+        (
+            RATE,
+            [1e-3, 2, 10**400, np.float32(1e-3)],
+            [0, -1e-3, math.nan, math.inf, "1e-3"],
+            "a number above 0",
+        ),
         (SHARE, [0, 0.2, 1, 1.0], [-0.1, 1.5, math.nan], "a number from 0 to 1"),
         (DROPOUT, [0, 0.5], [1, 1.0, -0.1], "a number from 0 to below 1"),
         (Number(none=True), [None, 3], [0], "a whole number of 1 or more, or null"),
-        (Number(whole=False, low=0, high=2, low_open=True), [1], [0, 2.5], "a number above 0 to 2"),
+        (
+            Number(whole=False, low=0, high=2, low_open=True),
+            [1, 2],
+            [0, 2.5],
+            "a number above 0 and at most 2",
+        ),
     ],
 )
 def test_each_rule_admits_its_range_and_says_it(rule, good, bad, said):
@@ -45,6 +61,17 @@ def test_the_first_option_out_of_range_is_named_with_its_value():
         check_numbers({"batch_size": 0, "text_only": 2}, rules)
     with pytest.raises(ValueError, match=r"^text_only must be a number from 0 to 1, not 'abc'$"):
         check_numbers({"text_only": "abc"}, rules)
+
+
+def test_the_off_values_saved_runs_carry_are_admitted():
+    from vqadiag.models.option_checks import TRAINING_NUMBERS
+
+    # top_answers 0 or null: every answer; threads 0 or null: PyTorch's count; grad_clip
+    # 0 or null: no clipping (TorchModel.load resolves a saved run's options again)
+    for value in (0, None):
+        check_numbers(
+            {"top_answers": value, "threads": value, "grad_clip": value}, TRAINING_NUMBERS
+        )
 
 
 def test_heads_must_split_the_width():
@@ -68,7 +95,7 @@ def world(tmp_path_factory):
         ("question-only", "batch_size=0", "batch_size must be a whole number of 1 or more, not 0"),
         ("question-only", "dropout=1", "dropout must be a number from 0 to below 1, not 1"),
         ("updn", "lr=0", "lr must be a number above 0, not 0"),
-        ("updn", "top_answers=0", "top_answers must be a whole number of 1 or more, or null"),
+        ("updn", "top_answers=-1", "top_answers must be a whole number of 0 or more, or null"),
         ("pixel", "channels=0", "channels must be a whole number of 1 or more, not 0"),
         ("pixel", "token_supervision=-1", "token_supervision must be a number of 0 or more"),
         ("chat-vlm", "batch_size=0", "batch_size must be a whole number of 1 or more, not 0"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -17,8 +18,11 @@ for transient in (True, True, False):
 
 def test_transient_bars_leave_nothing_in_a_log_and_others_their_last_state(tmp_path):
     log = tmp_path / "stderr.log"
+    # variables that make rich treat any stream as a terminal are left out
+    forced = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS"}
+    env = {k: v for k, v in os.environ.items() if k not in forced}
     with log.open("w") as err:
-        subprocess.run([sys.executable, "-c", SCRIPT], stderr=err, check=True)
+        subprocess.run([sys.executable, "-c", SCRIPT], stderr=err, check=True, env=env)
     lines = log.read_text().splitlines()
     # the two transient bars write nothing (rich wrote an empty line for each);
     # the lasting bar writes its final state once

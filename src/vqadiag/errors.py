@@ -116,14 +116,22 @@ class SuiteSkipped(Exception):
     """A suite cannot run (missing data or model capability); the message is the reason."""
 
 
+#: how much of what a first line ending in a colon introduces :func:`first_line` keeps
+INTRODUCED_CHARS = 300
+
+
 def first_line(err: object) -> str:
-    """The first non-empty line of an error's text (its type name when it has none); a
-    first line that ends with a colon introduces the rest, which then follows on the
-    same line (:func:`one_line`)."""
-    lines = [line for line in str(err).splitlines() if line.strip()]
+    """The first non-empty line of an error's text (its type name when it has none). A
+    first line that ends with a colon introduces the rest, which follows on the same line
+    up to :data:`INTRODUCED_CHARS`; of a Python traceback, its last line (the error)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     if not lines:
         return type(err).__name__
-    return one_line("\n".join(lines)) if lines[0].rstrip().endswith(":") else lines[0].strip()
+    if lines[0].startswith("Traceback (most recent call last)"):
+        return lines[-1]
+    if lines[0].endswith(":"):
+        return one_line("\n".join(lines), INTRODUCED_CHARS)
+    return lines[0]
 
 
 def record_label(record_id: object) -> str:

@@ -16,8 +16,9 @@ def progress_bar(
     ``metrics`` is an extra column format over task fields, e.g.
     ``"loss {task.fields[loss]:.3f}  acc {task.fields[acc]:.1f}%"``; ``enabled=False``
     gives a disabled bar with the same interface. A ``transient`` bar (one that leaves
-    nothing behind) is disabled too where stderr is not a terminal: there it could show
-    nothing, and would leave one empty line in the log each time it stops.
+    nothing behind) is disabled too where stderr is neither a terminal nor a notebook:
+    there it could show nothing, and would leave one empty line in the log each time it
+    stops.
     """
     from rich.console import Console
     from rich.progress import (
@@ -34,5 +35,6 @@ def progress_bar(
         columns.append(TextColumn(metrics))
     columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
     console = Console(stderr=True)
-    disable = not enabled or (transient and not console.is_terminal)
+    shown = console.is_terminal or console.is_jupyter
+    disable = not enabled or (transient and not shown)
     return Progress(*columns, console=console, disable=disable, transient=transient)

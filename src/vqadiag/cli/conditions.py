@@ -16,10 +16,10 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
-    known_ranker,
     optional_file,
     outputs_apart,
 )
+from vqadiag.protocols.robustness.bq_command import known_ranker
 
 conditions_app = typer.Typer(
     help="Export every diagnostic condition's inputs for lmms-eval, VLMEvalKit or your "

@@ -18,13 +18,13 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
-    known_ranker,
     model_settings,
     optional_file,
     outputs_apart,
     spec_path,
 )
 from vqadiag.errors import DataError
+from vqadiag.protocols.robustness.bq_command import known_ranker
 
 
 class Replacement(str, Enum):

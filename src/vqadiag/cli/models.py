@@ -136,7 +136,9 @@ def train_command(
         from vqadiag.models.reference.prior import MODES
 
         if mode not in MODES:
-            raise DataError("--mode", f"must be {', '.join(MODES)}, not {mode!r}")
+            raise DataError(
+                "--mode", f"must be {', '.join(MODES[:-1])} or {MODES[-1]}, not {mode!r}"
+            )
         options["mode"] = mode
     result = train(
         data,

@@ -15,10 +15,10 @@ from vqadiag.console.common import (
     SeedOption,
     cli_errors,
     emit,
-    known_ranker,
     output_dir,
     outputs_apart,
 )
+from vqadiag.protocols.robustness.bq_command import known_ranker
 
 
 @app.command("report")

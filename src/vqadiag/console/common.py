@@ -126,16 +126,6 @@ def model_settings(
     return settings
 
 
-def known_ranker(value: str | None) -> str | None:
-    """Option callback: ``--bq-ranker`` names a basic-question ranker, or one line says
-    which ones there are, before any work (docs/protocols.md §4)."""
-    from vqadiag.protocols.robustness.basic_questions.rankers import RANKERS
-
-    if value is not None and value not in RANKERS:
-        fail(DataError("--bq-ranker", f"unknown ranker {value!r} (choose {', '.join(RANKERS)})"))
-    return value
-
-
 def rereadable_paths(value: Any) -> Any:
     """Option callback: pipes and process substitutions read once into a temporary file
     (:func:`vqadiag.data.io.streams.rereadable`), so that sniffing a format does not eat them."""

@@ -6,9 +6,12 @@ training; a gradient clip of 0 would zero every step's gradients)."""
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from vqadiag.errors import excerpt
 
 
 @dataclass(frozen=True)
@@ -24,11 +27,14 @@ class Number:
     none: bool = False
 
     def admits(self, value: Any) -> bool:
-        """Whether ``value`` is one of them (``True`` and ``False`` are not numbers here)."""
+        """Whether ``value`` is one of them: a Python or NumPy integer (for a whole
+        number) or real (otherwise), finite (``True`` and ``False`` are not numbers)."""
         if value is None:
             return self.none
-        kinds = (int,) if self.whole else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+        kind = numbers.Integral if self.whole else numbers.Real
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return False
+        if not isinstance(value, numbers.Integral) and not math.isfinite(value):
             return False
         above = value > self.low if self.low_open else value >= self.low
         below = value < self.high if self.high_open else value <= self.high
@@ -36,15 +42,17 @@ class Number:
 
     def describe(self) -> str:
         """``"a whole number of 1 or more"``, ``"a number above 0"``, ``"a number from 0
-        to below 1"`` …"""
+        to below 1"``, ``"a number above 0 and at most 2"`` …"""
         kind = "a whole number" if self.whole else "a number"
         low = f"{self.low:g}"
         if self.high == math.inf:
             text = f"{kind} above {low}" if self.low_open else f"{kind} of {low} or more"
+        elif self.low_open:
+            end = "below" if self.high_open else "at most"
+            text = f"{kind} above {low} and {end} {self.high:g}"
         else:
-            start = f"above {low}" if self.low_open else f"from {low}"
-            end = f"below {self.high:g}" if self.high_open else f"{self.high:g}"
-            text = f"{kind} {start} to {end}"
+            end = "below " if self.high_open else ""
+            text = f"{kind} from {low} to {end}{self.high:g}"
         return f"{text}, or null" if self.none else text
 
 
@@ -72,10 +80,10 @@ TRAINING_NUMBERS: dict[str, Number] = {
     "hidden_dim": POSITIVE,
     "dropout": DROPOUT,
     "min_word_count": COUNT,
-    "top_answers": Number(none=True),
+    "top_answers": Number(low=0, none=True),  # 0 or null: every training answer
     "max_question_tokens": POSITIVE,
     "max_objects": POSITIVE,
-    "threads": COUNT,  # 0: PyTorch's own thread count
+    "threads": Number(low=0, none=True),  # 0 or null: PyTorch's own thread count
 }
 
 
@@ -85,7 +93,7 @@ def check_numbers(options: Mapping[str, Any], rules: Mapping[str, Number]) -> No
     not 0"``); options without a rule are left to their model."""
     for key, rule in rules.items():
         if key in options and not rule.admits(options[key]):
-            raise ValueError(f"{key} must be {rule.describe()}, not {options[key]!r}")
+            raise ValueError(f"{key} must be {rule.describe()}, not {excerpt(options[key])}")
 
 
 def check_divides(options: Mapping[str, Any], width: str, heads: str) -> None:

@@ -72,7 +72,7 @@ MODEL_DIR = "model"
 
 #: the number options that count things (at least one of each)
 _SIZES = (
-    "epochs", "batch_size", "image_size", "patch_size", "vision_dim", "vision_layers",
+    "batch_size", "image_size", "patch_size", "vision_dim", "vision_layers",
     "vision_heads", "text_dim", "text_layers", "text_heads", "vocab_size",
     "pretrain_batch_size",
 )  # fmt: skip
@@ -81,7 +81,9 @@ _SIZES = (
 CHAT_NUMBERS: dict[str, Number] = {
     **{key: POSITIVE for key in _SIZES},
     **{key: RATE for key in ("lr", "pretrain_lr", "grad_clip")},
-    **{key: COUNT for key in ("pretrain_epochs", "aux_attributes", "threads")},
+    # epochs 0: no answering stage (experiments/chat_vlm_ceiling.py --epochs 0);
+    # `vqadiag train --epochs` takes 1 or more
+    **{key: COUNT for key in ("epochs", "pretrain_epochs", "aux_attributes", "threads")},
     "weight_decay": WEIGHT,
     "text_only": SHARE,
 }

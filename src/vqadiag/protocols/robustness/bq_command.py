@@ -13,11 +13,28 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     existing_file,
+    fail,
     float_option,
     output_dir,
     output_file,
     outputs_apart,
 )
+
+
+def known_ranker(param: typer.CallbackParam, value: str | None) -> str | None:
+    """Option callback: a ranker option names a basic-question ranker, or one line naming
+    the option says which ones there are, when the command line is read (before any
+    work)."""
+    from vqadiag.errors import DataError
+    from vqadiag.protocols.robustness.basic_questions.rankers import check_ranker
+
+    if value is None:
+        return None
+    try:
+        return check_ranker(value, param.opts[0] if param.opts else None)
+    except DataError as err:  # while the options are parsed: no cli_errors around yet
+        fail(err)
+
 
 bq_app = typer.Typer(
     help="Basic-question datasets (General / Yes/No BQD) and noisy question files.",
@@ -81,7 +98,8 @@ def build(
     main: Annotated[Path, existing_file("Main questions (GQA or VQA v2 questions file).")],
     out: Annotated[Path | None, typer.Option(help="Write the BQD JSON here.")] = None,
     ranker: Annotated[
-        str, typer.Option(help="lasso | bleu1..bleu4 | rouge | cider | meteor.")
+        str,
+        typer.Option(help="lasso | bleu1..bleu4 | rouge | cider | meteor.", callback=known_ranker),
     ] = "lasso",
     embedder: Annotated[
         str, typer.Option(help="lsa | minilm | sbert:<dir> (LASSO ranker only).")

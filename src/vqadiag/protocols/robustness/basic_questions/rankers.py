@@ -25,10 +25,11 @@ TEXT_RANKERS = ("bleu1", "bleu2", "bleu3", "bleu4", "rouge", "cider", "meteor")
 RANKERS = ("lasso", *TEXT_RANKERS)
 
 
-def check_ranker(name: str) -> str:
-    """``name`` if it is a known ranker, else DataError listing the choices."""
+def check_ranker(name: str, option: str | None = None) -> str:
+    """``name`` if it is a known ranker, else DataError listing the choices (naming
+    ``option``, the command-line option that gave it, where known)."""
     if name not in RANKERS:
-        raise DataError(None, f"unknown ranker {name!r} (choose {', '.join(RANKERS)})")
+        raise DataError(option, f"unknown ranker {name!r} (choose {', '.join(RANKERS)})")
     return name
 
 
