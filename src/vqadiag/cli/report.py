@@ -148,19 +148,30 @@ def _render_export(result: Mapping[str, Any]) -> None:
     )
 
 
+_DemoSizeOption = Annotated[
+    str,
+    typer.Option(
+        help="tiny (60 images, seconds: a smoke test), small (2,000 images, ≲ 10 min "
+        "on 2 CPU cores) or medium (the same 2,000 images, all questions, LASSO ranking).",
+    ),
+]
+_DemoRankerOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Basic-question ranker of the robustness suite (lasso as in the "
+        "paper, bleu1..bleu4, rouge, cider, meteor); default: bleu1, medium: lasso.",
+        callback=known_ranker,
+    ),
+]
+
+
 @app.command("demo")
 @cli_errors
 def demo_command(
     out: Annotated[
         Path, typer.Option(help="Folder for the world, runs, results and report.")
     ] = Path("vqadiag-demo"),
-    size: Annotated[
-        str,
-        typer.Option(
-            help="tiny (60 images, seconds: a smoke test), small (2,000 images, ≲ 10 min "
-            "on 2 CPU cores) or medium (the same 2,000 images, all questions, LASSO ranking).",
-        ),
-    ] = "small",
+    size: _DemoSizeOption = "small",
     images: Annotated[
         int | None, typer.Option(min=20, help="Override the world's number of images.")
     ] = None,
@@ -174,14 +185,7 @@ def demo_command(
     n_bootstrap: Annotated[
         int | None, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples.")
     ] = None,
-    bq_ranker: Annotated[
-        str | None,
-        typer.Option(
-            help="Basic-question ranker of the robustness suite (lasso as in the "
-            "paper, bleu1..bleu4, rouge, cider, meteor); default: bleu1, medium: lasso.",
-            callback=known_ranker,
-        ),
-    ] = None,
+    bq_ranker: _DemoRankerOption = None,
     chat_vlm: Annotated[
         bool | None,
         typer.Option(

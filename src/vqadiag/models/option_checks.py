@@ -75,7 +75,7 @@ TRAINING_NUMBERS: dict[str, Number] = {
     "batch_size": POSITIVE,
     "lr": RATE,
     "weight_decay": WEIGHT,
-    "grad_clip": Number(whole=False, low=0, none=True),  # 0 or none: no clipping
+    "grad_clip": Number(whole=False, low=0, none=True),  # 0 or null: no clipping
     "embedding_dim": POSITIVE,
     "hidden_dim": POSITIVE,
     "dropout": DROPOUT,
