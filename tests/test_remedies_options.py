@@ -199,7 +199,8 @@ def test_runs_saved_before_the_options_load_unchanged(data, tmp_path):
     [
         ({"debias": "magic"}, "debias must be one of"),
         ({"debias_groups": "type"}, "debias_groups must be one of"),
-        ({"hint": -1}, "hint must be a number >= 0"),
+        ({"hint": -1}, "hint must be a number of 0 or more, not -1"),
+        ({"hint_margin": float("nan")}, "hint_margin must be a number of 0 or more, not nan"),
         ({"feature_norm": "batch"}, "feature_norm must be one of"),
     ],
 )

@@ -52,6 +52,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vqadiag.models.base import Capabilities, ObjectInput, QuestionBatch
+from vqadiag.models.option_checks import WEIGHT, check_numbers
 from vqadiag.models.run_configs import UPDN_BEFORE_NORM_AND_POOLING
 from vqadiag.models.training import TRAINING_DEFAULTS, TorchModel
 
@@ -151,11 +152,10 @@ class UpDnModel(TorchModel):
             )
         if opts["pooling"] not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {opts['pooling']!r}")
-        for key in ("hint", "hint_margin", "lmh_entropy"):
-            value = opts[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{key} must be a number >= 0, got {value!r}")
-            opts[key] = float(value)
+        remedy_weights = ("hint", "hint_margin", "lmh_entropy")
+        check_numbers(opts, dict.fromkeys(remedy_weights, WEIGHT))
+        for key in remedy_weights:
+            opts[key] = float(opts[key])
         return opts
 
     def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
