@@ -61,8 +61,10 @@ class GQAData:
     ) -> None:
         self.root = Path(data_dir)
         if not self.root.is_dir():
-            found = "is a file, expected a data folder" if self.root.exists() else None
-            raise DataError(self.root, found or "data folder not found")
+            found = self.root.exists()
+            raise DataError(
+                self.root, "is a file, expected a data folder" if found else "data folder not found"
+            )
         self.gqa_dir = _gqa_dir(self.root)
         self.images = ImageFiles(
             self.image_roots(),

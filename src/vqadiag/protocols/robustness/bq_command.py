@@ -31,7 +31,7 @@ def known_ranker(param: typer.CallbackParam, value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        return check_ranker(value, param.opts[0] if param.opts else None)
+        return check_ranker(value, param.opts[0])  # an option always has its flag
     except DataError as err:  # while the options are parsed: no cli_errors around yet
         fail(err)
 
