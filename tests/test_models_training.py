@@ -65,6 +65,14 @@ def test_log_has_loss_and_val_accuracy_per_epoch(world):
     assert evaluate_accuracy(model, data, "val") == pytest.approx(100 * np.mean(hits))
 
 
+@pytest.mark.parametrize("epochs", [0, -1, 1.5])
+def test_epochs_from_python_are_checked_as_the_option_is(world, epochs):
+    """``train(epochs=…)`` goes through the same number rule as ``-o epochs=…``: refused
+    before any training, where it used to train nothing (0) or fail late."""
+    with pytest.raises(ValueError, match=r"^epochs must be a whole number of 1 or more, not"):
+        QuestionOnlyModel.train(GQAData(world), epochs=epochs, progress=False, hidden_dim=16)
+
+
 def test_top_answers_restricts_the_vocabulary(world):
     data = GQAData(world)
     model = QuestionOnlyModel.train(data, epochs=1, progress=False, hidden_dim=16, top_answers=3)

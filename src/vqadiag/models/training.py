@@ -192,8 +192,9 @@ class TorchModel:
         progress: bool = True,
         **options: Any,
     ) -> TorchModel:
-        """Train on ``split`` of ``data`` with :func:`fit` (options: see ``defaults``)."""
-        opts = cls.resolve_options(options)
+        """Train on ``split`` of ``data`` with :func:`fit` (options: see ``defaults``;
+        ``epochs`` is checked with them)."""
+        opts = cls.resolve_options(options if epochs is None else {**options, "epochs": epochs})
         if epochs is not None:
             opts["epochs"] = int(epochs)
         return fit(cls, data, split=split, seed=seed, progress=progress, options=opts)
