@@ -264,3 +264,26 @@ def test_not_an_explainer_run_and_unknown_question(
         "explain", "show", "--model", trained[0], "--data", world, "--question", "123"
     )  # fmt: skip
     assert code == 2 and "record '123': unknown question id" in err
+
+
+@pytest.mark.parametrize(
+    ("option", "rule"),
+    [
+        ("explain_dim=0", "explain_dim must be a whole number of 1 or more, not 0"),
+        ("attention_dim=-4", "attention_dim must be a whole number of 1 or more, not -4"),
+        ("lambda=-1", "lambda must be a number of 0 or more, not -1"),
+        ("margin=nan", "margin must be a number of 0 or more, not 'nan'"),
+    ],
+)
+def test_an_explainer_width_or_weight_out_of_range_is_refused(
+    world: Path, tmp_path: Path, option: str, rule: str
+) -> None:
+    """The explaining head's widths and the hinge's λ and M through ``-o``: one line that
+    names the option, no run folder (a width of 0 used to fail inside PyTorch, a negative
+    λ to train against the ranking)."""
+    code, _, err = _cli(
+        "explain", "train", "--data", world, "--out", tmp_path / "run", "--epochs", "1",
+        *SMALL, "-o", option, "--quiet",
+    )  # fmt: skip
+    assert code == 2 and err.strip().splitlines() == [f"error: --option: {rule}"], err
+    assert not (tmp_path / "run").exists()

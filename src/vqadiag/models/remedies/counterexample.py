@@ -45,6 +45,7 @@ import numpy as np
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities
+from vqadiag.models.option_checks import POSITIVE, WEIGHT, Number, check_numbers
 from vqadiag.models.training import (
     TRAINING_DEFAULTS,
     TorchModel,
@@ -57,6 +58,12 @@ if TYPE_CHECKING:
     import torch
 
 K_CANDIDATES = 24
+#: the explainer's own number options (beside ``TRAINING_NUMBERS``): λ and M 0 or more
+#: (λ 0: no hinge term), the explaining head's widths 1 or more
+EXPLAINER_NUMBERS: dict[str, Number] = {
+    **dict.fromkeys(("lambda", "margin"), WEIGHT),
+    **dict.fromkeys(("explain_dim", "attention_dim", "k_candidates"), POSITIVE),
+}
 #: metrics column of the training bar
 LOSS_HINGE_ACC = (
     "loss {task.fields[loss]:.3f}  hinge {task.fields[hinge]:.3f}  acc {task.fields[acc]:.1f}%"
@@ -140,6 +147,14 @@ class CounterExampleModel(TorchModel):
         "count_feature": False,
         "all_questions": True,
     }
+
+    @classmethod
+    def resolve_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`TorchModel.resolve_options`, with :data:`EXPLAINER_NUMBERS` checked too
+        (``ValueError`` naming the option)."""
+        opts = super().resolve_options(options)
+        check_numbers(opts, EXPLAINER_NUMBERS)
+        return opts
 
     @classmethod
     def build_net(
@@ -270,7 +285,7 @@ class CounterExampleModel(TorchModel):
     ) -> CounterExampleModel:
         """Train on ``split`` of ``data`` with ``items`` (its questions that have candidates);
         Recall@5 on ``val_items`` after every epoch when given (see the module docstring)."""
-        opts = cls.resolve_options(options)
+        opts = cls.resolve_options(options if epochs is None else {**options, "epochs": epochs})
         if epochs is not None:
             opts["epochs"] = int(epochs)
         return _fit(cls, data, items, split, seed, progress, opts, val_items, val_split)
