@@ -35,7 +35,10 @@ alone:
   oracle's clean form. ``perception`` reports it on the val images against their
   scene-graph labels (:func:`perception`), over all object patches and by the size of
   the object a patch shows at the model's input (``by_side``: under 12, 12 to 24, and
-  24 pixels and up, the groups of ``val_exact_by_side``).
+  24 pixels and up, the groups of ``val_exact_by_side``), and each val object read
+  whole, its heads on the mean of its patches' hidden states (``as_objects``,
+  :func:`object_perception`; what ``-o pretrain_object_loss=W`` trains; ``--features
+  tower`` reports that figure too).
 
 ``--visible-owner`` labels each patch, for the tower's pre-training, its held-out
 figures and the oracle alike, by the object the world's renderer painted at the patch's
@@ -269,6 +272,44 @@ def predicted_labels(
         names = heads[0](features).argmax(-1)
         attrs = (heads[1](features) > 0).to(torch.float32)
     return names.cpu().numpy(), attrs.cpu().numpy()
+
+
+def object_perception(
+    model: Any, heads: torch.nn.ModuleList, pixels: torch.Tensor,
+    truth: tuple[np.ndarray, np.ndarray], sides: np.ndarray | None,
+) -> dict[str, Any]:  # fmt: skip
+    """What the pre-trained tower perceives of each val object read as a whole: its name
+    head's first name and its attribute head's attributes (logit above 0) on the mean of
+    the hidden states of the object's patches (the objects of
+    :func:`~vqadiag.models.reference.chat_vlm_fit.object_groups` on the ``truth``
+    labels, as ``pretrain_object_loss`` pools them). Percent of those objects named right
+    (``object_name_acc``) and with every attribute right (``object_attributes_exact``),
+    and with ``sides`` the same by the size of the object (``by_side``)."""
+    groups = fit.object_groups(*truth)
+    on = groups >= 0
+    with torch.no_grad():
+        pooled, index = fit.object_means(fit.encode_images(model, pixels), groups)
+        named = heads[0](pooled).argmax(-1).cpu().numpy()
+        said = (heads[1](pooled) > 0).cpu().numpy()
+    where = index.cpu().numpy()  # one patch of each object
+    right = named == truth[0][on][where]
+    exact = (said == (truth[1][on][where] > 0)).all(-1)
+
+    def figures(chosen: np.ndarray) -> dict[str, Any]:
+        n = float(chosen.sum())
+        return {
+            "objects": int(n),
+            "object_name_acc": _share(float(right[chosen].sum()), n),
+            "object_attributes_exact": _share(float(exact[chosen].sum()), n),
+        }
+
+    out = figures(np.ones(len(named), dtype=bool))
+    if sides is not None:
+        side = sides[on][where]
+        out["by_side"] = {
+            name: figures(side == g) for g, (_, name) in enumerate(SIDE_GROUPS) if (side == g).any()
+        }
+    return out
 
 
 def _share(part: float, whole: float) -> float:
@@ -603,24 +644,26 @@ def run(
             pixels = cdata.pixel_values(processor, data, train_ids)
         del measured
         val_pixels = cdata.pixel_values(processor, data, val_ids)
+        val_scenes = data.scene_graphs("val")
+        truth = labeller(val_scenes, val_ids, grid, names, attrs, rule, owners)()
+        # by the size of the object a patch shows, where the rule labels the patches
+        sides = None if owners is not None else val_sides(val_scenes, val_ids, grid, opts)
+        as_objects = object_perception(model, heads, val_pixels, truth, sides)
         if kind == "predicted":
             embeddings = fixed_embeddings(names, attrs, opts, layout, seed)
             train_features = clean_features(predicted_labels(model, heads, pixels), embeddings)
             del pixels
             seen = predicted_labels(model, heads, val_pixels)
-            val_scenes = data.scene_graphs("val")
-            truth = labeller(val_scenes, val_ids, grid, names, attrs, rule, owners)()
-            # by the size of the object a patch shows, where the rule labels the patches
-            sides = None if owners is not None else val_sides(val_scenes, val_ids, grid, opts)
-            perceived = perception(seen, truth, attrs, sides)
+            perceived = {**perception(seen, truth, attrs, sides), "as_objects": as_objects}
             val_features = clean_features(seen, embeddings)
         else:
             train_features = fit.encode_images(model, pixels)
             del pixels
             val_features = fit.encode_images(model, val_pixels)
+            perceived = {"as_objects": as_objects}
         del val_pixels
     out: dict[str, Any] = {"pretrain": {k: round(v, 2) for k, v in pretrain.items()}}
-    if kind == "predicted":
+    if kind != "oracle":
         out["perception"] = perceived
     if reduced:
         out["reduced"] = reduced

@@ -177,6 +177,9 @@ def test_no_answering_epochs_measure_the_pre_trained_tower_alone(
     )  # fmt: skip
     assert 0.0 <= out["pretrain"]["held_out_object_name_acc"] <= 100.0
     assert "val_exact" not in out and "last_epoch" not in out
+    # the val objects read whole; the per-patch figures are --features predicted's
+    assert list(out["perception"]) == ["as_objects"]
+    assert 0.0 <= out["perception"]["as_objects"]["object_name_acc"] <= 100.0
 
 
 def test_options_are_read_as_vqadiag_train_reads_them(experiment, monkeypatch, capsys):
@@ -497,6 +500,38 @@ def test_perception_counts_object_patches_names_and_attributes(experiment):
     }  # fmt: skip
 
 
+def test_object_perception_names_each_object_from_the_mean_of_its_patches(experiment, monkeypatch):
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    script = experiment("chat_vlm_ceiling")
+    # one image of 4 patches: background, an object of name 1 on two patches, and an
+    # object of name 2 on one; the identity name head reads the second patch of object 1
+    # alone as name 2 (wrong), their mean (0, 1, 0.75) as name 1 (right)
+    states = torch.tensor([[[5.0, 5.0, 5.0], [0.0, 3.0, 0.0], [0.0, -1.0, 1.5], [0.0, 0.0, 1.0]]])
+    monkeypatch.setattr(script.fit, "encode_images", lambda model, pixels: states)
+    name_head, attr_head = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)
+    with torch.no_grad():
+        name_head.weight.copy_(torch.eye(3))
+        name_head.bias.zero_()
+        attr_head.weight.copy_(torch.tensor([[0.0, 1.0, -1.0]]))
+        attr_head.bias.zero_()
+    heads = torch.nn.ModuleList([name_head, attr_head])
+    names = np.array([[0, 1, 1, 2]])
+    attrs = np.array([[[0.0], [1.0], [1.0], [1.0]]], dtype=np.float32)
+    # attribute logit (0, 1, −1)·state: object 1's mean 0.25, above 0, true: right;
+    # object 2's −1, not above 0, against a true attribute: wrong
+    got = script.object_perception(None, heads, None, (names, attrs), np.array([[-1, 2, 2, 0]]))
+    assert got == {
+        "objects": 2, "object_name_acc": 100.0, "object_attributes_exact": 50.0,
+        "by_side": {
+            "under 12 px": {"objects": 1, "object_name_acc": 100.0,
+                            "object_attributes_exact": 0.0},
+            "24 px and up": {"objects": 1, "object_name_acc": 100.0,
+                             "object_attributes_exact": 100.0},
+        },
+    }  # fmt: skip
+
+
 def test_predicted_features_read_the_towers_heads_as_clean_sums(
     experiment, rendered_world_60, monkeypatch, capsys
 ):
@@ -533,6 +568,10 @@ def test_predicted_features_read_the_towers_heads_as_clean_sums(
     # every object patch falls in one size group
     by_side = out["perception"]["by_side"]
     assert sum(g["object_patches"] for g in by_side.values()) == out["perception"]["object_patches"]
+    # each object once, on one or more of its patches
+    objects = out["perception"]["as_objects"]
+    assert 0 < objects["objects"] <= out["perception"]["object_patches"]
+    assert sum(g["objects"] for g in objects["by_side"].values()) == objects["objects"]
     assert "held_out_object_name_acc" in out["pretrain"] and 0.0 <= out["val_exact"] <= 100.0
 
 

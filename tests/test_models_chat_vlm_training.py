@@ -617,3 +617,82 @@ def test_scene_questions_are_trained_on_and_counted_in_the_run(run_cli, world, t
         assert config["options"]["scene_questions"] == 3
         digests.append(config["model_digest"])
     assert digests[0] == digests[1]
+
+
+def test_object_groups_join_an_images_patches_of_one_name_and_attributes():
+    """Hand-worked: image 0 has background, two patches of name 3 (the same attributes)
+    and one of name 5; image 1 two patches of name 2 with attributes (1, 0) and one of
+    name 2 with (0, 1). Ids run across the batch; within an image they follow the sorted
+    (name, attributes) keys, so (2, 0, 1) comes before (2, 1, 0)."""
+    from vqadiag.models.reference.chat_vlm_fit import object_groups
+
+    names = np.array([[0, 3, 3, 5], [2, 2, 0, 2]])
+    attrs = np.zeros((2, 4, 2), dtype=np.float32)
+    attrs[0, 1:3, 0] = 1.0
+    attrs[1, :2, 0] = 1.0
+    attrs[1, 3, 1] = 1.0
+    assert object_groups(names, attrs).tolist() == [[-1, 0, 0, 1], [3, 3, -1, 2]]
+    assert object_groups(np.zeros((1, 3), dtype=np.int64), np.zeros((1, 3, 2))).tolist() == [
+        [-1, -1, -1]
+    ]
+
+
+def test_the_object_loss_reads_the_mean_of_an_objects_patches():
+    """Hand-worked: an object on two patches with states (1, 0) and (3, 2), a background
+    patch at (9, 9). Name head the identity, attribute head (1, −1): the mean (2, 1) gives
+    name logits (2, 1) for name 0, cross-entropy log(1 + e^−1), and attribute logit 1 for
+    a true attribute, binary cross-entropy log(1 + e^−1): 2 log(1 + e^−1) = 0.62652. A
+    batch without an object gives 0."""
+    import math
+
+    import torch
+
+    from vqadiag.models.reference.chat_vlm_fit import object_loss
+
+    name_head, attr_head = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        name_head.weight.copy_(torch.eye(2))
+        name_head.bias.zero_()
+        attr_head.weight.copy_(torch.tensor([[1.0, -1.0]]))
+        attr_head.bias.zero_()
+    heads = torch.nn.ModuleList([name_head, attr_head])
+    feats = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [9.0, 9.0]]])
+    names = torch.tensor([[0, 0, 1]])
+    attrs = torch.tensor([[[1.0], [1.0], [0.0]]])
+    loss = object_loss(heads, feats, names, attrs, np.array([[0, 0, -1]]))
+    assert loss.item() == pytest.approx(2 * math.log1p(math.exp(-1)), abs=1e-6)
+    assert object_loss(heads, feats, names, attrs, np.array([[-1, -1, -1]])).item() == 0.0
+
+
+def test_the_object_loss_changes_the_pre_trained_tower_and_takes_a_weight_of_0_or_more():
+    """``pretrain_object_loss`` > 0 trains another tower than 0 does from the same start;
+    a negative or not-a-number weight is refused before training."""
+    import torch
+
+    from vqadiag.errors import DataError
+    from vqadiag.models.reference import chat_vlm_build as build
+    from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in TINY)}
+    pixels = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    names = np.array([[0, 1, 1, 2]] * 6)
+    attrs = np.zeros((6, 4, 3), dtype=np.float32)
+    attrs[:, 1:3, 0] = 1.0
+
+    def label(flips=None, shifts=None):
+        return names, attrs
+
+    towers = []
+    for weight in (0.0, 1.0):
+        opts = TrainedChatVLM.resolve_options(
+            {**options, "pretrain_epochs": 2, "pretrain_object_loss": weight}, None
+        )
+        torch.manual_seed(0)
+        model = build.build_llava(60, opts, 0)
+        fit.pretrain_vision(model, pixels, label, 3, opts, np.random.default_rng(0))
+        towers.append(model.model.vision_tower.state_dict())
+    assert any(not torch.equal(towers[0][k], towers[1][k]) for k in towers[0])
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(DataError, match="pretrain_object_loss"):
+            TrainedChatVLM.resolve_options({"pretrain_object_loss": bad}, None)

@@ -84,7 +84,7 @@ CHAT_NUMBERS: dict[str, Number] = {
     # epochs 0: no answering stage (experiments/chat_vlm_ceiling.py --epochs 0);
     # `vqadiag train --epochs` takes 1 or more
     **{key: COUNT for key in ("epochs", "pretrain_epochs", "aux_attributes", "threads")},
-    "weight_decay": WEIGHT,
+    **{key: WEIGHT for key in ("weight_decay", "pretrain_object_loss")},
     "text_only": SHARE,
 }
 
@@ -113,6 +113,7 @@ class TrainedChatVLM(ChatVLM):
         "aux_attributes": 64,
         "patch_labels": "centre",
         "pretrain_augment": False,
+        "pretrain_object_loss": 0.0,
         "text_only": 0.2,
         "question_first": False,
         "caption_objects": 0,

@@ -5,7 +5,10 @@
    of the object the scene graph puts under each patch
    (:func:`~vqadiag.models.reference.chat_vlm_data.patch_labels`), through two linear
    heads on the hidden states LLaVA reads (the last layer's, class token dropped); the
-   heads are thrown away afterwards.
+   heads are thrown away afterwards. With ``pretrain_object_loss`` w > 0 the loss adds
+   w × the same two terms on each object's mean feature: the mean of the hidden states
+   of the patches labelled with that object (:func:`object_groups`), as an attention head
+   that spreads over an object's patches reads them.
 2. :func:`train_language`: the tower is frozen (all but its last ``tune_tower_layers``
    layers), each training image is encoded once (up to those layers), and the projector
    and the Llama learn to generate the answer after the prompt (teacher forcing;
@@ -105,6 +108,7 @@ def pretrain_vision(
     augment = bool(options.get("pretrain_augment"))
     size, reach = pixels.shape[-1], int(options["patch_size"]) // 2
     stats = {"loss": 0.0, "name_acc": 0.0, "object_name_acc": 0.0}
+    object_weight = float(options.get("pretrain_object_loss") or 0.0)
     tower.train()
     with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
         task = bar.add_task("chat-vlm: pre-training the vision tower", total=steps, acc=0.0)
@@ -113,9 +117,9 @@ def pretrain_vision(
             if augment:
                 flips = rng.random(len(pixels)) < 0.5
                 shifts = rng.integers(-reach, reach + 1, size=(len(pixels), 2))
-                epoch_names, epoch_attrs = labeller(flips, shifts / size)
-                name_t = torch.from_numpy(epoch_names).to(device)
-                attr_t = torch.from_numpy(epoch_attrs).to(device)
+                names, attrs = labeller(flips, shifts / size)
+                name_t = torch.from_numpy(names).to(device)
+                attr_t = torch.from_numpy(attrs).to(device)
             total, hits = 0.0, _NameHits()
             for start in range(0, len(order), batch):
                 chosen = order[start : start + batch]
@@ -133,6 +137,11 @@ def pretrain_vision(
                     heads[1](feats), attr_t[idx], reduction="none"
                 )
                 loss = loss + bce.sum(-1).mean()
+                if object_weight > 0:
+                    groups = object_groups(names[chosen], attrs[chosen])
+                    loss = loss + object_weight * object_loss(
+                        heads, feats, name_t[idx], attr_t[idx], groups
+                    )
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
@@ -145,6 +154,72 @@ def pretrain_vision(
     if held_out is not None:
         stats.update(name_accuracy(model, heads[0], *held_out).stats("held_out_"))
     return stats
+
+
+def object_groups(names: np.ndarray, attrs: np.ndarray) -> np.ndarray:
+    """``(B, P)`` object ids of patches labelled with ``names`` (``(B, P)``) and ``attrs``
+    (``(B, P, A)`` attribute indicators): within an image, the object patches (name > 0)
+    with the same name and the same attributes share an id, numbered from 0 across the
+    batch in image order; background patches get −1. Two objects of one image with the
+    same name and attributes share an id, and their labels, too."""
+    out = np.full(names.shape, -1, dtype=np.int64)
+    first = 0
+    for row in range(len(names)):
+        on = np.flatnonzero(names[row] > 0)
+        if not len(on):
+            continue
+        keys = np.concatenate([names[row][on, None], attrs[row][on] > 0], axis=1)
+        _, ids = np.unique(keys, axis=0, return_inverse=True)
+        out[row, on] = ids.reshape(-1) + first
+        first += int(ids.max()) + 1
+    return out
+
+
+def object_means(feats: torch.Tensor, groups: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean of ``feats`` (``(B, P, D)``) over the patches of each object of ``groups``
+    (:func:`object_groups`; ``(O, D)``, by id), and for each object the index of one of
+    its patches among the object patches in row-major order (``(O,)``). None of them is
+    an object: ``(0, D)`` and ``(0,)``."""
+    import torch
+
+    flat = torch.from_numpy(groups.reshape(-1)).to(feats.device)
+    on = flat >= 0
+    ids = flat[on]
+    count = int(ids.max()) + 1 if len(ids) else 0
+    states = feats.flatten(0, 1)[on]
+    sums = states.new_zeros(count, states.shape[-1]).index_add(0, ids, states)
+    sizes = states.new_zeros(count).index_add(0, ids, states.new_ones(len(ids)))
+    where = torch.zeros(count, dtype=torch.long, device=feats.device)
+    where[ids] = torch.arange(len(ids), device=feats.device)
+    return sums / sizes[:, None], where
+
+
+def object_loss(
+    heads: torch.nn.ModuleList,
+    feats: torch.Tensor,
+    names: torch.Tensor,
+    attrs: torch.Tensor,
+    groups: np.ndarray,
+) -> torch.Tensor:
+    """The pre-training loss on objects (module docstring, stage 1): each object of
+    ``groups`` (:func:`object_groups`) read through the heads at the mean of its patches'
+    ``feats`` (:func:`object_means`), the cross-entropy on its name plus the binary
+    cross-entropy summed over its attributes (``names`` ``(B, P)``, ``attrs`` ``(B, P,
+    A)``, read at one of its patches), averaged over the objects; 0 when the batch has
+    none."""
+    import torch
+
+    pooled, where = object_means(feats, groups)
+    if not len(pooled):
+        return feats.new_zeros(())
+    on = torch.from_numpy(groups.reshape(-1) >= 0).to(feats.device)
+    name = names.flatten()[on][where]
+    attr = attrs.flatten(0, 1)[on][where]
+    loss = torch.nn.functional.cross_entropy(heads[0](pooled), name)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(
+        heads[1](pooled), attr, reduction="none"
+    )
+    return loss + bce.sum(-1).mean()
 
 
 def pretraining_heads(model: Any, n_names: int, n_attrs: int) -> torch.nn.ModuleList:
