@@ -266,11 +266,14 @@ def test_grounded_training_through_the_cli_logs_the_attention_mass(
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        (["ground_tokens=nan"], "ground_tokens must be a weight of 0 or more"),
-        (["ground_tokens=-1"], "ground_tokens must be a weight of 0 or more"),
-        (["ground_tokens=inf"], "ground_tokens must be a weight of 0 or more"),
-        (["ground_tokens=abc"], "ground_tokens must be a number"),
-        (["ground_tokens=1", "ground_layer=2"], "ground_layer must be a Llama layer, 0 to 1"),
+        (["ground_tokens=nan"], "ground_tokens must be a number of 0 or more, not 'nan'"),
+        (["ground_tokens=-1"], "ground_tokens must be a number of 0 or more, not -1"),
+        (["ground_tokens=inf"], "ground_tokens must be a number of 0 or more, not 'inf'"),
+        (["ground_tokens=abc"], "ground_tokens must be a number of 0 or more, not 'abc'"),
+        # a layer of the 2-layer Llama; 1.5 and true used to be read as layer 1
+        (["ground_layer=2"], "ground_layer must be a whole number from 0 to 1, not 2"),
+        (["ground_layer=1.5"], "ground_layer must be a whole number from 0 to 1, not 1.5"),
+        (["ground_layer=true"], "ground_layer must be a whole number from 0 to 1, not True"),
         (["ground_from=words"], "ground_from must be question or answer, not 'words'"),
     ],
 )

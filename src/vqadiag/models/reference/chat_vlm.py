@@ -36,7 +36,6 @@ for (docs/chat-vlm.md, "On a GPU").
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import tempfile
@@ -76,17 +75,32 @@ _SIZES = (
     "vision_heads", "text_dim", "text_layers", "text_heads", "vocab_size",
     "pretrain_batch_size",
 )  # fmt: skip
+#: the number options that may be 0
+_COUNTS = (
+    "epochs", "pretrain_epochs", "aux_attributes", "threads", "caption_objects",
+    "scene_questions",
+)  # fmt: skip
 #: the number options' values (:func:`~vqadiag.models.option_checks.check_numbers`); the
 #: answers' gradients are always clipped, so ``grad_clip`` is above 0
 CHAT_NUMBERS: dict[str, Number] = {
-    **{key: POSITIVE for key in _SIZES},
+    **dict.fromkeys(_SIZES, POSITIVE),
     **{key: RATE for key in ("lr", "pretrain_lr", "grad_clip")},
     # epochs 0: no answering stage (experiments/chat_vlm_ceiling.py --epochs 0);
     # `vqadiag train --epochs` takes 1 or more
-    **{key: COUNT for key in ("epochs", "pretrain_epochs", "aux_attributes", "threads")},
-    **{key: WEIGHT for key in ("weight_decay", "pretrain_object_loss")},
+    **dict.fromkeys(_COUNTS, COUNT),
+    **{key: WEIGHT for key in ("weight_decay", "pretrain_object_loss", "ground_tokens")},
     "text_only": SHARE,
 }
+
+
+def layer_numbers(opts: Mapping[str, Any]) -> dict[str, Number]:
+    """The options that name layers, checked once ``CHAT_NUMBERS`` has checked the
+    numbers of layers: ``tune_tower_layers`` from 0 to ``vision_layers``, and
+    ``ground_layer`` a layer of the Llama, from 0 to ``text_layers`` − 1."""
+    return {
+        "tune_tower_layers": Number(low=0, high=int(opts["vision_layers"])),
+        "ground_layer": Number(low=0, high=int(opts["text_layers"]) - 1),
+    }
 
 
 class TrainedChatVLM(ChatVLM):
@@ -143,14 +157,13 @@ class TrainedChatVLM(ChatVLM):
             out["epochs"] = int(epochs)
         with option_errors(ValueError):
             check_numbers(out, CHAT_NUMBERS)
+            check_numbers(out, layer_numbers(out))
             check_divides(out, "vision_dim", "vision_heads")
             check_divides(out, "text_dim", "text_heads")
         if int(out["image_size"]) % int(out["patch_size"]):
             raise DataError("--option", "image_size must be a multiple of patch_size")
         for key in ("blind", "pretrain_augment", "question_first"):
             out[key] = _switch(key, out[key])
-        for key in ("caption_objects", "scene_questions"):
-            out[key] = _count(key, out[key])
         from vqadiag.models.reference.chat_vlm_data import LABEL_RULES
         from vqadiag.models.reference.chat_vlm_questions import parse_question_sets
 
@@ -162,7 +175,6 @@ class TrainedChatVLM(ChatVLM):
                 "--option", f"patch_labels must be {' or '.join(LABEL_RULES)}, not {rule!r}"
             )
         _check_grounding(out)
-        _check_tuned_layers(out)
         training_device(out)
         return out
 
@@ -232,26 +244,9 @@ def _switch(key: str, value: Any) -> bool:
     raise DataError("--option", f"{key} must be true or false, not {value!r}")
 
 
-def _count(key: str, value: Any) -> int:
-    """A count option: a whole number, 0 (off) or more."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DataError("--option", f"{key} must be a whole number, 0 (off) or more, not {value!r}")
-    return value
-
-
 def _check_grounding(opts: Mapping[str, Any]) -> None:
-    """``ground_tokens`` is a weight ≥ 0 and ``ground_layer`` a layer of the Llama."""
-    try:
-        weight, layer = float(opts["ground_tokens"]), int(opts["ground_layer"])
-    except (TypeError, ValueError):
-        raise DataError(
-            "--option", "ground_tokens must be a number and ground_layer a whole number"
-        ) from None
-    if not (math.isfinite(weight) and weight >= 0):
-        raise DataError("--option", f"ground_tokens must be a weight of 0 or more, not {weight}")
-    layers = int(opts["text_layers"])
-    if not 0 <= layer < layers:
-        raise DataError("--option", f"ground_layer must be a Llama layer, 0 to {layers - 1}")
+    """``ground_from`` is one of ``GROUND_FROM`` (the weight and the layer are number
+    options)."""
     from vqadiag.models.reference.chat_vlm_data import GROUND_FROM
 
     if opts["ground_from"] not in GROUND_FROM:
@@ -284,16 +279,6 @@ def training_device(opts: Mapping[str, Any], option: str = "--option") -> Any:
     elif device.type != "cpu":
         raise DataError(option, f"device {name!r}: chat-vlm trains on cpu or cuda")
     return device
-
-
-def _check_tuned_layers(opts: Mapping[str, Any]) -> None:
-    """``tune_tower_layers`` is a whole number from 0 to ``vision_layers``."""
-    layers, tuned = int(opts["vision_layers"]), opts["tune_tower_layers"]
-    if isinstance(tuned, bool) or not isinstance(tuned, int) or not 0 <= tuned <= layers:
-        raise DataError(
-            "--option",
-            f"tune_tower_layers must be a whole number from 0 to {layers}, not {tuned!r}",
-        )
 
 
 def _fit(
