@@ -198,7 +198,7 @@ def test_grid_runs_keep_their_config_and_bad_box_options_are_refused():
     assert legacy["pretrain_epochs"] == 0 and legacy["attention_supervision"] == 0.0
     with pytest.raises(ValueError, match="encoder must be one of grid, boxes"):
         PixelModel.resolve_options({"encoder": "regions"})
-    with pytest.raises(ValueError, match="crop_size must be an integer of at least 4"):
+    with pytest.raises(ValueError, match="^crop_size must be a whole number of 4 or more, not 2$"):
         PixelModel.resolve_options({"encoder": "boxes", "crop_size": 2})
 
 
@@ -245,8 +245,14 @@ def test_training_runs_the_pretraining_on_the_training_images(world, monkeypatch
     assert calls == [(sorted({str(q["imageId"]) for q in questions.values()}), 2, 3)]
     with pytest.raises(ValueError, match="pretrain_epochs needs encoder=boxes"):
         PixelModel.resolve_options({"encoder": "grid", "pretrain_epochs": 2})
-    with pytest.raises(ValueError, match="pretrain_epochs must be an integer of at least 0"):
+    with pytest.raises(
+        ValueError, match="^pretrain_epochs must be a whole number of 0 or more, not -1$"
+    ):
         PixelModel.resolve_options({"encoder": "boxes", "pretrain_epochs": -1})
+    with pytest.raises(
+        ValueError, match="^pretrain_epochs must be a whole number of 0 or more, not 1.5$"
+    ):
+        PixelModel.resolve_options({"encoder": "boxes", "pretrain_epochs": 1.5})
 
 
 def test_cli_trains_and_diagnoses_a_box_run(world, run_cli, tmp_path):

@@ -137,6 +137,8 @@ PIXEL_NUMBERS: dict[str, Number] = {
     "aux_weight": WEIGHT,
     "attention_supervision": WEIGHT,
     "token_supervision": WEIGHT,
+    "crop_size": Number(low=4),
+    "pretrain_epochs": COUNT,
 }
 
 #: ``attribute_loss`` values: the units' attribute BCE averaged over the attributes too,
@@ -266,12 +268,7 @@ class PixelModel(TorchModel):
             raise ValueError(
                 f"encoder must be one of {', '.join(ENCODERS)}, got {opts['encoder']!r}"
             )
-        crop = opts["crop_size"]
-        if isinstance(crop, bool) or not isinstance(crop, int) or crop < 4:
-            raise ValueError(f"crop_size must be an integer of at least 4, got {crop!r}")
         pre = opts["pretrain_epochs"]
-        if isinstance(pre, bool) or not isinstance(pre, int) or pre < 0:
-            raise ValueError(f"pretrain_epochs must be an integer of at least 0, got {pre!r}")
         pooling = opts["crop_pooling"]
         if pooling not in CROP_POOLINGS:
             choices = ", ".join(CROP_POOLINGS)
