@@ -314,6 +314,10 @@ def test_bad_inputs_exit_2_naming_the_file(run_cli, world, prior, tmp_path):
                   "--suite", "accuracy,vibes")  # fmt: skip
     assert res.exit_code == 2 and "unknown suite(s) ['vibes']" in res.stderr
     res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
+                  "--suite", "")  # fmt: skip
+    assert res.exit_code == 2 and "error: --suite: no suite named (give all" in res.stderr
+    assert not (tmp_path / "o").exists()
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
                   "--bq-ranker", "bleu9")  # fmt: skip
     assert res.exit_code == 2 and "error: --bq-ranker: unknown ranker 'bleu9'" in res.stderr
     bad = tmp_path / "bad.json"

@@ -230,6 +230,11 @@ def test_parse_suites_and_subsample():
     assert parse_suites("fpvg, accuracy") == ("accuracy", "fpvg")
     with pytest.raises(DataError, match="unknown suite"):
         parse_suites("accuracy,speed")
+    for empty in ("", " , ", []):  # an empty list is not every suite
+        with pytest.raises(
+            DataError, match=r"^--suite: no suite named \(give all, or some of accuracy, "
+        ):
+            parse_suites(empty)
     ids = [f"q{i}" for i in range(50)]
     sub = subsample(ids, 10)
     assert len(sub) == 10 and sub == [q for q in ids if q in set(sub)]

@@ -69,11 +69,14 @@ RESULT_FOLDER = FolderKind(
 
 
 def parse_suites(text: str | Iterable[str]) -> tuple[str, ...]:
-    """``"all"`` or a comma-separated list of suite names → suites in registry order."""
+    """``"all"`` or a comma-separated list of suite names → suites in registry order;
+    an empty list names no suite and is refused (it is not read as all of them)."""
     known = tuple(registered_suites())
     items = text.split(",") if isinstance(text, str) else list(text)
     names = {s.strip() for s in items if s.strip()}
-    if not names or "all" in names:
+    if not names:
+        raise DataError("--suite", f"no suite named (give all, or some of {', '.join(known)})")
+    if "all" in names:
         return known
     unknown = sorted(names - set(known))
     if unknown:
