@@ -275,23 +275,24 @@ def predicted_labels(
 
 
 def object_perception(
-    model: Any, heads: torch.nn.ModuleList, pixels: torch.Tensor,
-    truth: tuple[np.ndarray, np.ndarray], sides: np.ndarray | None,
+    heads: torch.nn.ModuleList, states: torch.Tensor, truth: tuple[np.ndarray, np.ndarray],
+    sides: np.ndarray | None,
 ) -> dict[str, Any]:  # fmt: skip
     """What the pre-trained tower perceives of each val object read as a whole: its name
     head's first name and its attribute head's attributes (logit above 0) on the mean of
-    the hidden states of the object's patches (the objects of
+    the hidden states ``states`` (``(I, P, D)``) of the object's patches (the objects of
     :func:`~vqadiag.models.reference.chat_vlm_fit.object_groups` on the ``truth``
     labels, as ``pretrain_object_loss`` pools them). Percent of those objects named right
     (``object_name_acc``) and with every attribute right (``object_attributes_exact``),
-    and with ``sides`` the same by the size of the object (``by_side``)."""
+    and with ``sides`` the same by the size of the object (``by_side``; two objects of
+    one image with the same name and attributes are one, of the size its first patch
+    shows)."""
     groups = fit.object_groups(*truth)
     on = groups >= 0
     with torch.no_grad():
-        pooled, index = fit.object_means(fit.encode_images(model, pixels), groups)
+        pooled, where = fit.object_means(states, groups)
         named = heads[0](pooled).argmax(-1).cpu().numpy()
         said = (heads[1](pooled) > 0).cpu().numpy()
-    where = index.cpu().numpy()  # one patch of each object
     right = named == truth[0][on][where]
     exact = (said == (truth[1][on][where] > 0)).all(-1)
 
@@ -648,7 +649,8 @@ def run(
         truth = labeller(val_scenes, val_ids, grid, names, attrs, rule, owners)()
         # by the size of the object a patch shows, where the rule labels the patches
         sides = None if owners is not None else val_sides(val_scenes, val_ids, grid, opts)
-        as_objects = object_perception(model, heads, val_pixels, truth, sides)
+        val_states = fit.encode_images(model, val_pixels)
+        as_objects = object_perception(heads, val_states, truth, sides)
         if kind == "predicted":
             embeddings = fixed_embeddings(names, attrs, opts, layout, seed)
             train_features = clean_features(predicted_labels(model, heads, pixels), embeddings)
@@ -659,7 +661,7 @@ def run(
         else:
             train_features = fit.encode_images(model, pixels)
             del pixels
-            val_features = fit.encode_images(model, val_pixels)
+            val_features = val_states
             perceived = {"as_objects": as_objects}
         del val_pixels
     out: dict[str, Any] = {"pretrain": {k: round(v, 2) for k, v in pretrain.items()}}

@@ -185,6 +185,15 @@ def test_export_refuses_bad_options_with_one_line(run_cli, world, tmp_path):
     got = run_cli("diagnose", "--data", world, "--model", f"files:{tmp_path / 'file'}",
                   "--out", tmp_path / "r", "--model-args", f"conditions={tmp_path}")  # fmt: skip
     assert got.exit_code == 2 and "manifest.json" in got.stderr
+    # a bad suite list is refused before an earlier export in --out is cleared
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "manifest.json").write_text("{}")
+    for suites, says in (("", "no suite named"), ("vibes", "unknown suite(s) ['vibes']")):
+        got = run_cli("conditions", "export", "--data", world, "--out", earlier,
+                      "--suite", suites)  # fmt: skip
+        assert got.exit_code == 2 and f"error: --suite: {says}" in got.stderr
+        assert (earlier / "manifest.json").read_text() == "{}"
 
 
 @pytest.mark.slow

@@ -500,7 +500,7 @@ def test_perception_counts_object_patches_names_and_attributes(experiment):
     }  # fmt: skip
 
 
-def test_object_perception_names_each_object_from_the_mean_of_its_patches(experiment, monkeypatch):
+def test_object_perception_names_each_object_from_the_mean_of_its_patches(experiment):
     torch = pytest.importorskip("torch")
     np = pytest.importorskip("numpy")
     script = experiment("chat_vlm_ceiling")
@@ -508,7 +508,6 @@ def test_object_perception_names_each_object_from_the_mean_of_its_patches(experi
     # object of name 2 on one; the identity name head reads the second patch of object 1
     # alone as name 2 (wrong), their mean (0, 1, 0.75) as name 1 (right)
     states = torch.tensor([[[5.0, 5.0, 5.0], [0.0, 3.0, 0.0], [0.0, -1.0, 1.5], [0.0, 0.0, 1.0]]])
-    monkeypatch.setattr(script.fit, "encode_images", lambda model, pixels: states)
     name_head, attr_head = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)
     with torch.no_grad():
         name_head.weight.copy_(torch.eye(3))
@@ -520,7 +519,7 @@ def test_object_perception_names_each_object_from_the_mean_of_its_patches(experi
     attrs = np.array([[[0.0], [1.0], [1.0], [1.0]]], dtype=np.float32)
     # attribute logit (0, 1, −1)·state: object 1's mean 0.25, above 0, true: right;
     # object 2's −1, not above 0, against a true attribute: wrong
-    got = script.object_perception(None, heads, None, (names, attrs), np.array([[-1, 2, 2, 0]]))
+    got = script.object_perception(heads, states, (names, attrs), np.array([[-1, 2, 2, 0]]))
     assert got == {
         "objects": 2, "object_name_acc": 100.0, "object_attributes_exact": 50.0,
         "by_side": {

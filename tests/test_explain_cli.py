@@ -273,6 +273,11 @@ def test_not_an_explainer_run_and_unknown_question(
         ("attention_dim=-4", "attention_dim must be a whole number of 1 or more, not -4"),
         ("lambda=-1", "lambda must be a number of 0 or more, not -1"),
         ("margin=nan", "margin must be a number of 0 or more, not 'nan'"),
+        (
+            "k_candidates=5",
+            "k_candidates is the number of candidates per question in the "
+            "candidates file, not an option",
+        ),
     ],
 )
 def test_an_explainer_width_or_weight_out_of_range_is_refused(

@@ -638,11 +638,11 @@ def test_object_groups_join_an_images_patches_of_one_name_and_attributes():
 
 
 def test_the_object_loss_reads_the_mean_of_an_objects_patches():
-    """Hand-worked: an object on two patches with states (1, 0) and (3, 2), a background
-    patch at (9, 9). Name head the identity, attribute head (1, −1): the mean (2, 1) gives
-    name logits (2, 1) for name 0, cross-entropy log(1 + e^−1), and attribute logit 1 for
-    a true attribute, binary cross-entropy log(1 + e^−1): 2 log(1 + e^−1) = 0.62652. A
-    batch without an object gives 0."""
+    """Hand-worked: an object on two patches with states (1, 0) and (3, 2), after two
+    background patches at (9, 9). Name head the identity, attribute head (1, −1): the
+    mean (2, 1) gives name logits (2, 1) for name 0, cross-entropy log(1 + e^−1), and
+    attribute logit 1 for a true attribute, binary cross-entropy log(1 + e^−1):
+    2 log(1 + e^−1) = 0.62652. A batch without an object gives 0."""
     import math
 
     import torch
@@ -656,12 +656,13 @@ def test_the_object_loss_reads_the_mean_of_an_objects_patches():
         attr_head.weight.copy_(torch.tensor([[1.0, -1.0]]))
         attr_head.bias.zero_()
     heads = torch.nn.ModuleList([name_head, attr_head])
-    feats = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [9.0, 9.0]]])
-    names = torch.tensor([[0, 0, 1]])
-    attrs = torch.tensor([[[1.0], [1.0], [0.0]]])
-    loss = object_loss(heads, feats, names, attrs, np.array([[0, 0, -1]]))
+    # two background patches first: the object's labels are read among its own patches
+    feats = torch.tensor([[[9.0, 9.0], [9.0, 9.0], [1.0, 0.0], [3.0, 2.0]]])
+    names = torch.tensor([[1, 1, 0, 0]])
+    attrs = torch.tensor([[[0.0], [0.0], [1.0], [1.0]]])
+    loss = object_loss(heads, feats, names, attrs, np.array([[-1, -1, 0, 0]]))
     assert loss.item() == pytest.approx(2 * math.log1p(math.exp(-1)), abs=1e-6)
-    assert object_loss(heads, feats, names, attrs, np.array([[-1, -1, -1]])).item() == 0.0
+    assert object_loss(heads, feats, names, attrs, np.array([[-1, -1, -1, -1]])).item() == 0.0
 
 
 def test_the_object_loss_changes_the_pre_trained_tower_and_takes_a_weight_of_0_or_more():
@@ -696,3 +697,15 @@ def test_the_object_loss_changes_the_pre_trained_tower_and_takes_a_weight_of_0_o
     for bad in (-1.0, float("nan")):
         with pytest.raises(DataError, match="pretrain_object_loss"):
             TrainedChatVLM.resolve_options({"pretrain_object_loss": bad}, None)
+
+
+@pytest.mark.parametrize("epochs", [1.5, True, -1])
+def test_epochs_from_python_are_checked_before_they_are_used(epochs):
+    """``TrainedChatVLM.train(epochs=…)`` resolves its options with the epochs in them:
+    1.5 and True used to be read as 1 epoch."""
+    from vqadiag.errors import DataError
+    from vqadiag.models.reference.chat_vlm import TrainedChatVLM
+
+    with pytest.raises(DataError, match="epochs must be a whole number of 0 or more, not"):
+        TrainedChatVLM.resolve_options({}, epochs)
+    assert TrainedChatVLM.resolve_options({}, 2)["epochs"] == 2

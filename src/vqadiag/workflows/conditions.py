@@ -124,9 +124,12 @@ def export_conditions(
 ) -> dict[str, Any]:
     """Write the export folder of the module docstring; returns its summary
     ``{out, format, items, images, conditions, skipped}``."""
-    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.diagnosis.diagnose import diagnose, parse_suites
+    from vqadiag.plugins import load_plugins
 
     generation = _generation(fmt, prompt, max_new_tokens)
+    load_plugins(plugins)
+    parse_suites(suites)  # refused before the folder's earlier export is cleared
     target, given_bqd = _clear_folder(out, bqd)
     recorder, names = _recorder(target)
     options = {

@@ -152,9 +152,7 @@ class TrainedChatVLM(ChatVLM):
         if unknown:
             known = ", ".join(sorted(cls.defaults))
             raise DataError("--option", f"unknown chat-vlm option(s) {unknown} (known: {known})")
-        out = {**cls.defaults, **options}
-        if epochs is not None:
-            out["epochs"] = int(epochs)
+        out = {**cls.defaults, **options, **({} if epochs is None else {"epochs": epochs})}
         with option_errors(ValueError):
             check_numbers(out, CHAT_NUMBERS)
             check_numbers(out, layer_numbers(out))

@@ -7,8 +7,9 @@
    heads on the hidden states LLaVA reads (the last layer's, class token dropped); the
    heads are thrown away afterwards. With ``pretrain_object_loss`` w > 0 the loss adds
    w × the same two terms on each object's mean feature: the mean of the hidden states
-   of the patches labelled with that object (:func:`object_groups`), as an attention head
-   that spreads over an object's patches reads them.
+   of the patches labelled with that object (:func:`object_groups`, :func:`object_loss`),
+   as an attention head that spreads over an object's patches reads them; the ``loss``
+   the stage reports includes that term.
 2. :func:`train_language`: the tower is frozen (all but its last ``tune_tower_layers``
    layers), each training image is encoded once (up to those layers), and the projector
    and the Llama learn to generate the answer after the prompt (teacher forcing;
@@ -175,23 +176,21 @@ def object_groups(names: np.ndarray, attrs: np.ndarray) -> np.ndarray:
     return out
 
 
-def object_means(feats: torch.Tensor, groups: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+def object_means(feats: torch.Tensor, groups: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
     """The mean of ``feats`` (``(B, P, D)``) over the patches of each object of ``groups``
-    (:func:`object_groups`; ``(O, D)``, by id), and for each object the index of one of
-    its patches among the object patches in row-major order (``(O,)``). None of them is
-    an object: ``(0, D)`` and ``(0,)``."""
+    (:func:`object_groups`; ``(O, D)``, by id), and for each object the index of its
+    first patch (row-major) among the object patches (``(O,)``). None of them is an
+    object: ``(0, D)`` and ``(0,)``."""
     import torch
 
-    flat = torch.from_numpy(groups.reshape(-1)).to(feats.device)
-    on = flat >= 0
-    ids = flat[on]
-    count = int(ids.max()) + 1 if len(ids) else 0
-    states = feats.flatten(0, 1)[on]
-    sums = states.new_zeros(count, states.shape[-1]).index_add(0, ids, states)
-    sizes = states.new_zeros(count).index_add(0, ids, states.new_ones(len(ids)))
-    where = torch.zeros(count, dtype=torch.long, device=feats.device)
-    where[ids] = torch.arange(len(ids), device=feats.device)
-    return sums / sizes[:, None], where
+    on = groups.reshape(-1) >= 0
+    ids = groups.reshape(-1)[on]
+    _, first = np.unique(ids, return_index=True)  # ids run 0 … O − 1
+    index = torch.from_numpy(ids).to(feats.device)
+    states = feats.flatten(0, 1)[torch.from_numpy(on).to(feats.device)]
+    sums = states.new_zeros(len(first), states.shape[-1]).index_add(0, index, states)
+    sizes = states.new_zeros(len(first)).index_add(0, index, states.new_ones(len(ids)))
+    return sums / sizes[:, None], first
 
 
 def object_loss(
@@ -209,10 +208,11 @@ def object_loss(
     none."""
     import torch
 
-    pooled, where = object_means(feats, groups)
+    pooled, first = object_means(feats, groups)
     if not len(pooled):
         return feats.new_zeros(())
     on = torch.from_numpy(groups.reshape(-1) >= 0).to(feats.device)
+    where = torch.from_numpy(first).to(feats.device)
     name = names.flatten()[on][where]
     attr = attrs.flatten(0, 1)[on][where]
     loss = torch.nn.functional.cross_entropy(heads[0](pooled), name)

@@ -36,7 +36,7 @@ The run folder is a normal checkpoint (``config.json`` with ``"model":
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -59,10 +59,11 @@ if TYPE_CHECKING:
 
 K_CANDIDATES = 24
 #: the explainer's own number options (beside ``TRAINING_NUMBERS``): λ and M 0 or more
-#: (λ 0: no hinge term), the explaining head's widths 1 or more
+#: (λ 0: no hinge term), the explaining head's widths 1 or more (``k_candidates`` is the
+#: candidates file's K, never an option given)
 EXPLAINER_NUMBERS: dict[str, Number] = {
     **dict.fromkeys(("lambda", "margin"), WEIGHT),
-    **dict.fromkeys(("explain_dim", "attention_dim", "k_candidates"), POSITIVE),
+    **dict.fromkeys(("explain_dim", "attention_dim"), POSITIVE),
 }
 #: metrics column of the training bar
 LOSS_HINGE_ACC = (
@@ -280,11 +281,17 @@ class CounterExampleModel(TorchModel):
         progress: bool = True,
         val_items: Sequence[ExplainItem] | None = None,
         val_split: str = "val",
-        on_epoch: Callable[[dict[str, Any]], None] | None = None,
         **options: Any,
     ) -> CounterExampleModel:
         """Train on ``split`` of ``data`` with ``items`` (its questions that have candidates);
-        Recall@5 on ``val_items`` after every epoch when given (see the module docstring)."""
+        Recall@5 on ``val_items`` after every epoch when given (see the module docstring).
+        K, ``k_candidates``, is the number of candidates the items carry; giving it is
+        refused."""
+        if "k_candidates" in options:
+            raise ValueError(
+                "k_candidates is the number of candidates per question in the candidates "
+                "file, not an option"
+            )
         opts = cls.resolve_options(options if epochs is None else {**options, "epochs": epochs})
         if epochs is not None:
             opts["epochs"] = int(epochs)
