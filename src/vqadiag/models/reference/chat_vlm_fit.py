@@ -130,14 +130,7 @@ def pretrain_vision(
                     shown = cdata.augment(shown, flips[chosen], shifts[chosen])
                 idx = rows.to(device)
                 feats = tower_features(model, shown.to(device))
-                logits = heads[0](feats)
-                loss = torch.nn.functional.cross_entropy(
-                    logits.flatten(0, 1), name_t[idx].flatten()
-                )
-                bce = torch.nn.functional.binary_cross_entropy_with_logits(
-                    heads[1](feats), attr_t[idx], reduction="none"
-                )
-                loss = loss + bce.sum(-1).mean()
+                loss, logits = label_loss(heads, feats, name_t[idx], attr_t[idx])
                 if object_weight > 0:
                     groups = object_groups(names[chosen], attrs[chosen])
                     loss = loss + object_weight * object_loss(
@@ -213,13 +206,24 @@ def object_loss(
         return feats.new_zeros(())
     on = torch.from_numpy(groups.reshape(-1) >= 0).to(feats.device)
     where = torch.from_numpy(first).to(feats.device)
-    name = names.flatten()[on][where]
-    attr = attrs.flatten(0, 1)[on][where]
-    loss = torch.nn.functional.cross_entropy(heads[0](pooled), name)
+    return label_loss(heads, pooled, names.flatten()[on][where], attrs.flatten(0, 1)[on][where])[0]
+
+
+def label_loss(
+    heads: torch.nn.ModuleList, feats: torch.Tensor, names: torch.Tensor, attrs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stage 1's loss on ``feats`` (``(..., D)``: patches or objects) labelled ``names``
+    (``(...)``) and ``attrs`` (``(..., A)``): the name head's cross-entropy plus the
+    attribute head's binary cross-entropy summed over the attributes, each averaged over
+    the rows; and the name head's logits."""
+    import torch
+
+    logits = heads[0](feats)
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, -2), names.flatten())
     bce = torch.nn.functional.binary_cross_entropy_with_logits(
-        heads[1](pooled), attr, reduction="none"
+        heads[1](feats), attrs, reduction="none"
     )
-    return loss + bce.sum(-1).mean()
+    return loss + bce.sum(-1).mean(), logits
 
 
 def pretraining_heads(model: Any, n_names: int, n_attrs: int) -> torch.nn.ModuleList:
