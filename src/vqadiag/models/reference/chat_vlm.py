@@ -84,11 +84,11 @@ _COUNTS = (
 #: answers' gradients are always clipped, so ``grad_clip`` is above 0
 CHAT_NUMBERS: dict[str, Number] = {
     **dict.fromkeys(_SIZES, POSITIVE),
-    **{key: RATE for key in ("lr", "pretrain_lr", "grad_clip")},
+    **dict.fromkeys(("lr", "pretrain_lr", "grad_clip"), RATE),
     # epochs 0: no answering stage (experiments/chat_vlm_ceiling.py --epochs 0);
     # `vqadiag train --epochs` takes 1 or more
     **dict.fromkeys(_COUNTS, COUNT),
-    **{key: WEIGHT for key in ("weight_decay", "pretrain_object_loss", "ground_tokens")},
+    **dict.fromkeys(("weight_decay", "pretrain_object_loss", "ground_tokens"), WEIGHT),
     "text_only": SHARE,
 }
 
