@@ -193,11 +193,18 @@ class TorchModel:
         **options: Any,
     ) -> TorchModel:
         """Train on ``split`` of ``data`` with :func:`fit` (options: see ``defaults``;
-        ``epochs`` is checked with them)."""
+        ``epochs`` is checked with them, :meth:`training_options`)."""
+        opts = cls.training_options(options, epochs)
+        return fit(cls, data, split=split, seed=seed, progress=progress, options=opts)
+
+    @classmethod
+    def training_options(cls, options: Mapping[str, Any], epochs: int | None) -> dict[str, Any]:
+        """:meth:`resolve_options` of ``options`` with ``epochs`` among them when given, so
+        that the epochs rule checks it too."""
         opts = cls.resolve_options(options if epochs is None else {**options, "epochs": epochs})
         if epochs is not None:
             opts["epochs"] = int(epochs)
-        return fit(cls, data, split=split, seed=seed, progress=progress, options=opts)
+        return opts
 
     @classmethod
     def batch_order(

@@ -292,9 +292,7 @@ class CounterExampleModel(TorchModel):
                 "k_candidates is the number of candidates per question in the candidates "
                 "file, not an option"
             )
-        opts = cls.resolve_options(options if epochs is None else {**options, "epochs": epochs})
-        if epochs is not None:
-            opts["epochs"] = int(epochs)
+        opts = cls.training_options(options, epochs)
         return _fit(cls, data, items, split, seed, progress, opts, val_items, val_split)
 
 
