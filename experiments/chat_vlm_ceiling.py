@@ -262,13 +262,13 @@ def kept_attributes(attrs: Mapping[str, int], kept: Sequence[str]) -> dict[str, 
 
 
 def predicted_labels(
-    model: Any, heads: torch.nn.ModuleList, pixels: torch.Tensor
+    heads: torch.nn.ModuleList, features: torch.Tensor
 ) -> tuple[np.ndarray, np.ndarray]:
-    """What the pre-trained tower perceives in each patch of ``pixels``: the name its
-    name head ranks first (``(I, P)``) and, as 0/1, the attributes its attribute head
-    gives a logit above 0 (``(I, P, A)``)."""
+    """What the pre-trained tower perceives in each patch of the images whose hidden
+    states are ``features`` (``(I, P, D)``, :func:`~vqadiag.models.reference.chat_vlm_fit.
+    encode_images`): the name its name head ranks first (``(I, P)``) and, as 0/1, the
+    attributes its attribute head gives a logit above 0 (``(I, P, A)``)."""
     with torch.no_grad():
-        features = fit.encode_images(model, pixels)
         names = heads[0](features).argmax(-1)
         attrs = (heads[1](features) > 0).to(torch.float32)
     return names.cpu().numpy(), attrs.cpu().numpy()
@@ -287,14 +287,12 @@ def object_perception(
     and with ``sides`` the same by the size of the object (``by_side``; two objects of
     one image with the same name and attributes are one, of the size its first patch
     shows)."""
-    groups = fit.object_groups(*truth)
-    on = groups >= 0
     with torch.no_grad():
-        pooled, where = fit.object_means(states, groups)
+        pooled, where = fit.object_means(states, fit.object_groups(*truth))
         named = heads[0](pooled).argmax(-1).cpu().numpy()
         said = (heads[1](pooled) > 0).cpu().numpy()
-    right = named == truth[0][on][where]
-    exact = (said == (truth[1][on][where] > 0)).all(-1)
+    right = named == truth[0].reshape(-1)[where]
+    exact = (said == (truth[1].reshape(-1, truth[1].shape[-1])[where] > 0)).all(-1)
 
     def figures(chosen: np.ndarray) -> dict[str, Any]:
         n = float(chosen.sum())
@@ -306,7 +304,7 @@ def object_perception(
 
     out = figures(np.ones(len(named), dtype=bool))
     if sides is not None:
-        side = sides[on][where]
+        side = sides.reshape(-1)[where]
         out["by_side"] = {
             name: figures(side == g) for g, (_, name) in enumerate(SIDE_GROUPS) if (side == g).any()
         }
@@ -653,9 +651,10 @@ def run(
         as_objects = object_perception(heads, val_states, truth, sides)
         if kind == "predicted":
             embeddings = fixed_embeddings(names, attrs, opts, layout, seed)
-            train_features = clean_features(predicted_labels(model, heads, pixels), embeddings)
+            train_seen = predicted_labels(heads, fit.encode_images(model, pixels))
+            train_features = clean_features(train_seen, embeddings)
             del pixels
-            seen = predicted_labels(model, heads, val_pixels)
+            seen = predicted_labels(heads, val_states)
             perceived = {**perception(seen, truth, attrs, sides), "as_objects": as_objects}
             val_features = clean_features(seen, embeddings)
         else:

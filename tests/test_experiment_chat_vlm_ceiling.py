@@ -538,9 +538,9 @@ def test_predicted_features_read_the_towers_heads_as_clean_sums(
     seen = []
     real = script.predicted_labels
 
-    def spy(model, heads, pixels):
-        out = real(model, heads, pixels)
-        seen.append((len(pixels), out))
+    def spy(heads, features):
+        out = real(heads, features)
+        seen.append((len(features), out))
         return out
 
     monkeypatch.setattr(script, "predicted_labels", spy)

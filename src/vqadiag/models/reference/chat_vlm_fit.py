@@ -171,19 +171,19 @@ def object_groups(names: np.ndarray, attrs: np.ndarray) -> np.ndarray:
 
 def object_means(feats: torch.Tensor, groups: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
     """The mean of ``feats`` (``(B, P, D)``) over the patches of each object of ``groups``
-    (:func:`object_groups`; ``(O, D)``, by id), and for each object the index of its
-    first patch (row-major) among the object patches (``(O,)``). None of them is an
-    object: ``(0, D)`` and ``(0,)``."""
+    (:func:`object_groups`; ``(O, D)``, by id), and for each object the position of its
+    first patch among all ``B·P`` patches, row-major (``(O,)``: where its labels are
+    read). None of them is an object: ``(0, D)`` and ``(0,)``."""
     import torch
 
-    on = groups.reshape(-1) >= 0
+    on = np.flatnonzero(groups.reshape(-1) >= 0)
     ids = groups.reshape(-1)[on]
     _, first = np.unique(ids, return_index=True)  # ids run 0 … O − 1
     index = torch.from_numpy(ids).to(feats.device)
     states = feats.flatten(0, 1)[torch.from_numpy(on).to(feats.device)]
     sums = states.new_zeros(len(first), states.shape[-1]).index_add(0, index, states)
     sizes = states.new_zeros(len(first)).index_add(0, index, states.new_ones(len(ids)))
-    return sums / sizes[:, None], first
+    return sums / sizes[:, None], on[first]
 
 
 def object_loss(
@@ -204,9 +204,8 @@ def object_loss(
     pooled, first = object_means(feats, groups)
     if not len(pooled):
         return feats.new_zeros(())
-    on = torch.from_numpy(groups.reshape(-1) >= 0).to(feats.device)
     where = torch.from_numpy(first).to(feats.device)
-    return label_loss(heads, pooled, names.flatten()[on][where], attrs.flatten(0, 1)[on][where])[0]
+    return label_loss(heads, pooled, names.flatten()[where], attrs.flatten(0, 1)[where])[0]
 
 
 def label_loss(
