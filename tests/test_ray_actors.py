@@ -145,3 +145,11 @@ def test_ray_actors_refuse_models_that_are_not_in_process(world, tmp_path, run_c
     result = run_cli("diagnose", "--data", world, "--model", "openai:http://127.0.0.1:9/v1",
                      "--out", tmp_path / "r", "--ray-actors", "2")  # fmt: skip
     assert result.exit_code == 2 and "openai:URL1,URL2" in result.stderr
+
+
+@pytest.mark.parametrize("setting", [["--ray-gpus-per-actor", "1"], ["--ray-address", "auto"]])
+def test_ray_settings_without_actors_are_refused(world, tmp_path, run_cli, setting):
+    result = run_cli("diagnose", "--data", world, "--model", "prior:x", "--out", tmp_path / "r",
+                     *setting)  # fmt: skip
+    assert result.exit_code == 2 and f"{setting[0]}: goes with --ray-actors" in result.stderr
+    assert not (tmp_path / "r").exists()

@@ -244,6 +244,9 @@ def diagnose_command(
         raise DataError("--rate", "goes with --plan (it estimates the plan's time)")
     if max_calls is not None and precision is None:
         raise DataError("--max-calls", "goes with --precision")
+    if ray_actors is None and (ray_gpus_per_actor or ray_address is not None):
+        given = "--ray-gpus-per-actor" if ray_gpus_per_actor else "--ray-address"
+        raise DataError(given, "goes with --ray-actors")
     if precision is not None and plan:
         raise DataError(
             "--plan", "plans one diagnosis: give --max-questions instead of --precision"
