@@ -258,3 +258,32 @@ def test_packed_triples_keep_non_string_ids_and_any_text():
     shared = shared_texts(iter(triples))
     assert list(shared) == triples and shared[0][0] == 7
     assert shared.distinct_basic_texts == 4
+
+
+def test_noise_refuses_a_bqd_built_for_other_questions(run_cli, tmp_path, write_json):
+    """The same ids with other main questions (another world's BQD): one line naming the
+    BQD, the record and the questions file; the same words spaced otherwise are fine."""
+    questions = {"questions": [
+        {"question_id": 1, "image_id": 10, "question": "Is it red?"},
+        {"question_id": 2, "image_id": 11, "question": "How many?"},
+    ]}  # fmt: skip
+    q = write_json("v2_OpenEnded_mscoco_val2014_questions.json", questions)
+    basic = [{"question": "Is it blue?", "score": 0.4}]
+    spaced = write_json("spaced.json", [
+        {"question_id": 1, "question": " Is  it red?", "basic": basic},
+        {"question_id": 2, "question": "How many?", "basic": basic},
+    ])  # fmt: skip
+    ok = run_cli("bq", "noise", "--bqd", spaced, "--questions", q, "--out", tmp_path / "ok")
+    assert ok.exit_code == 0, ok.stderr
+    other = write_json("other.json", [
+        {"question_id": 1, "question": "Is it red?", "basic": basic},
+        {"question_id": 2, "question": "What is the dog doing?", "basic": basic},
+    ])  # fmt: skip
+    res = run_cli("bq", "noise", "--bqd", other, "--questions", q, "--out", tmp_path / "no")
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        f"error: {other}: record '2': its main question 'What is the dog doing?' is not the "
+        "question of v2_OpenEnded_mscoco_val2014_questions.json, 'How many?': built for other "
+        "questions"
+    )
+    assert not (tmp_path / "no").exists()

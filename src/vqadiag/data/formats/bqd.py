@@ -154,6 +154,22 @@ def _typed_checked(path: Path) -> list[_TypedRecord] | None:
     return typed
 
 
+def check_same_main(
+    bqd: str | Path, qid: str, bqd_question: str, question: str, questions: str | Path
+) -> None:
+    """A BQD record's main question is the question it is applied to (the same words,
+    whitespace aside), else one line naming the BQD file, the record and the questions
+    file: a dataset built for other main questions (another world's ids, say) must not
+    lend its basic questions by id alone (docs/basic-questions.md, "Applying a BQD")."""
+    if bqd_question.split() != question.split():
+        raise DataError(
+            bqd,
+            f"its main question {excerpt(bqd_question)} is not the question of "
+            f"{Path(questions).name}, {excerpt(question)}: built for other questions",
+            record_label(qid),
+        )
+
+
 def read_bqd_texts(path: str | Path) -> Iterator[tuple[str, str, list[str]]]:
     """``(question_id, question, basic question texts)`` of every record of
     :func:`read_bqd`, in order (a basic question identical to its main one dropped),

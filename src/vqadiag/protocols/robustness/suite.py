@@ -153,6 +153,19 @@ def _bqd_texts(
     return read_bqd_texts(out), {"path": out.name, "built": True, "cached": cached, **meta}
 
 
+def _applied(texts: Iterator[Any], src: GQASource, wanted: set[str], bqd: Path) -> Iterator[Any]:
+    """The triples of the BQD file ``bqd`` for the diagnosed questions ``wanted`` (no
+    texts kept for the others), each checked to be about the question it is applied to
+    (:func:`~vqadiag.data.formats.bqd.check_same_main`)."""
+    from vqadiag.data.formats.bqd import check_same_main
+
+    for triple in texts:
+        qid = triple[0]
+        if qid in wanted:
+            check_same_main(bqd, qid, triple[1], src.records[qid]["question"], src.questions_file)
+            yield triple
+
+
 def _pool_file(src: GQASource, split: str) -> tuple[Path, str]:
     """The basic-question pool: the GQA train questions, else (data that holds one split
     only, e.g. a testdev copy) the diagnosed split's own questions; a main question is
@@ -239,13 +252,14 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
     texts, bqd_info = _bqd_texts(state, src, prefix)
     from vqadiag.protocols.robustness.basic_questions.noise import shared_texts
 
-    wanted = set(prefix)
-    triples = shared_texts(t for t in texts if t[0] in wanted)  # no texts for unscored records
+    bqd = Path(state.options.bqd) if state.options.bqd else state.out / "bqd.json"
+    triples = shared_texts(_applied(texts, src, set(prefix), bqd))
     covered = set(triples.question_ids())
     qids = [q for q in prefix if q in covered]
-    del covered, wanted
+    del covered
     if not qids:
         raise SuiteSkipped("the basic-question dataset covers none of the diagnosed questions")
+    bqd_info["covers"] = {"questions": len(qids), "diagnosed": len(prefix)}
     clean_of = dict(zip(src.qids, clean.answers, strict=True))
     answers = _noise_runs(state, src, qids, [clean_of[q] for q in qids], triples)
     del triples

@@ -295,7 +295,7 @@ def make_noise(
     file), keeping only main questions that have a BQD record, plus
     ``OUT/manifest.json``. Returns the manifest (the ``--json`` dict).
     """
-    from vqadiag.data.formats.bqd import write_question_file
+    from vqadiag.data.formats.bqd import check_same_main, write_question_file
     from vqadiag.data.io.jsonio import write_json
     from vqadiag.errors import record_label
     from vqadiag.protocols.robustness.basic_questions.noise import noise_partitions
@@ -306,14 +306,12 @@ def make_noise(
         raise DataError(None, "--max-words must be positive (0 = no limit)")
     records = read_bqd(bqd)
     qf = read_question_file(questions)
-    known = set(qf.ids)
+    text_of = dict(zip(qf.ids, qf.texts, strict=True))
     for record in records:
-        if record["question_id"] not in known:
-            raise DataError(
-                bqd,
-                f"question id is not in {Path(questions).name}",
-                record_label(record["question_id"]),
-            )
+        qid = record["question_id"]
+        if qid not in text_of:
+            raise DataError(bqd, f"question id is not in {Path(questions).name}", record_label(qid))
+        check_same_main(bqd, qid, record["question"], text_of[qid], questions)
     short = sum(len(r["basic"]) < partitions * size for r in records)
     parts = noise_partitions(records, partitions=partitions, size=size, max_words=max_words)
     root = Path(out)
