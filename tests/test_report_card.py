@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -259,5 +260,49 @@ def test_unknown_reference_and_duplicate_names(run_cli, tmp_path):
     assert res.exit_code == 2
     assert "--reference" in res.stderr and "nope" in res.stderr and "updn" in res.stderr
     assert not (tmp_path / "r" / "report.json").exists()
-    labels = [rs.label for rs in load_result_dirs([A, B, A])]
+    # one folder twice would be compared with itself and counted twice among the tests
+    again = A.parent / ".." / A.parent.name / A.name
+    res = run_cli("report", A, B, again, "--out", tmp_path / "r")
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        f"error: {again}: given twice (also as {A}): each model once in a report"
+    )
+    copy = tmp_path / "a_copy"
+    shutil.copytree(A, copy)  # the same model name in two folders: labelled apart
+    labels = [rs.label for rs in load_result_dirs([A, B, copy])]
     assert labels == ["updn", "question_only", "updn (2)"]
+
+
+def _accuracy_set(label: str, values: dict[str, int]) -> ResultSet:
+    """A result of the accuracy suite alone on ``values``' questions, same data fingerprint."""
+    from vqadiag.report.results import Row
+
+    rows = {q: Row("accuracy", q, {"accuracy": v}, {"all": None}) for q, v in values.items()}
+    rate = 100 * sum(values.values()) / len(values)
+    results = {
+        "model": {"name": label},
+        "fingerprints": {"data": "same-data"},
+        "summary": {"accuracy": {"value": rate, "ci_low": 0, "ci_high": 100, "n": len(values)}},
+    }
+    return ResultSet(Path(label), results, {"accuracy": rows}, label)
+
+
+def test_results_on_different_question_subsets_are_compared_on_the_shared_ones():
+    """``--max-questions 4`` against all 10 questions (same data fingerprint): the
+    difference is taken on the 4 questions both answered, not 80 (A on 10) − 100 (B on 4).
+    On q1–q4, A is right on 2 and B on 4: −50 points, discordant 0 vs 2, McNemar p = 2/4."""
+    from vqadiag.report.card import compare_pair
+
+    a = _accuracy_set("a", {"q1": 1, "q2": 1, "q3": 0, "q4": 0} | {f"r{i}": 1 for i in range(6)})
+    b = _accuracy_set("b", {"q1": 1, "q2": 1, "q3": 1, "q4": 1})
+    cmp = compare_pair(a, b, "accuracy", seed=0, n_bootstrap=200)
+    assert cmp["paired"] is True and cmp["pairing"] == "fingerprint"
+    assert cmp["difference"]["value"] == pytest.approx(-50.0) and cmp["difference"]["n"] == 4
+    assert cmp["test"] == "mcnemar_exact" and cmp["p_value"] == pytest.approx(0.5)
+    disjoint = _accuracy_set("c", {"s1": 1, "s2": 0})
+    none = compare_pair(a, disjoint, "accuracy", seed=0, n_bootstrap=200)
+    assert none["paired"] is False and none["difference"] is None
+    assert (
+        none["reason"]
+        == "different data: results are not paired (no accuracy unit diagnosed in both)"
+    )

@@ -45,12 +45,14 @@ NOT_PAIRED_DATA = "different data: results are not paired"
 def _rate_units(
     a: ResultSet, b: ResultSet, suite: str, key: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]] | None:
-    """Aligned per-unit values (0 where absent) and presence of ``key`` in ``suite``."""
+    """Aligned per-unit values (0 where absent) and presence of ``key`` in ``suite``, on
+    the units both results were diagnosed on (:func:`shared_units`)."""
     rows_a = a.rows.get(suite, {})
     rows_b = b.rows.get(suite, {})
     ids = sorted(
-        {i for i, r in rows_a.items() if r.values.get(key) is not None}
-        | {i for i, r in rows_b.items() if r.values.get(key) is not None}
+        i
+        for i in shared_units(a, b, suite)
+        if rows_a[i].values.get(key) is not None or rows_b[i].values.get(key) is not None
     )
     if not ids:
         return None
@@ -70,6 +72,16 @@ def _rate_units(
     if ha.sum() == 0 or hb.sum() == 0:
         return None
     return va, ha, vb, hb, ids
+
+
+def shared_units(a: ResultSet, b: ResultSet, suite: str) -> set[str]:
+    """The units of ``suite`` both results have a row for: the questions (pairs,
+    main/sub pairs) both were diagnosed on. A figure is compared there alone, so two
+    runs on different question subsets (``--max-questions``) are compared on the
+    questions they share, not one model's mean on its questions against the other's on
+    others (a figure defined on a model-dependent subset, such as consistency, keeps its
+    rows on every diagnosed unit, its value absent where undefined)."""
+    return set(a.rows.get(suite, {})) & set(b.rows.get(suite, {}))
 
 
 def units_pairing(a: ResultSet, b: ResultSet, suite: str) -> tuple[str | None, str | None]:
@@ -110,31 +122,21 @@ def compare_pair(
     suite = owner.name
     pairing, why = units_pairing(a, b, suite)
     if pairing is None:
-        return base | {
-            "paired": False,
-            "pairing": None,
-            "reason": why,
-            "difference": None,
-            "p_value": None,
-            "test": None,
-            "significant": False,
-        }
+        return base | _unpaired(None, why)
+    if not shared_units(a, b, suite):
+        return base | _unpaired(None, f"{NOT_PAIRED_DATA} (no {suite} unit diagnosed in both)")
     if fig.test == FUNCTION_TEST:
-        return base | {
-            "paired": False,
-            "pairing": pairing,
-            "reason": f"the paired test of {key!r} is the plug-in's own code: "
+        return base | _unpaired(
+            pairing,
+            f"the paired test of {key!r} is the plug-in's own code: "
             "load it with --plugin to run the test",
-            "difference": None,
-            "p_value": None,
-            "test": None,
-            "significant": False,
-        }
+        )
     result: PairedComparison | None
     if callable(fig.test):
+        both = shared_units(a, b, suite)
         result = fig.test(
-            _units(a, suite),
-            _units(b, suite),
+            _units(a, suite, both),
+            _units(b, suite, both),
             a.suites.get(suite),
             seed=seed,
             n_bootstrap=n_bootstrap,
@@ -150,15 +152,7 @@ def compare_pair(
                 va, vb, has_a=ha, has_b=hb, clusters=clusters, n_resamples=n_bootstrap, seed=seed
             )
     if result is None:
-        return base | {
-            "paired": False,
-            "pairing": None,
-            "reason": f"no per-question values for {key!r}",
-            "difference": None,
-            "p_value": None,
-            "test": None,
-            "significant": False,
-        }
+        return base | _unpaired(None, f"no per-question values for {key!r}")
     p = result.p_value
     return base | {
         "paired": True,
@@ -171,9 +165,22 @@ def compare_pair(
     }
 
 
-def _units(rs: ResultSet, suite: str) -> dict[str, dict[str, Any]]:
-    """``{unit id: values}`` of one result's rows of ``suite``."""
-    return {uid: row.values for uid, row in rs.rows.get(suite, {}).items()}
+def _unpaired(pairing: str | None, reason: str | None) -> dict[str, Any]:
+    """A comparison's fields when no test ran, with the reason."""
+    return {
+        "paired": False,
+        "pairing": pairing,
+        "reason": reason,
+        "difference": None,
+        "p_value": None,
+        "test": None,
+        "significant": False,
+    }
+
+
+def _units(rs: ResultSet, suite: str, among: set[str]) -> dict[str, dict[str, Any]]:
+    """``{unit id: values}`` of one result's rows of ``suite`` whose unit is in ``among``."""
+    return {uid: row.values for uid, row in rs.rows.get(suite, {}).items() if uid in among}
 
 
 def build_card(

@@ -310,6 +310,13 @@ def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
     """Load every folder and give each a unique label (the model name, ``name (2)`` …)."""
     if not folders:
         raise DataError(None, "no result folder given")
+    seen: dict[Path, str | Path] = {}
+    for folder in folders:
+        same = seen.setdefault(Path(folder).resolve(), folder)
+        if same is not folder:
+            raise DataError(
+                Path(folder), f"given twice (also as {same}): each model once in a report"
+            )
     sets = [load_result_dir(f) for f in folders]
     taken: set[str] = set()
     for rs in sets:
