@@ -316,3 +316,47 @@ def test_a_pickle_of_objects_given_to_score_vqa_is_one_line(run_cli, tmp_path, w
     assert "\n" not in line and line.startswith(
         f"error: {p}: the pickle asks for fractions.Fraction"
     )
+
+
+def test_probabilities_that_sum_above_one_are_refused(write_json):
+    """Each value in [0, 1] is not enough: 0.9 + 0.8 is no distribution (nor its top k),
+    and sufficiency / comprehensiveness read these numbers. Rounding of written decimals
+    (a sum of 1.004) passes."""
+    rounded = {"1": {"answer": "yes", "probs": {"yes": 0.667, "no": 0.337}}}
+    assert read_predictions(write_json("r.json", rounded))["1"].prob_of("no") == 0.337
+    too_much = {"1": "no", "7": {"answer": "yes", "probs": {"yes": 0.9, "no": 0.8}}}
+    with pytest.raises(DataError) as err:
+        read_predictions(write_json("s.json", too_much))
+    assert str(err.value).endswith(
+        "s.json: record '7': 'probs' sum to 1.7, above 1: not a distribution or its top k"
+    )
+
+
+def test_score_vqa_counts_and_notes_converted_answers(run_cli, tmp_path):
+    """A JSON boolean or number answer is read as yes / no / digits, counted, and said on
+    stderr, as score gqa does (the official VQA script stops on such an answer)."""
+    questions = {"questions": [
+        {"question_id": q, "image_id": 7, "question": "Is it?"} for q in (1, 2, 3)
+    ]}  # fmt: skip
+    annotations = {"annotations": [{
+        "question_id": q, "image_id": 7, "answer_type": "other", "question_type": "is it",
+        "multiple_choice_answer": a,
+        "answers": [{"answer": a, "answer_id": i + 1} for i in range(10)],
+    } for q, a in ((1, "yes"), (2, "2"), (3, "cat"))]}  # fmt: skip
+    (tmp_path / "q.json").write_text(json.dumps(questions))
+    (tmp_path / "a.json").write_text(json.dumps(annotations))
+    (tmp_path / "p.json").write_text(json.dumps(
+        [{"question_id": 1, "answer": True}, {"question_id": 2, "answer": 2},
+         {"question_id": 3, "answer": "cat"}]))  # fmt: skip
+    res = run_cli("score", "vqa", "--questions", tmp_path / "q.json", "--annotations",
+                  tmp_path / "a.json", "--predictions", tmp_path / "p.json", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    assert out["overall"] == 100.0 and out["converted_predictions"] == 2
+    assert "note: 2 predictions were JSON booleans or numbers" in res.stderr
+    (tmp_path / "p.json").write_text(json.dumps(
+        [{"question_id": q, "answer": "yes"} for q in (1, 2, 3)]))  # fmt: skip
+    plain = run_cli("score", "vqa", "--questions", tmp_path / "q.json", "--annotations",
+                    tmp_path / "a.json", "--predictions", tmp_path / "p.json",
+                    "--json")  # fmt: skip
+    assert plain.json()["converted_predictions"] == 0 and "note:" not in plain.stderr

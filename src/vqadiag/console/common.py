@@ -345,7 +345,7 @@ def note_prediction_counts(result: Mapping[str, Any], where: str) -> None:
         "extra_predictions": f"predictions for questions outside {where} were ignored "
         "(as the official script ignores them)",
         "converted_predictions": "predictions were JSON booleans or numbers, read as "
-        "yes / no / digits (the official script compares raw values: they would be wrong)",
+        "yes / no / digits (GQA's official script counts them wrong, VQA's stops on them)",
         "null_predictions": "predictions were null, scored wrong (as officially)",
     }
     for key, text in notes.items():

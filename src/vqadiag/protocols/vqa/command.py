@@ -16,6 +16,7 @@ from vqadiag.console.common import (
     emit,
     existing_file,
     float_option,
+    note_prediction_counts,
     optional_file,
     output_file,
     outputs_apart,
@@ -78,6 +79,7 @@ def score_vqa_command(
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
+    note_prediction_counts(result, annotations.name)
     emit(result, as_json, _render_vqa)
 
 

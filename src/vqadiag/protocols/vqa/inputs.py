@@ -39,6 +39,8 @@ class VQAInputs:
     answer_counts: np.ndarray
     answer_types: list[str]
     question_types: list[str]
+    #: predictions that were JSON booleans or numbers, read as yes / no / digits
+    converted: int = 0
 
 
 def check_questions(
@@ -122,8 +124,9 @@ def _checked_inputs(
     check_questions(question_records, annotation_records, annotations)
     del question_records
     qids = list(annotation_records)
+    notes: dict[str, int] = {}
     with paused_gc(freeze=True):
-        prediction_records = read_predictions(predictions)
+        prediction_records = read_predictions(predictions, notes=notes)
     aligned = align_predictions(prediction_records, qids, predictions, allow_missing=allow_missing)
     records = list(annotation_records.values())
     return VQAInputs(
@@ -133,6 +136,7 @@ def _checked_inputs(
         answer_counts=np.array([len(r["answer_list"]) for r in records], dtype=np.int64),
         answer_types=[r["answer_type"] for r in records],
         question_types=[r["question_type"] for r in records],
+        converted=notes.get("converted", 0),
     )
 
 

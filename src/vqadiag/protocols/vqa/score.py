@@ -112,7 +112,9 @@ def score_vqa(
     without a prediction are an error unless ``allow_missing`` (then 0).
     ``per_question`` writes JSON Lines ``{"question_id", "accuracy"}`` (accuracy
     in [0, 1], annotation-file order). Keys: ``overall``, ``perAnswerType``,
-    ``perQuestionType``, ``n``, ``n_missing``, ``lenient``, ``ci``.
+    ``perQuestionType``, ``n``, ``n_missing``, ``converted_predictions`` (JSON booleans
+    or numbers read as yes / no / digits, where the official script fails on them),
+    ``lenient``, ``ci``.
     """
     inputs = read_vqa_inputs(questions, annotations, predictions, allow_missing=allow_missing)
     acc = vqa_accuracies_flat(
@@ -125,6 +127,7 @@ def score_vqa(
     )
     ci = report.pop("ci")
     report["n_missing"] = inputs.predictions.count(None)
+    report["converted_predictions"] = inputs.converted
     report["lenient"] = lenient
     report["ci"] = ci
     return report
