@@ -194,6 +194,13 @@ def test_export_refuses_bad_options_with_one_line(run_cli, world, tmp_path):
                       "--suite", suites)  # fmt: skip
         assert got.exit_code == 2 and f"error: --suite: {says}" in got.stderr
         assert (earlier / "manifest.json").read_text() == "{}"
+    # a ranker for a BQD that is given, or that no suite of the export builds
+    for extra, says in ((("--bqd", earlier / "manifest.json"), "ranks the BQD built without"),
+                        (("--suite", "accuracy"), "is read by the robustness suite")):  # fmt: skip
+        got = run_cli("conditions", "export", "--data", world, "--out", earlier,
+                      "--bq-ranker", "bleu1", *extra)  # fmt: skip
+        assert got.exit_code == 2 and f"error: --bq-ranker: {says}" in got.stderr
+        assert (earlier / "manifest.json").read_text() == "{}"
 
 
 @pytest.mark.slow

@@ -390,6 +390,57 @@ def test_robustness_builds_the_bqd_once_and_reuses_it(run_cli, world, prior, tmp
     )  # fmt: skip
     assert rescored.exit_code == 0, rescored.stderr
     assert rescored.json() == {k: v for k, v in rob.items() if k != "bqd"}
+    assert rob["bqd"]["covers"] == {"questions": 40, "diagnosed": 40}
+
+
+def test_a_bqd_built_for_other_questions_is_refused(run_cli, world, prior, tmp_path):
+    """Ids alone do not tie a BQD to the diagnosed questions: a record whose main
+    question is another question (another world's file) is refused, naming the record."""
+    args = ["diagnose", "--data", world, "--model", prior, "--suite", "robustness",
+            "--max-questions", "20", "--n-bootstrap", "20", "--json"]  # fmt: skip
+    first = run_cli(*args, "--out", tmp_path / "built", "--bq-ranker", "bleu1")
+    assert first.exit_code == 0, first.stderr
+    bqd = json.loads((tmp_path / "built" / "bqd.json").read_text())
+    records = bqd["records"]
+    some = records[3]
+    spaced = {**bqd, "records": [{**r, "question": f"  {r['question']} "} for r in records]}
+    (tmp_path / "spaced.json").write_text(json.dumps(spaced))
+    fine = run_cli(*args, "--out", tmp_path / "spaced", "--bqd", tmp_path / "spaced.json")
+    assert fine.exit_code == 0, fine.stderr  # whitespace aside, the same questions
+    assert fine.json()["suites"]["robustness"]["bqd"]["covers"]["questions"] == 20
+    some["question"] = "What color is the unicorn?"
+    (tmp_path / "other.json").write_text(json.dumps(bqd))
+    res = run_cli(*args, "--out", tmp_path / "other", "--bqd", tmp_path / "other.json")
+    assert res.exit_code == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and "other.json" in line and str(some["question_id"]) in line
+    assert "'What color is the unicorn?'" in line and "built for other questions" in line
+    assert not (tmp_path / "other" / "results.json").exists()
+    assert fine.json()["config"]["bq_ranker"] is None  # a given BQD was ranked elsewhere
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (["--bqd", "BQD", "--bq-ranker", "bleu1"],
+         "--bq-ranker: ranks the BQD built without --bqd: give one of them"),
+        (["--bqd", "BQD", "--suite", "accuracy"],
+         "--bqd: is read by the robustness suite alone, which --suite leaves out"),
+        (["--bq-ranker", "bleu2", "--suite", "accuracy,fpvg"],
+         "--bq-ranker: is read by the robustness suite alone, which --suite leaves out"),
+        (["--importance-sample", "10", "--suite", "fpvg"],
+         "--importance-sample: is read by the importance suite alone, which --suite leaves out"),
+    ],
+)  # fmt: skip
+def test_options_a_suite_left_out_would_ignore_are_refused(
+    run_cli, world, prior, tmp_path, given, message
+):
+    bqd = tmp_path / "bqd.json"
+    bqd.write_text("[]")
+    given = [str(bqd) if g == "BQD" else g for g in given]
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o", *given)
+    assert res.exit_code == 2 and res.stderr.strip() == f"error: {message}"
+    assert not (tmp_path / "o").exists()
 
 
 def test_consistency_suite_equals_score_consistency_on_its_artefacts(world, prior, tmp_path):
@@ -408,3 +459,27 @@ def test_consistency_suite_equals_score_consistency_on_its_artefacts(world, prio
         annotations=VQA2Data(world).annotations_path("val") if annotated else None,
     )  # fmt: skip
     assert rescored == suite and suite["n_pairs"] > 0
+
+
+def test_a_removal_option_the_model_never_reads_is_refused(run_cli, world, prior, tmp_path):
+    """``--pixel-fill`` for a model that reads no pixels, ``--replacement`` for one that
+    reads pixels: refused, not recorded in ``config`` as if they had been used."""
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.errors import DataError
+    from vqadiag.models.base import Capabilities
+
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
+                  "--pixel-fill", "blur")  # fmt: skip
+    assert res.exit_code == 2
+    assert (
+        res.stderr.strip()
+        == "error: --pixel-fill: fills replaced pixels; prior reads none, not pixels"
+    )
+
+    class Pixels:
+        name = "pixels-stub"
+        capabilities = Capabilities(visual="pixels", object_masking=False)
+
+    with pytest.raises(DataError, match="^--replacement: replaces removed objects; pixels-stub"):
+        diagnose(world, Pixels(), tmp_path / "p", suites="accuracy", replacement="zeros")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "p").exists()

@@ -286,6 +286,12 @@ def test_score_ood_split_only_without_predictions(run_cli, ood_files, tmp_path):
     assert (tmp_path / "s" / "ood_head.json").exists()
     res = run_cli("score", "ood", "--questions", q, "--plot", tmp_path / "x.png")
     assert res.exit_code == 2 and "--plot needs --predictions" in res.stderr
+    txt = tmp_path / "x.txt"
+    res = run_cli("score", "ood", "--questions", q, "--predictions", q, "--plot", txt)
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        f"error: {txt}: --plot writes a PNG: name the file … .png"
+    )
+    assert not txt.exists()
 
 
 def test_score_ood_predictions_may_cover_only_the_split(run_cli, ood_files, write_json):
@@ -352,6 +358,12 @@ def test_score_ood_scores_released_split_files_as_they_are(run_cli, write_json):
     assert out["acc_head"] == pytest.approx(200 / 3) and out["acc_tail"] == 100.0
     assert out["acc_all"] == 80.0 and out["delta"] == pytest.approx(-100 / 3)
     assert out["split"]["source"] == "released" and out["extra_predictions"] == 2
+    assert out["alpha"] is None  # the released split's tail is its own
+    sized = run_cli("score", "ood", "--head", files["head"], "--tail", files["tail"],
+                    "--predictions", p, "--alpha", "3")  # fmt: skip
+    assert sized.exit_code == 2 and sized.stderr.strip() == (
+        "error: --alpha: sizes the tail of a built split: --head / --tail have theirs"
+    )
     assert "2 predictions for questions outside the split were ignored" in res.stderr
     # the all file may come along: it must be head ∪ tail
     ok = run_cli("score", "ood", "--questions", files["all"], "--head", files["head"],

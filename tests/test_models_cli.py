@@ -54,6 +54,15 @@ def test_prior_train_predict_score(run_cli, world, tmp_path):
     answers = json.loads(preds.read_text())
     hits = [answers[q] == r["answer"] for q, r in questions.items() if r["isBalanced"]]
     assert scored["accuracy"] == pytest.approx(100 * sum(hits) / len(hits))
+    # an image folder for a model that reads no pixels would be ignored: refused
+    other = tmp_path / "other.json"
+    result = run_cli("predict", "--model", run, "--data", world, "--out", other, "--images",
+                     tmp_path)  # fmt: skip
+    assert result.exit_code == 2 and not other.exists()
+    assert (
+        result.stderr.strip()
+        == "error: --images: is where a pixel model reads; prior reads no pixels"
+    )
 
 
 def test_updn_train_predict_probs_score(run_cli, world, tmp_path):
@@ -165,6 +174,17 @@ def test_untrainable_model_and_bad_options(run_cli, world, tmp_path):
     )
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: --mode: must be global, group or type, not 'x'"
+    # an option given twice (the last would win unseen), epochs the prior never trains, an
+    # option whose remedy is off: each one line, and no run folder
+    for model, args, line in (
+        ("updn", ("-o", "lr=1e-3", "-o", "lr=5"), "--option: 'lr' is given twice: give it once"),
+        ("prior", ("--epochs", "5"), "--epochs: the prior model counts answers: it trains no"),
+        ("updn", ("-o", "hint_margin=0.5"), "--option: hint_margin: shapes the HINT loss"),
+    ):  # fmt: skip
+        result = run_cli("train", "--data", world, "--model", model, "--out", tmp_path / "r",
+                         *args)  # fmt: skip
+        assert result.exit_code == 2 and result.stderr.startswith(f"error: {line}")
+        assert not (tmp_path / "r").exists()
 
 
 def test_missing_data_and_run_folders(run_cli, world, tmp_path):
@@ -209,3 +229,16 @@ def test_malformed_questions(run_cli, tmp_path):
         "train", "--data", tmp_path / "data", "--model", "prior", "--out", tmp_path / "r"
     )
     assert result.exit_code == 2 and "train_balanced_questions.json" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["synth", "train", "predict", "diagnose", "demo"])
+def test_every_command_with_progress_bars_takes_quiet(run_cli, command):
+    """``-q`` / ``--quiet`` turns the progress bars off wherever there are some."""
+    res = run_cli(command, "--help")
+    assert res.exit_code == 0 and "--quiet" in res.stdout and "-q" in res.stdout
+
+
+def test_synth_quiet_prints_no_progress(run_cli, tmp_path):
+    res = run_cli("synth", "--out", tmp_path / "w", "--images", "20", "--no-images", "-q")
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr == "" and "synthetic world in" in res.stdout

@@ -219,3 +219,32 @@ def test_hint_without_scene_graphs_is_a_data_error(world, tmp_path):
     model = untrained(data, hint=1.0)
     with pytest.raises(DataError, match="train_sceneGraphs.json.*hint needs GQA scene graphs"):
         model.training_objective(data, "train", list(data.questions("train")))
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"hint_margin": 0.5}, "hint_margin: shapes the HINT loss: give hint above 0 with it"),
+        ({"lmh_entropy": 0.5}, "lmh_entropy: weighs LMH's entropy: give debias=lmh"),
+        ({"lmh_entropy": 0.5, "debias": "rubi"}, "lmh_entropy: weighs LMH's entropy"),
+        ({"debias_groups": "local"}, "debias_groups: groups a debiasing prior: give debias"),
+    ],
+)
+def test_a_remedy_option_whose_remedy_is_off_is_refused(given, message):
+    """Accepted, they would train the same weights and still be recorded in the run as
+    if they had shaped it."""
+    with pytest.raises(ValueError, match=f"^{message}"):
+        UpDnModel.training_options(given, None)
+
+
+def test_remedy_options_with_their_remedy_and_max_objects_where_objects_are_read():
+    from vqadiag.models.reference.question_only import QuestionOnlyModel
+
+    opts = UpDnModel.training_options(
+        {"hint": 1.0, "hint_margin": 0.5, "debias": "lmh", "lmh_entropy": 0.1,
+         "debias_groups": "local", "max_objects": 10}, 2,
+    )  # fmt: skip
+    assert (opts["hint_margin"], opts["lmh_entropy"], opts["max_objects"]) == (0.5, 0.1, 10)
+    with pytest.raises(ValueError, match="^max_objects: model 'question-only' reads no objects"):
+        QuestionOnlyModel.training_options({"max_objects": 1}, None)
+    assert QuestionOnlyModel.training_options({"hidden_dim": 8}, 1)["max_objects"] == 100

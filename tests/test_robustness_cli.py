@@ -137,6 +137,10 @@ def test_gqa_truth_exact_match_balanced_only(run_cli, write_json):
         run_cli, truth, clean, noisy, args=("--all-questions", "--allow-missing", "--json")
     )
     assert res.json()["n"] == 3
+    res = _score(run_cli, truth, clean, noisy, args=("--lenient",))  # VQA's normalisation
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        "error: --lenient: normalises answers for VQA accuracy: GQA answers match exactly"
+    )
 
 
 def test_questions_restricts_the_run(run_cli, vqa, write_json):
@@ -191,6 +195,12 @@ def test_questions_file_as_truth_is_refused(run_cli, vqa, write_json):
     res = _score(run_cli, truth, vqa["clean"], vqa["n1"])
     assert res.exit_code == 2
     assert "q.json: this is a VQA v2 questions file" in res.stderr
+    ids = write_json("robustness_questions.json", ["1", "2"])  # the --questions file
+    res = _score(run_cli, ids, vqa["clean"], vqa["n1"])
+    assert res.exit_code == 2
+    assert "robustness_questions.json: this is a list of question ids (the --questions " in (
+        res.stderr
+    )
 
 
 def test_unknown_question_in_subset(run_cli, vqa, write_json):

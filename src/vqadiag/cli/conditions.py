@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.diagnose import PixelFill
+from vqadiag.cli.suite_options import basic_question_options
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
     JsonFlag,
@@ -66,8 +67,9 @@ def export_command(
     ] = False,
     bqd: Annotated[Path | None, optional_file("Basic-question dataset for robustness.")] = None,
     bq_ranker: Annotated[
-        str, typer.Option(help="Ranker of the BQD built without --bqd.", callback=known_ranker)
-    ] = "lasso",
+        str | None,
+        typer.Option(help="Ranker of the BQD built without --bqd (lasso).", callback=known_ranker),
+    ] = None,
     prompt: Annotated[
         str | None,
         typer.Option(help="Prompt with {question} (default: the short-answer instruction)."),
@@ -83,6 +85,7 @@ def export_command(
     from vqadiag.workflows.conditions import export_conditions
 
     outputs_apart({"--out": out}, {"--data": data, "--images": images, "--bqd": bqd})
+    bq_ranker = basic_question_options(suite, bqd, bq_ranker)
     result = export_conditions(
         data, out, fmt=format.value, suites=suite, split=split, max_questions=max_questions,
         max_objects=max_objects, images=images, pixel_fill=pixel_fill.value,

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from vqadiag.cli.suite_options import basic_question_options, suite_selected
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
     DeviceOption,
@@ -14,6 +15,7 @@ from vqadiag.console.common import (
     JsonFlag,
     ModelArgsOption,
     PluginOption,
+    QuietFlag,
     ResamplesOption,
     SeedOption,
     cli_errors,
@@ -170,10 +172,10 @@ _BqdOption = Annotated[
     ),
 ]
 _BqRankerOption = Annotated[
-    str,
+    str | None,
     typer.Option(
-        help="Ranker of the BQD built when --bqd is absent: lasso (paper), bleu1..bleu4, "
-        "rouge, cider, meteor (text similarity: much faster).",
+        help="Ranker of the BQD built when --bqd is absent: lasso (paper; the default), "
+        "bleu1..bleu4, rouge, cider, meteor (text similarity: much faster).",
         callback=known_ranker,
     ),
 ]
@@ -211,7 +213,7 @@ def diagnose_command(
     workers: _WorkersOption = 1,
     replacement: _ReplacementOption = Replacement.drop,
     bqd: _BqdOption = None,
-    bq_ranker: _BqRankerOption = "lasso",
+    bq_ranker: _BqRankerOption = None,
     max_questions: _MaxQuestionsOption = None,
     max_objects: _MaxObjectsOption = 100,
     images: _ImagesOption = None,
@@ -237,6 +239,7 @@ def diagnose_command(
     device: DeviceOption = None,
     dtype: DtypeOption = None,
     plugin: PluginOption = None,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a model under every diagnostic condition (cached, resumable) and score it all."""
@@ -244,6 +247,11 @@ def diagnose_command(
         raise DataError("--rate", "goes with --plan (it estimates the plan's time)")
     if max_calls is not None and precision is None:
         raise DataError("--max-calls", "goes with --precision")
+    bq_ranker = basic_question_options(suite, bqd, bq_ranker)
+    if importance_sample is not None and not suite_selected(suite, "importance"):
+        raise DataError(
+            "--importance-sample", "is read by the importance suite alone, which --suite leaves out"
+        )
     if ray_actors is None and (ray_gpus_per_actor or ray_address is not None):
         given = "--ray-gpus-per-actor" if ray_gpus_per_actor else "--ray-address"
         raise DataError(given, "goes with --ray-actors")
@@ -263,7 +271,7 @@ def diagnose_command(
                 "ray": None if ray_actors is None else {
                     "actors": ray_actors, "gpus_per_actor": ray_gpus_per_actor,
                     "address": ray_address}},
-        precision=precision, max_calls=max_calls,
+        precision=precision, max_calls=max_calls, progress=not quiet,
     )  # fmt: skip
     emit(result, as_json, _render_plan if plan else _render)
 
@@ -294,10 +302,11 @@ def _run_diagnose(
     extras: Mapping[str, Any] | None = None,
     precision: float | None = None,
     max_calls: int | None = None,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Check the adapter settings (``--model-args``, ``--device``, ``--dtype``) and run
     :func:`vqadiag.diagnosis.diagnose.diagnose` with the command's options, progress
-    shown; returns its results."""
+    shown unless ``progress`` is False; returns its results."""
     from vqadiag.diagnosis.diagnose import diagnose
 
     settings = model_settings(model_args, device, dtype)
@@ -329,7 +338,7 @@ def _run_diagnose(
         bq_ranker=bq_ranker,
         max_questions=max_questions,
         max_objects=max_objects,
-        progress=True,
+        progress=progress,
         plugins=plugin or (),
         images=images,
         pixel_fill=pixel_fill.value,

@@ -62,6 +62,8 @@ def parse_options(items: list[str], own: Mapping[str, str] | None = None) -> dic
             raise DataError("--option", f"expected KEY=VALUE, got {excerpt(item)}")
         if own and key in own:
             raise DataError("--option", f"{excerpt(key)} has its own option: use {own[key]}")
+        if key in out:
+            raise DataError("--option", f"{excerpt(key)} is given twice: give it once")
         try:
             out[key] = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -140,6 +142,8 @@ def train_command(
                 "--mode", f"must be {', '.join(MODES[:-1])} or {MODES[-1]}, not {mode!r}"
             )
         options["mode"] = mode
+    if model == "prior" and epochs is not None:
+        raise DataError("--epochs", "the prior model counts answers: it trains no epochs")
     result = train(
         data,
         model,

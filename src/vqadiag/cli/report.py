@@ -11,6 +11,7 @@ from vqadiag.console.apps import app
 from vqadiag.console.common import (
     JsonFlag,
     PluginOption,
+    QuietFlag,
     ResamplesOption,
     SeedOption,
     cli_errors,
@@ -212,6 +213,7 @@ def demo_command(
         ),
     ] = True,
     seed: SeedOption = 0,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """From nothing to a report: synthetic world → train prior, question-only, UpDn,
@@ -228,7 +230,7 @@ def demo_command(
         max_questions=max_questions,
         n_bootstrap=n_bootstrap,
         bq_ranker=bq_ranker,
-        progress=True,
+        progress=not quiet,
         chat_vlm=chat_vlm,
         device=device,
         second_process=second_process,

@@ -9,6 +9,7 @@ import typer
 from vqadiag.console.apps import app, stats_app
 from vqadiag.console.common import (
     JsonFlag,
+    QuietFlag,
     ResamplesOption,
     SeedOption,
     cli_errors,
@@ -86,6 +87,7 @@ def synth(
             help="Objects per image, a range from 2 to 40 (e.g. 3-6 for sparse scenes).",
         ),
     ] = "5-40",
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Generate a synthetic world in the GQA, VQA v2 and VQA-introspect file formats,
@@ -98,7 +100,7 @@ def synth(
         seed=seed,
         bias=bias,
         feature_dim=feature_dim,
-        progress=not as_json,
+        progress=not (as_json or quiet),
         render=not no_images,
         objects=_object_range(objects),
     )

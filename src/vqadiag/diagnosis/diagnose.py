@@ -243,10 +243,31 @@ def diagnose(
         the_model = model
         model = model_name or str(getattr(model, "name", type(model).__name__))
     try:
+        _check_removal_options(the_model, options)
         return _plan_or_run(the_model, model, options, Path(out), source, rate, plan=plan)
     finally:
         if ray is not None:
             the_model.close()
+
+
+def _check_removal_options(the_model: Any, options: Options) -> None:
+    """``--pixel-fill`` fills the replaced pixels of a model that reads pixels, and
+    ``--replacement`` replaces the removed objects of one that reads objects (the other
+    is ignored); one set away from its default for a model that never reads it is refused
+    rather than recorded as if it had been used (docs/diagnose.md, "Options that would do
+    nothing"). A model that answers no rerun (prediction files) is left to its own checks."""
+    caps = the_model.capabilities
+    if not caps.reruns:
+        return
+    name = getattr(the_model, "name", "the model")
+    if caps.pixel_input and options.replacement != REPLACEMENTS[0]:
+        raise DataError(
+            "--replacement", f"replaces removed objects; {name} reads pixels (use --pixel-fill)"
+        )
+    if not caps.pixel_input and options.fill != FILLS[0]:
+        raise DataError(
+            "--pixel-fill", f"fills replaced pixels; {name} reads {caps.visual}, not pixels"
+        )
 
 
 def _plan_or_run(

@@ -137,6 +137,8 @@ class TorchModel:
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()
     uses_objects: ClassVar[bool] = False
+    #: whether ``max_objects`` caps what the model reads (objects, or boxes it crops)
+    reads_boxes: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = TRAINING_DEFAULTS
     #: Options left out of :meth:`architecture` (config and fingerprint) while they have
     #: these values (options added after runs were saved, at their "off" value).
@@ -204,7 +206,21 @@ class TorchModel:
         opts = cls.resolve_options(options if epochs is None else {**options, "epochs": epochs})
         if epochs is not None:
             opts["epochs"] = int(epochs)
+        idle = cls.idle_option(opts, options)
+        if idle is not None:
+            raise ValueError(idle)
         return opts
+
+    @classmethod
+    def idle_option(cls, opts: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:
+        """Why one of the ``given`` options would change nothing in training with the
+        resolved ``opts`` (it shapes a part these options leave out), or None: such an
+        option is refused rather than recorded in the run as if it had been used
+        (docs/models.md, "Options that would do nothing"). ``max_objects`` caps the
+        objects of a model that reads them."""
+        if "max_objects" in given and not cls.reads_boxes:
+            return f"max_objects: model {cls.name!r} reads no objects"
+        return None
 
     @classmethod
     def batch_order(

@@ -79,7 +79,7 @@ class Options:
             "n_bootstrap": self.n_bootstrap,
             "replacement": self.replacement,
             "bqd": self.bqd,
-            "bq_ranker": self.bq_ranker,
+            "bq_ranker": None if self.bqd else self.bq_ranker,  # a given BQD was ranked elsewhere
             "max_questions": self.max_questions,
             "max_objects": self.max_objects,
             "images": self.images,

@@ -172,6 +172,8 @@ def predict(
     load_plugins(())
     writable_file(out)
     model = load_model_spec(str(run), model_args)
+    if images is not None and not model.capabilities.pixel_input:
+        raise DataError("--images", f"is where a pixel model reads; {model.name} reads no pixels")
     data = open_data(data_dir, dataset, images)
     questions = data.questions(split)
     start = time.perf_counter()

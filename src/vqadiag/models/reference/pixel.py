@@ -203,6 +203,7 @@ class PixelModel(TorchModel):
         visual="pixels", object_masking=False, attention=True, gradients=False
     )
     uses_objects: ClassVar[bool] = False
+    reads_boxes: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
         **TRAINING_DEFAULTS,
         "epochs": 8,

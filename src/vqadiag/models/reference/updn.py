@@ -111,6 +111,7 @@ class UpDnModel(TorchModel):
         visual="objects", object_masking=True, attention=True, gradients=True
     )
     uses_objects: ClassVar[bool] = True
+    reads_boxes: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
         **TRAINING_DEFAULTS,
         "epochs": 12,
@@ -157,6 +158,21 @@ class UpDnModel(TorchModel):
         for key in remedy_weights:
             opts[key] = float(opts[key])
         return opts
+
+    @classmethod
+    def idle_option(cls, opts: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:
+        """Also the remedy options that shape a remedy the options leave off:
+        ``hint_margin`` without ``hint``, ``lmh_entropy`` without ``debias=lmh``,
+        ``debias_groups`` without ``debias`` (docs/remedies.md)."""
+        needs = (
+            ("hint_margin", opts["hint"] > 0, "shapes the HINT loss: give hint above 0 with it"),
+            ("lmh_entropy", opts["debias"] == "lmh", "weighs LMH's entropy: give debias=lmh"),
+            ("debias_groups", opts["debias"] != "none", "groups a debiasing prior: give debias"),
+        )
+        for key, used, why in needs:
+            if key in given and not used:
+                return f"{key}: {why}"
+        return super().idle_option(opts, given)
 
     def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
         """Cross-entropy, or the remedy losses the options ask for (docs/remedies.md)."""

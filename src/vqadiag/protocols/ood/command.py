@@ -93,14 +93,14 @@ def score_ood_command(
         optional_file("The released tail file (ood_testdev_tail.json), with --head."),
     ] = None,
     alpha: Annotated[
-        float,
+        float | None,
         float_option(
             "--alpha",
-            help="Tail size: tail answers have p < (1 + alpha) / K.",
+            help="Tail size of a built split: tail answers have p < (1 + alpha) / K (default 0.2).",
             low=-1,
             low_open=True,
         ),
-    ] = 0.2,
+    ] = None,
     curve: Annotated[
         bool, typer.Option("--curve", help="acc-tail over the official alpha grid.")
     ] = False,
@@ -125,7 +125,7 @@ def score_ood_command(
     delta."""
     from vqadiag.protocols.ood.score import score_ood
 
-    if alpha <= -1:
+    if alpha is not None and alpha <= -1:
         raise typer.BadParameter("alpha must be greater than -1", param_hint="--alpha")
     outputs_apart(
         {"--plot": plot},

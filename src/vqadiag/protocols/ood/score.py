@@ -380,7 +380,7 @@ def score_ood(
     *,
     head: str | Path | None = None,
     tail: str | Path | None = None,
-    alpha: float = DEFAULT_ALPHA,
+    alpha: float | None = None,
     curve: bool = False,
     plot: str | Path | None = None,
     write_split: str | Path | None = None,
@@ -390,7 +390,9 @@ def score_ood(
     n_bootstrap: int = 1000,
 ) -> dict[str, Any]:
     """GQA-OOD: build the official head / tail split, or take a released one, and score
-    it (docs/protocols.md §3, docs/gqa.md).
+    it (docs/protocols.md §3, docs/gqa.md). ``alpha`` sizes the tail of a built split
+    (None: :data:`DEFAULT_ALPHA`); a released split has its own, so an ``alpha`` given
+    with ``head`` / ``tail`` is refused and the result's ``alpha`` is null.
 
     Built (``questions``): groups from every question of the file, as the official
     ``build_gqa_ood.py``; the ``isBalanced`` questions of the split are scored (all with
@@ -409,9 +411,15 @@ def score_ood(
     t_path = None if tail is None else Path(tail)
     if plot is not None and predictions is None:
         raise DataError(None, "--plot needs --predictions (the curve plots acc_tail)")
+    if plot is not None and Path(plot).suffix.lower() != ".png":
+        raise DataError(Path(plot), "--plot writes a PNG: name the file … .png")
     want_curve = curve or plot is not None
     _check_ood_arguments(q_path, h_path, t_path, want_curve, write_split)
-    if h_path is not None and t_path is not None:
+    released = h_path is not None and t_path is not None
+    if released and alpha is not None:
+        raise DataError("--alpha", "sizes the tail of a built split: --head / --tail have theirs")
+    alpha = DEFAULT_ALPHA if alpha is None else alpha
+    if released:
         inputs = released_inputs(h_path, t_path, q_path, all_questions=all_questions)
     else:
         assert q_path is not None
@@ -429,6 +437,8 @@ def score_ood(
         prediction_counts=counts,
     )  # fmt: skip
     result = score.to_dict()
+    if released:
+        result["alpha"] = None
     ci = result.pop("ci")
     if plot is not None:
         from vqadiag.protocols.ood.curve import plot_ood_curve

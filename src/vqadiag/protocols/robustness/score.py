@@ -111,14 +111,17 @@ class Truth:
         elif self.kind == "gqa":
             from vqadiag.data.formats.gqa import read_gqa_questions
 
+            if lenient:
+                raise DataError(
+                    "--lenient", "normalises answers for VQA accuracy: GQA answers match exactly"
+                )
             self.records = read_gqa_questions(self.path, require=("question", "answer"))
             self._gqa_ids(all_questions)
         else:
-            what = "a VQA v2 questions file" if self.kind == "vqa_questions" else "VQA-introspect"
             raise DataError(
                 self.path,
-                f"this is {what}, which has no answers; pass VQA v2 annotations "
-                "or a GQA questions file as --truth",
+                f"this is {_answerless_kind(self.path, self.kind)}, which has no answers; "
+                "pass VQA v2 annotations or a GQA questions file as --truth",
             )
 
     def _gqa_ids(self, all_questions: bool) -> None:
@@ -324,3 +327,15 @@ def score_robustness(
     )  # n × (1 + K): column 0 clean, column k partition k
     score = score_accuracies(gt, acc, t=t, m=m, seed=seed, n_bootstrap=n_bootstrap)
     return score.to_dict()
+
+
+def _answerless_kind(path: Path, kind: str) -> str:
+    """What a ``--truth`` file without answers is, by its first bytes: VQA-introspect, a
+    list of question ids (``--questions``' file), or a VQA v2 questions file."""
+    if kind == "introspect":
+        return "VQA-introspect"
+    with path.open("rb") as fh:
+        head = fh.read(256).lstrip()
+    if head.startswith(b"[") and not head[1:].lstrip().startswith(b"{"):
+        return "a list of question ids (the --questions file)"
+    return "a VQA v2 questions file"
