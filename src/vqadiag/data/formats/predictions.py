@@ -118,11 +118,6 @@ def _answer_text(
     raise DataError(path, f"answer must be a string, got {excerpt(value)}", label)
 
 
-#: how far above 1 the probabilities of one prediction may sum (rounding of written
-#: decimals), before they are refused as no distribution
-PROBS_SUM_SLACK = 0.01
-
-
 def _probs(value: Any, path: str | Path, label: str) -> dict[str, float]:
     if not isinstance(value, Mapping) or not value:
         raise DataError(path, "'probs' must be a non-empty object answer -> probability", label)
@@ -134,11 +129,6 @@ def _probs(value: Any, path: str | Path, label: str) -> dict[str, float]:
                 path, f"probability of {excerpt(answer)} is {prob}, outside [0, 1]", label
             )
         out[str(answer)] = prob
-    total = sum(out.values())
-    if total > 1 + PROBS_SUM_SLACK:
-        raise DataError(
-            path, f"'probs' sum to {total:.6g}, above 1: not a distribution or its top k", label
-        )
     return out
 
 
