@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from vqadiag.errors import DataError
 from vqadiag.report.build import build_report
 from vqadiag.report.card import not_run_reason
 from vqadiag.report.results import ResultSet, load_result_dirs
@@ -267,6 +268,9 @@ def test_unknown_reference_and_duplicate_names(run_cli, tmp_path):
     assert res.stderr.strip() == (
         f"error: {again}: given twice (also as {A}): each model once in a report"
     )
+    for twice in ([A, A], [str(A), B, str(A)]):  # the same object twice, through the API
+        with pytest.raises(DataError, match="given twice"):
+            load_result_dirs(twice)
     copy = tmp_path / "a_copy"
     shutil.copytree(A, copy)  # the same model name in two folders: labelled apart
     labels = [rs.label for rs in load_result_dirs([A, B, copy])]
@@ -302,7 +306,4 @@ def test_results_on_different_question_subsets_are_compared_on_the_shared_ones()
     disjoint = _accuracy_set("c", {"s1": 1, "s2": 0})
     none = compare_pair(a, disjoint, "accuracy", seed=0, n_bootstrap=200)
     assert none["paired"] is False and none["difference"] is None
-    assert (
-        none["reason"]
-        == "different data: results are not paired (no accuracy unit diagnosed in both)"
-    )
+    assert none["reason"] == "no accuracy unit was diagnosed in both results"

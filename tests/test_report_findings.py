@@ -81,6 +81,20 @@ def test_rules_against_the_blind_baseline_with_holm():
     assert prior["sentence"] == (
         "accuracy 52.00 not above 50.00 for blind qo (McNemar exact test, p = 0.3)"
     )
+    # compared on fewer questions than either estimate (v2 diagnosed on 30 of qo's 100):
+    # the sentence says where the test ran, beside each model's own figure
+    comparisons[1]["difference"]["n"] = 30
+    shared = findings([qo, weak, v1, v2], comparisons, {}, n_bootstrap=100)
+    items = {i["verdict"]: i for i in shared["models"][3]["items"]}
+    assert items["relies on language priors"]["sentence"] == (
+        "accuracy 52.00 not above 50.00 for blind qo (McNemar exact test, p = 0.3); "
+        "tested on the 30 units both were diagnosed on"
+    )
+    comparisons[1]["difference"]["n"] = 100  # the same questions: nothing added
+    same = findings([qo, weak, v1, v2], comparisons, {}, n_bootstrap=100)
+    assert {i["verdict"]: i for i in same["models"][3]["items"]}["relies on language priors"][
+        "sentence"
+    ] == prior["sentence"]
     # the correction decides: v2's FPVG+ p = .03 is below α alone, .06 after Holm, so
     # it is neither "weakly grounded" (needs the adjusted test) nor "not grounded" (needs
     # even the unadjusted test to fail): nothing is said about v2's grounding

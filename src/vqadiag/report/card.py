@@ -43,15 +43,15 @@ NOT_PAIRED_DATA = "different data: results are not paired"
 
 
 def _rate_units(
-    a: ResultSet, b: ResultSet, suite: str, key: str
+    a: ResultSet, b: ResultSet, suite: str, key: str, both: set[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]] | None:
     """Aligned per-unit values (0 where absent) and presence of ``key`` in ``suite``, on
-    the units both results were diagnosed on (:func:`shared_units`)."""
+    the units ``both`` results were diagnosed on (:func:`shared_units`)."""
     rows_a = a.rows.get(suite, {})
     rows_b = b.rows.get(suite, {})
     ids = sorted(
         i
-        for i in shared_units(a, b, suite)
+        for i in both
         if rows_a[i].values.get(key) is not None or rows_b[i].values.get(key) is not None
     )
     if not ids:
@@ -123,17 +123,17 @@ def compare_pair(
     pairing, why = units_pairing(a, b, suite)
     if pairing is None:
         return base | _unpaired(None, why)
-    if not shared_units(a, b, suite):
-        return base | _unpaired(None, f"{NOT_PAIRED_DATA} (no {suite} unit diagnosed in both)")
     if fig.test == FUNCTION_TEST:
         return base | _unpaired(
             pairing,
             f"the paired test of {key!r} is the plug-in's own code: "
             "load it with --plugin to run the test",
         )
+    both = shared_units(a, b, suite)
+    if not both:
+        return base | _unpaired(None, f"no {suite} unit was diagnosed in both results")
     result: PairedComparison | None
     if callable(fig.test):
-        both = shared_units(a, b, suite)
         result = fig.test(
             _units(a, suite, both),
             _units(b, suite, both),
@@ -142,7 +142,7 @@ def compare_pair(
             n_bootstrap=n_bootstrap,
         )
     else:
-        units = _rate_units(a, b, suite, fig.values_column)
+        units = _rate_units(a, b, suite, fig.values_column, both)
         if units is None:
             result = None
         else:

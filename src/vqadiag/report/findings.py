@@ -134,6 +134,9 @@ def _blind_test(
     if found is None or estimate_value(other) is None:
         return None
     index, diff, p, test = found
+    compared = comparisons[index]["difference"].get("n")
+    own = [(e or {}).get("n") for e in (rs.summary.get(key), other)]
+    restricted = compared is not None and any(n is not None and compared < n for n in own)
     return {
         "p": p,
         "difference": diff,
@@ -141,6 +144,9 @@ def _blind_test(
         "evidence": comparisons[index]["anchor"],
         "other": baseline.label,
         "other_value": other["value"],
+        # the two were diagnosed on different questions: the test (and the difference)
+        # are on the ones they share, which the sentence says (docs/report.md)
+        "shared_units": compared if restricted else None,
     }
 
 
@@ -359,15 +365,20 @@ def _sentence(rule: FindingRule, rs: ResultSet, test: Mapping[str, Any], n_boots
     resamples = None
     if test["test"] == "paired_bootstrap":
         resamples = test.get("resamples") or n_bootstrap
-    return rule.sentence.format(
-        label=label,
-        value=fmt(est["value"], key),
-        ci=f"{fmt(est.get('ci_low'), key)}, {fmt(est.get('ci_high'), key)}",
-        other=test["other"] or "",
-        other_value=fmt(test["other_value"], key),
-        diff=f"{'+' if test['difference'] >= 0 else '−'}{fmt(abs(test['difference']), key)}",
-        p=p_text(test["p"], resamples),
-        test=TEST_NAMES.get(test["test"], test["test"]),
-        threshold=fmt(test["other_value"], key),
-        summary=summary,
+    shared = test.get("shared_units")
+    scope = "" if shared is None else f"; tested on the {shared} units both were diagnosed on"
+    return (
+        rule.sentence.format(
+            label=label,
+            value=fmt(est["value"], key),
+            ci=f"{fmt(est.get('ci_low'), key)}, {fmt(est.get('ci_high'), key)}",
+            other=test["other"] or "",
+            other_value=fmt(test["other_value"], key),
+            diff=f"{'+' if test['difference'] >= 0 else '−'}{fmt(abs(test['difference']), key)}",
+            p=p_text(test["p"], resamples),
+            test=TEST_NAMES.get(test["test"], test["test"]),
+            threshold=fmt(test["other_value"], key),
+            summary=summary,
+        )
+        + scope
     )

@@ -312,11 +312,12 @@ def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
         raise DataError(None, "no result folder given")
     seen: dict[Path, str | Path] = {}
     for folder in folders:
-        same = seen.setdefault(Path(folder).resolve(), folder)
-        if same is not folder:
+        key = Path(folder).resolve()
+        if key in seen:
             raise DataError(
-                Path(folder), f"given twice (also as {same}): each model once in a report"
+                Path(folder), f"given twice (also as {seen[key]}): each model once in a report"
             )
+        seen[key] = folder
     sets = [load_result_dir(f) for f in folders]
     taken: set[str] = set()
     for rs in sets:
