@@ -105,6 +105,9 @@ def test_jsonl_round_trip_gives_the_in_process_results(
     manifest = json.loads((export / "manifest.json").read_text())
     questions = [json.loads(x) for x in (export / "questions.jsonl").read_text().splitlines()]
     assert summary["items"] == len(questions) == len(manifest["items"]) > 30
+    # the options to give diagnose again: the exported BQD, whose ranking is done
+    assert manifest["options"]["bqd"] == str((export / "bqd.json").resolve())
+    assert manifest["options"]["bq_ranker"] is None
     assert set(summary["conditions"]) == set(in_process[0]["conditions"])
     assert all(q["text"].endswith("single word or phrase.") for q in questions)
     # a LLaVA-style loop answers the question file: {"question_id", "text"} lines

@@ -234,6 +234,7 @@ def test_official_layout_runs_the_three_gqa_suites(official):
     assert set(results["suites"]) == {"accuracy", "ood", "robustness", "gain"}
     assert results["summary"]["gain_gqa"]["value"] is not None
     assert results["suites"]["ood"]["split"]["source"] == "released"
+    assert results["suites"]["ood"]["alpha"] is None  # the released tail is its own
     assert results["suites"]["ood"]["split"]["joined_on"] == "id"
     assert results["summary"]["accuracy"]["value"] is not None
 

@@ -464,9 +464,10 @@ def test_consistency_suite_equals_score_consistency_on_its_artefacts(world, prio
 def test_a_removal_option_the_model_never_reads_is_refused(run_cli, world, prior, tmp_path):
     """``--pixel-fill`` for a model that reads no pixels, ``--replacement`` for one that
     reads pixels: refused, not recorded in ``config`` as if they had been used."""
-    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.diagnosis.diagnose import _check_removal_options, diagnose
     from vqadiag.errors import DataError
     from vqadiag.models.base import Capabilities
+    from vqadiag.suites.state import Options
 
     res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
                   "--pixel-fill", "blur")  # fmt: skip
@@ -482,4 +483,19 @@ def test_a_removal_option_the_model_never_reads_is_refused(run_cli, world, prior
 
     with pytest.raises(DataError, match="^--replacement: replaces removed objects; pixels-stub"):
         diagnose(world, Pixels(), tmp_path / "p", suites="accuracy", replacement="zeros")
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
+                  "--replacement", "zeros")  # fmt: skip
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: --replacement: replaces removed objects; prior reads none"
     assert not (tmp_path / "o").exists() and not (tmp_path / "p").exists()
+    _check_removal_options(Pixels(), Options(suites=("accuracy",), fill="blur"))  # read: kept
+
+
+def test_a_misspelt_suite_is_named_before_the_options_it_would_read(
+    run_cli, world, prior, tmp_path
+):
+    bqd = tmp_path / "bqd.json"
+    bqd.write_text("[]")
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
+                  "--suite", "robustnes", "--bqd", bqd)  # fmt: skip
+    assert res.exit_code == 2 and "error: --suite: unknown suite(s) ['robustnes']" in res.stderr

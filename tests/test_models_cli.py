@@ -231,10 +231,12 @@ def test_malformed_questions(run_cli, tmp_path):
     assert result.exit_code == 2 and "train_balanced_questions.json" in result.stderr
 
 
-@pytest.mark.parametrize("command", ["synth", "train", "predict", "diagnose", "demo"])
+@pytest.mark.parametrize(
+    "command", ["synth", "train", "predict", "diagnose", "demo", "conditions export"]
+)
 def test_every_command_with_progress_bars_takes_quiet(run_cli, command):
     """``-q`` / ``--quiet`` turns the progress bars off wherever there are some."""
-    res = run_cli(command, "--help")
+    res = run_cli(*command.split(), "--help")
     assert res.exit_code == 0 and "--quiet" in res.stdout and "-q" in res.stdout
 
 

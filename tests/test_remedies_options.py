@@ -227,7 +227,8 @@ def test_hint_without_scene_graphs_is_a_data_error(world, tmp_path):
         ({"hint_margin": 0.5}, "hint_margin: shapes the HINT loss: give hint above 0 with it"),
         ({"lmh_entropy": 0.5}, "lmh_entropy: weighs LMH's entropy: give debias=lmh"),
         ({"lmh_entropy": 0.5, "debias": "rubi"}, "lmh_entropy: weighs LMH's entropy"),
-        ({"debias_groups": "local"}, "debias_groups: groups a debiasing prior: give debias"),
+        ({"debias_groups": "local"}, "debias_groups: groups the prior of debias=bp or lmh"),
+        ({"debias_groups": "local", "debias": "rubi"}, "debias_groups: groups the prior of"),
     ],
 )
 def test_a_remedy_option_whose_remedy_is_off_is_refused(given, message):
@@ -248,3 +249,8 @@ def test_remedy_options_with_their_remedy_and_max_objects_where_objects_are_read
     with pytest.raises(ValueError, match="^max_objects: model 'question-only' reads no objects"):
         QuestionOnlyModel.training_options({"max_objects": 1}, None)
     assert QuestionOnlyModel.training_options({"hidden_dim": 8}, 1)["max_objects"] == 100
+    # given at their defaults (a sweep that always passes them), they are taken
+    assert QuestionOnlyModel.training_options({"max_objects": 100}, 1)["max_objects"] == 100
+    opts = UpDnModel.training_options({"hint_margin": 0.0, "debias_groups": "global"}, 1)
+    assert (opts["hint"], opts["hint_margin"], opts["debias"]) == (0.0, 0.0, "none")
+    assert UpDnModel.training_options({"debias": "bp", "debias_groups": "local"}, 1)

@@ -201,6 +201,11 @@ def test_questions_file_as_truth_is_refused(run_cli, vqa, write_json):
     assert "robustness_questions.json: this is a list of question ids (the --questions " in (
         res.stderr
     )
+    given = write_json("answers.json", [{"question_id": 1, "answer": "yes"}])
+    res = _score(run_cli, given, vqa["clean"], vqa["n1"])
+    assert res.exit_code == 2 and "answers.json: this is a prediction file, which has" in (
+        res.stderr
+    )
 
 
 def test_unknown_question_in_subset(run_cli, vqa, write_json):

@@ -14,6 +14,7 @@ from vqadiag.console.apps import app
 from vqadiag.console.common import (
     JsonFlag,
     PluginOption,
+    QuietFlag,
     SeedOption,
     cli_errors,
     emit,
@@ -79,6 +80,7 @@ def export_command(
     ] = 16,
     seed: SeedOption = 0,
     plugin: PluginOption = None,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Write every condition's inputs (images and prompts) for a harness to answer."""
@@ -90,7 +92,7 @@ def export_command(
         data, out, fmt=format.value, suites=suite, split=split, max_questions=max_questions,
         max_objects=max_objects, images=images, pixel_fill=pixel_fill.value,
         allow_missing_images=allow_missing, bqd=bqd, bq_ranker=bq_ranker, seed=seed,
-        prompt=prompt, max_new_tokens=max_new_tokens, progress=not as_json,
+        prompt=prompt, max_new_tokens=max_new_tokens, progress=not (as_json or quiet),
         plugins=plugin or (),
     )  # fmt: skip
     emit(result, as_json, _render)

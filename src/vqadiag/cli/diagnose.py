@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from vqadiag.cli.suite_options import basic_question_options, suite_selected
+from vqadiag.cli.suite_options import basic_question_options, suite_option
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
     DeviceOption,
@@ -248,10 +248,8 @@ def diagnose_command(
     if max_calls is not None and precision is None:
         raise DataError("--max-calls", "goes with --precision")
     bq_ranker = basic_question_options(suite, bqd, bq_ranker)
-    if importance_sample is not None and not suite_selected(suite, "importance"):
-        raise DataError(
-            "--importance-sample", "is read by the importance suite alone, which --suite leaves out"
-        )
+    if importance_sample is not None:
+        suite_option(suite, "--importance-sample", "importance")
     if ray_actors is None and (ray_gpus_per_actor or ray_address is not None):
         given = "--ray-gpus-per-actor" if ray_gpus_per_actor else "--ray-address"
         raise DataError(given, "goes with --ray-actors")

@@ -11,12 +11,23 @@ from vqadiag.errors import DataError
 DEFAULT_RANKER = "lasso"
 
 
-def suite_selected(suites: str, name: str) -> bool:
-    """Whether the ``--suite`` text (``all`` or comma-separated names) runs ``name``;
-    the names themselves are checked by the diagnosis, after any plug-in registers its
-    suites."""
-    names = {s.strip() for s in suites.split(",")}
-    return "all" in names or name in names
+def suite_left_out(suites: str, name: str) -> bool:
+    """Whether the ``--suite`` text (``all`` or comma-separated names) surely leaves out
+    the built-in suite ``name``: it names only registered suites, none of them ``name``.
+    A list with a name that is not (yet) registered (a typo, or a plug-in's suite that
+    registers later) is left to the diagnosis, which names unknown suites itself."""
+    from vqadiag.suites.base import registered_suites
+
+    names = {s.strip() for s in suites.split(",") if s.strip()}
+    known = set(registered_suites())
+    return bool(names) and names <= known and name not in names
+
+
+def suite_option(suites: str, option: str, suite: str) -> None:
+    """One line when ``option`` was given and ``--suite`` leaves out ``suite``, the one
+    suite that reads it."""
+    if suite_left_out(suites, suite):
+        raise DataError(option, f"is read by the {suite} suite alone, which --suite leaves out")
 
 
 def basic_question_options(suites: str, bqd: Path | None, bq_ranker: str | None) -> str:
@@ -26,6 +37,6 @@ def basic_question_options(suites: str, bqd: Path | None, bq_ranker: str | None)
     if bqd is not None and bq_ranker is not None:
         raise DataError("--bq-ranker", "ranks the BQD built without --bqd: give one of them")
     given = "--bqd" if bqd is not None else "--bq-ranker" if bq_ranker is not None else None
-    if given and not suite_selected(suites, "robustness"):
-        raise DataError(given, "is read by the robustness suite alone, which --suite leaves out")
+    if given:
+        suite_option(suites, given, "robustness")
     return bq_ranker or DEFAULT_RANKER

@@ -252,17 +252,18 @@ def diagnose(
 
 def _check_removal_options(the_model: Any, options: Options) -> None:
     """``--pixel-fill`` fills the replaced pixels of a model that reads pixels, and
-    ``--replacement`` replaces the removed objects of one that reads objects (the other
-    is ignored); one set away from its default for a model that never reads it is refused
+    ``--replacement`` replaces the removed objects of one that reads objects (any other
+    model ignores it); one set away from its default for a model that never reads it is refused
     rather than recorded as if it had been used (docs/diagnose.md, "Options that would do
     nothing"). A model that answers no rerun (prediction files) is left to its own checks."""
     caps = the_model.capabilities
     if not caps.reruns:
         return
     name = getattr(the_model, "name", "the model")
-    if caps.pixel_input and options.replacement != REPLACEMENTS[0]:
+    if caps.visual != "objects" and options.replacement != REPLACEMENTS[0]:
+        instead = " (use --pixel-fill)" if caps.pixel_input else ""
         raise DataError(
-            "--replacement", f"replaces removed objects; {name} reads pixels (use --pixel-fill)"
+            "--replacement", f"replaces removed objects; {name} reads {caps.visual}{instead}"
         )
     if not caps.pixel_input and options.fill != FILLS[0]:
         raise DataError(

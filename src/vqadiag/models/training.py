@@ -137,7 +137,7 @@ class TorchModel:
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()
     uses_objects: ClassVar[bool] = False
-    #: whether ``max_objects`` caps what the model reads (objects, or boxes it crops)
+    #: whether ``max_objects`` caps the boxes a model that reads no objects crops
     reads_boxes: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = TRAINING_DEFAULTS
     #: Options left out of :meth:`architecture` (config and fingerprint) while they have
@@ -217,8 +217,13 @@ class TorchModel:
         resolved ``opts`` (it shapes a part these options leave out), or None: such an
         option is refused rather than recorded in the run as if it had been used
         (docs/models.md, "Options that would do nothing"). ``max_objects`` caps the
-        objects of a model that reads them."""
-        if "max_objects" in given and not cls.reads_boxes:
+        objects (or boxes) of a model that reads them; given at its default, it is taken."""
+        reads = cls.uses_objects or cls.reads_boxes
+        if (
+            not reads
+            and given.get("max_objects", cls.defaults["max_objects"])
+            != (cls.defaults["max_objects"])
+        ):
             return f"max_objects: model {cls.name!r} reads no objects"
         return None
 

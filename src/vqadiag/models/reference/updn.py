@@ -111,7 +111,6 @@ class UpDnModel(TorchModel):
         visual="objects", object_masking=True, attention=True, gradients=True
     )
     uses_objects: ClassVar[bool] = True
-    reads_boxes: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
         **TRAINING_DEFAULTS,
         "epochs": 12,
@@ -161,16 +160,18 @@ class UpDnModel(TorchModel):
 
     @classmethod
     def idle_option(cls, opts: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:
-        """Also the remedy options that shape a remedy the options leave off:
-        ``hint_margin`` without ``hint``, ``lmh_entropy`` without ``debias=lmh``,
-        ``debias_groups`` without ``debias`` (docs/remedies.md)."""
+        """Also a remedy option set away from its default for a remedy the options leave
+        off: ``hint_margin`` without ``hint``, ``lmh_entropy`` without ``debias=lmh``,
+        ``debias_groups`` without ``debias=bp`` or ``lmh``, the two that count a prior
+        by group (docs/remedies.md)."""
         needs = (
             ("hint_margin", opts["hint"] > 0, "shapes the HINT loss: give hint above 0 with it"),
             ("lmh_entropy", opts["debias"] == "lmh", "weighs LMH's entropy: give debias=lmh"),
-            ("debias_groups", opts["debias"] != "none", "groups a debiasing prior: give debias"),
-        )
+            ("debias_groups", opts["debias"] in ("bp", "lmh"),
+             "groups the prior of debias=bp or lmh: give one of them"),
+        )  # fmt: skip
         for key, used, why in needs:
-            if key in given and not used:
+            if key in given and not used and given[key] != OPTIONAL_DEFAULTS[key]:
                 return f"{key}: {why}"
         return super().idle_option(opts, given)
 

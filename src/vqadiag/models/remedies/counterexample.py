@@ -136,7 +136,6 @@ class CounterExampleModel(TorchModel):
         visual="objects", object_masking=True, attention=True, gradients=False
     )
     uses_objects: ClassVar[bool] = True
-    reads_boxes: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
         **TRAINING_DEFAULTS,
         "epochs": 8,

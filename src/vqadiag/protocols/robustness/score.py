@@ -330,12 +330,15 @@ def score_robustness(
 
 
 def _answerless_kind(path: Path, kind: str) -> str:
-    """What a ``--truth`` file without answers is, by its first bytes: VQA-introspect, a
-    list of question ids (``--questions``' file), or a VQA v2 questions file."""
+    """What a ``--truth`` file without annotator answers is, by its first bytes:
+    VQA-introspect, a list of question ids (``--questions``' file), a list of answers
+    given (a prediction file), or a VQA v2 questions file."""
     if kind == "introspect":
         return "VQA-introspect"
     with path.open("rb") as fh:
-        head = fh.read(256).lstrip()
+        head = fh.read(512).lstrip()
     if head.startswith(b"[") and not head[1:].lstrip().startswith(b"{"):
         return "a list of question ids (the --questions file)"
+    if head.startswith(b"[") and b'"answer"' in head:
+        return "a prediction file"
     return "a VQA v2 questions file"
