@@ -12,15 +12,17 @@ DEFAULT_RANKER = "lasso"
 
 
 def suite_left_out(suites: str, name: str) -> bool:
-    """Whether the ``--suite`` text (``all`` or comma-separated names) surely leaves out
-    the built-in suite ``name``: it names only registered suites, none of them ``name``.
-    A list with a name that is not (yet) registered (a typo, or a plug-in's suite that
-    registers later) is left to the diagnosis, which names unknown suites itself."""
-    from vqadiag.suites.base import registered_suites
+    """Whether the ``--suite`` text surely leaves out the built-in suite ``name``: read as
+    the diagnosis reads it (:func:`~vqadiag.diagnosis.diagnose.parse_suites`), it names
+    only registered suites, none of them ``name``. A list the diagnosis would refuse (no
+    name, or one not yet registered: a typo, or a plug-in's suite that registers later)
+    is left to it, which names the problem itself."""
+    from vqadiag.diagnosis.diagnose import parse_suites
 
-    names = {s.strip() for s in suites.split(",") if s.strip()}
-    known = set(registered_suites())
-    return bool(names) and names <= known and name not in names
+    try:
+        return name not in parse_suites(suites)
+    except DataError:
+        return False
 
 
 def suite_option(suites: str, option: str, suite: str) -> None:

@@ -218,12 +218,9 @@ class TorchModel:
         option is refused rather than recorded in the run as if it had been used
         (docs/models.md, "Options that would do nothing"). ``max_objects`` caps the
         objects (or boxes) of a model that reads them; given at its default, it is taken."""
+        default = cls.defaults["max_objects"]
         reads = cls.uses_objects or cls.reads_boxes
-        if (
-            not reads
-            and given.get("max_objects", cls.defaults["max_objects"])
-            != (cls.defaults["max_objects"])
-        ):
+        if not reads and given.get("max_objects", default) != default:
             return f"max_objects: model {cls.name!r} reads no objects"
         return None
 

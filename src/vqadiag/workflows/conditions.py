@@ -140,7 +140,7 @@ def export_conditions(
         "pixel_fill": pixel_fill,
         "allow_missing_images": allow_missing_images,
         "bqd": None if given_bqd is None else str(given_bqd),
-        "bq_ranker": None if given_bqd is not None else bq_ranker,  # a given BQD is ranked
+        "bq_ranker": bq_ranker,
         "seed": seed,
         "images": None if images is None else str(Path(images).resolve()),
     }
@@ -155,7 +155,8 @@ def export_conditions(
         if (Path(scratch) / "run" / "bqd.json").is_file():  # the BQD robustness used
             shutil.copyfile(Path(scratch) / "run" / "bqd.json", target / "bqd.json")
             options["bqd"] = str((target / "bqd.json").resolve())
-            options["bq_ranker"] = None  # diagnose --bqd reads the copy, ranked (its meta)
+    if options["bqd"] is not None:  # diagnose reads it with --bqd, which takes no ranker
+        options["bq_ranker"] = None
     items = list(recorder.items.values())
     if not items:
         raise DataError(Path(data), "no condition to export (every suite was skipped)")

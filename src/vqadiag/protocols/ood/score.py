@@ -277,7 +277,7 @@ class OODScore:
     over :data:`OOD_ALPHA_GRID` when asked; ``units`` the per-question 0/1 of the head
     and tail questions, the values the rates are the means of."""
 
-    alpha: float
+    alpha: float | None  # None: a released split, whose tail is its own
     values: dict[str, float | None]
     ci: dict[str, Any]
     n: dict[str, int]
@@ -311,7 +311,8 @@ def score_split(
     """Score a split: acc = 100 · mean [answer = gold] over all, head and tail, Δ =
     (acc_head − acc_tail) / acc_tail × 100, each with its 95% bootstrap interval; a
     missing answer is wrong. Without ``answers`` only the split's counts (and the
-    curve's tail sizes)."""
+    curve's tail sizes). ``alpha`` is recorded for a built split (``inputs.groups``);
+    a released split's tail is its own, and its ``alpha`` is None."""
     ids, all_mask = inputs.ids, inputs.head | inputs.tail
     correct: np.ndarray | None = None
     if answers is not None:
@@ -344,8 +345,9 @@ def score_split(
         ci["delta"] = _delta_ci(correct[all_mask], inputs.tail[all_mask], delta, seed, n_bootstrap)
     masks = (("all", all_mask), ("head", inputs.head), ("tail", inputs.tail))
     n = {k: int(m.sum()) for k, m in masks}
+    recorded = None if inputs.groups is None else float(alpha)
     score = OODScore(
-        float(alpha), values, ci, n, inputs.split, dict(prediction_counts or {}), units=units
+        recorded, values, ci, n, inputs.split, dict(prediction_counts or {}), units=units
     )
     if curve:
         score.curve, score.curve_ci = _curve(inputs, correct, seed, n_bootstrap)
@@ -437,8 +439,6 @@ def score_ood(
         prediction_counts=counts,
     )  # fmt: skip
     result = score.to_dict()
-    if released:
-        result["alpha"] = None
     ci = result.pop("ci")
     if plot is not None:
         from vqadiag.protocols.ood.curve import plot_ood_curve

@@ -109,8 +109,6 @@ def ood_suite(state: DiagnoseState) -> SuiteOutput:
         if (q := diagnosed_id(r)) is not None
     ]
     result = score.to_dict()
-    if released:
-        result["alpha"] = None  # the released split's tail is its own, as in score ood
     summary = {k: estimate_of(result["ci"], k) for k in ("acc_head", "acc_tail", "delta")}
     return SuiteOutput(result, rows, summary)
 

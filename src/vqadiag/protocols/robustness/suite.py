@@ -107,17 +107,18 @@ class RobustnessSuite(Suite):
 
 def _bqd_texts(
     state: DiagnoseState, src: GQASource, mains: list[str]
-) -> tuple[Iterator[Any], dict]:
+) -> tuple[Iterator[Any], Path, dict]:
     """The basic-question dataset's ``(question id, question, basic texts)``
-    (:func:`~vqadiag.data.formats.bqd.read_bqd_texts`): ``--bqd`` or a General BQD built
-    (and cached) here for the main questions ``mains`` (the suite's prefix)."""
+    (:func:`~vqadiag.data.formats.bqd.read_bqd_texts`), its file and what results.json
+    says of it: ``--bqd`` or a General BQD built (and cached) here for the main questions
+    ``mains`` (the suite's prefix)."""
     o = state.options
     if o.bqd is not None:
         try:
             from vqadiag.data.formats.bqd import read_bqd_texts
         except ImportError:
             raise SuiteSkipped("basic-question datasets need vqadiag.data.formats.bqd") from None
-        return read_bqd_texts(o.bqd), {"path": str(o.bqd), "built": False}
+        return read_bqd_texts(o.bqd), Path(o.bqd), {"path": str(o.bqd), "built": False}
     try:
         from vqadiag.data.formats.bqd import read_bqd_texts
         from vqadiag.protocols.robustness.basic_questions.bqd_build import build_bqd
@@ -150,7 +151,8 @@ def _bqd_texts(
         meta_path.unlink(missing_ok=True)
         build_bqd([pool], main_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress)
         write_json(meta_path, {**meta, "sha256": file_digest(out)})
-    return read_bqd_texts(out), {"path": out.name, "built": True, "cached": cached, **meta}
+    info = {"path": out.name, "built": True, "cached": cached, **meta}
+    return read_bqd_texts(out), out, info
 
 
 def _applied(texts: Iterator[Any], src: GQASource, wanted: set[str], bqd: Path) -> Iterator[Any]:
@@ -249,10 +251,9 @@ def robustness_suite(state: DiagnoseState) -> SuiteOutput:
 
     src, clean = plain_run(state)
     prefix = src.prefix(state.options.questions_for("robustness"))
-    texts, bqd_info = _bqd_texts(state, src, prefix)
+    texts, bqd, bqd_info = _bqd_texts(state, src, prefix)
     from vqadiag.protocols.robustness.basic_questions.noise import shared_texts
 
-    bqd = Path(state.options.bqd) if state.options.bqd else state.out / "bqd.json"
     triples = shared_texts(_applied(texts, src, set(prefix), bqd))
     covered = set(triples.question_ids())
     qids = [q for q in prefix if q in covered]
