@@ -180,7 +180,8 @@ def test_missing_file_is_named(tmp_path):
 def test_malformed_jsonl_names_the_line(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text('{"qid": "a", "answer": "x"}\n{"qid": "b", "answer": \n')
-    with pytest.raises(DataError, match=r"p.jsonl: line 2: malformed JSON"):
+    # the position is the column within that line (orjson points at its last, 24th)
+    with pytest.raises(DataError, match=r"p\.jsonl: line 2: malformed JSON at column 24: "):
         read_predictions(path)
 
 
@@ -353,3 +354,50 @@ def test_score_vqa_counts_and_notes_converted_answers(run_cli, tmp_path):
                     tmp_path / "a.json", "--predictions", tmp_path / "p.json",
                     "--json")  # fmt: skip
     assert plain.json()["converted_predictions"] == 0 and "note:" not in plain.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            {
+                "q1": {
+                    "question": "Is it red?",
+                    "answer": "yes",
+                    "fullAnswer": "Yes, it is.",
+                    "imageId": "1",
+                    "semantic": [],
+                }
+            },
+            r"g\.json: record 'q1': looks like a GQA questions file \(it has 'fullAnswer'\)",
+        ),
+        (
+            [{"question_id": 7, "multiple_choice_answer": "yes", "answers": [], "answer": "x"}],
+            r"g\.json: record '7': looks like VQA v2 annotations \(it has 'multiple_choice",
+        ),
+        (
+            [{"question_id": 7, "question": "Is it red?", "image": "7.jpg", "answer": "yes"}],
+            r"g\.json: record '7': looks like a benchmark's rows",
+        ),
+        (
+            [{"question_id": 7, "answer": "yes", "text": "no"}],
+            r"g\.json: record '7': has both 'answer' and 'text': which is the model's answer\?",
+        ),
+    ],
+)
+def test_ground_truth_or_an_ambiguous_record_is_refused(write_json, content, message):
+    """Gold answers read as predictions would score 100: a GQA questions file, VQA
+    annotations or a benchmark's rows are refused, and so is a record whose answer field
+    is ambiguous; ``prediction`` beside the gold ``answer`` (VLMEvalKit) is read."""
+    with pytest.raises(DataError, match=message):
+        read_predictions(write_json("g.json", content))
+    vlmevalkit = [{"index": 7, "question": "Is it red?", "image": "7.jpg", "answer": "yes",
+                   "prediction": "no", "text": "no"}]  # fmt: skip
+    assert read_predictions(write_json("v.json", vlmevalkit)) == {"7": Prediction("no")}
+
+
+def test_a_benchmark_table_is_refused_naming_its_row(tmp_path):
+    table = tmp_path / "GQA_TestDev_Balanced.tsv"
+    table.write_text("index\tquestion\timage\tanswer\n3\tIs it red?\tabc\tyes\n")
+    with pytest.raises(DataError, match=r"Balanced\.tsv: record '3': looks like a bench"):
+        read_predictions(table)

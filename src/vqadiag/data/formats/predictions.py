@@ -177,14 +177,53 @@ def _from_record(
     if _is_lmms_sample(record):
         answer = _first_string(record.get("filtered_resps", record.get("resps")))
     else:
-        field = next((f for f in ANSWER_FIELDS if f in record), None)
-        if field is None:
-            fields = ", ".join(ANSWER_FIELDS)
-            raise DataError(path, f"missing answer field (one of {fields})", label)
-        answer = record[field]
+        answer = record[_answer_field(record, path, label)]
     probs_field = next((f for f in PROB_FIELDS if f in record), None)
     probs = None if probs_field is None else _probs(record[probs_field], path, label)
     return qid, Prediction(_answer_text(answer, path, label, notes, null_as_wrong), probs)
+
+
+#: fields that only ground truth carries, and the file they show a record to be from
+TRUTH_FIELDS = {
+    "fullAnswer": "a GQA questions file",
+    "semantic": "a GQA questions file",
+    "multiple_choice_answer": "VQA v2 annotations",
+    "answers": "VQA v2 annotations",
+}
+
+
+def _answer_field(record: Mapping[str, Any], path: str | Path, label: str) -> str:
+    """The field of ``record`` that holds the model's answer (:data:`ANSWER_FIELDS`).
+
+    ``prediction`` always wins (VLMEvalKit keeps the gold answer beside it in
+    ``answer``). Without it, a record that carries ground truth's own fields
+    (:data:`TRUTH_FIELDS`, or an ``image`` with its ``question`` and ``answer``: a
+    benchmark's row) is the truth, not predictions, and a record with two candidate
+    fields (``answer`` and ``text`` …) does not say which is the model's: both are
+    refused, so that gold answers are never scored against themselves."""
+    if "prediction" in record:
+        return "prediction"
+    truth = next((f for f in TRUTH_FIELDS if f in record), None)
+    if truth is not None:
+        raise DataError(
+            path, f"looks like {TRUTH_FIELDS[truth]} (it has {truth!r}), not predictions: "
+            "its answers are the ground truth", label,
+        )  # fmt: skip
+    if {"image", "question", "answer"} <= record.keys():
+        raise DataError(
+            path, "looks like a benchmark's rows (an image, its question and answer; no "
+            "'prediction'), not predictions: its answers are the ground truth", label,
+        )  # fmt: skip
+    fields = [f for f in ANSWER_FIELDS if f in record]
+    if not fields:
+        raise DataError(path, f"missing answer field (one of {', '.join(ANSWER_FIELDS)})", label)
+    if len(fields) > 1:
+        named = " and ".join(repr(f) for f in fields)
+        raise DataError(
+            path, f"has both {named}: which is the model's answer? keep it alone, or name it "
+            "'prediction' (the others are then ignored)", label,
+        )  # fmt: skip
+    return fields[0]
 
 
 #: suffixes read line by line or as a table, never as one JSON text

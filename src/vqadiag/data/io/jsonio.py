@@ -52,11 +52,13 @@ def _refuse_non_json_start(p: Path, head: bytes, kind: str = "JSON") -> None:
             raise DataError(p, _decode_problem(head, err)) from None
 
 
-def _decode_problem(raw: bytes, err: orjson.JSONDecodeError) -> str:
+def _decode_problem(raw: bytes, err: orjson.JSONDecodeError, one_line: bool = False) -> str:
+    """What is wrong with the JSON text ``raw``; ``one_line``: ``raw`` is one line of a
+    JSON Lines file (named by the caller), so only the column is given."""
     kind = binary_kind(raw[:4096])  # no JSON text starts like these formats
     if kind is not None:
         return f"is {kind}, not JSON"
-    where = f"line {err.lineno}, column {err.colno}"
+    where = f"column {err.colno}" if one_line else f"line {err.lineno}, column {err.colno}"
     if _NON_FINITE.match(raw, err.pos):
         return f"malformed JSON at {where}: NaN/Infinity is not valid JSON"
     return f"malformed JSON at {where}: {err.msg}"
@@ -195,10 +197,12 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             seen = True
+            text = line.rstrip(b"\r\n")  # an error at its end is then in this line
             try:
-                yield lineno, orjson.loads(line)
+                yield lineno, orjson.loads(text)
             except orjson.JSONDecodeError as err:
-                raise DataError(p, _decode_problem(line, err), f"line {lineno}") from None
+                problem = _decode_problem(text, err, one_line=True)
+                raise DataError(p, problem, f"line {lineno}") from None
     if not seen:
         raise DataError(p, "file is empty")
 
