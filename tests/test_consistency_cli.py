@@ -208,6 +208,27 @@ def test_sub_types_option(run_cli, files, write_json):
     assert out["n_pairs"] == 4 and out["n_main_without_subs"] == 2
 
 
+def test_whole_split_predictions_are_read_and_missing_ones_counted(run_cli, files, write_json):
+    """A --main file of a whole VQA split (ids outside the introspect file) scores as the
+    main questions alone do, the extra ids counted and noted; with --allow-missing the
+    questions without a prediction are counted per file and noted on stderr."""
+    reference = _score(run_cli, files)
+    assert reference["extra_predictions"] == 0
+    assert reference["missing_predictions"] == {"main": 0, "sub": 0}
+    whole = write_json("whole.json", {**MAIN, "900": "no", "901": "yes"})
+    res = _run(run_cli, {**files, "main": whole}, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["quadrants"] == reference["quadrants"]
+    assert res.json()["extra_predictions"] == 2
+    assert "note: 2 predictions for questions outside the introspect file" in res.stderr
+    part = write_json("part.json", {k: v for k, v in SUB.items() if k != "300_1"})
+    res = _run(run_cli, {**files, "sub": part}, "--allow-missing", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["missing_predictions"] == {"main": 0, "sub": 1}
+    assert res.json()["quadrants"]["main_correct_sub_wrong"] == 60.0  # 300_1 was wrong anyway
+    assert "note: 1 scored questions had no prediction in the sub predictions" in res.stderr
+
+
 def test_human_output(run_cli, files):
     res = _run(run_cli, files)
     assert res.exit_code == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 GOLD = {
@@ -180,6 +182,17 @@ def test_score_fpvg_suff_comp(run_cli, files, write_json):
     # comp best (≥ 0.4): q1, q3 → 40 %; both flipped their irrel answer
     assert sc["categories"]["comp_best"] == pytest.approx({"share": 40.0, "flip": 100.0, "n": 2})
     assert out["ci"]["suff_comp"]["suff"]["value"] == pytest.approx(18.1)
+    assert "suff_comp_left_out" not in out
+    # one answer without its probabilities: suff_comp is left out, and said why
+    irrel = json.loads(files["irrel"].read_text())
+    irrel["q2"] = "red"
+    files["irrel"] = write_json("irrel_p2.json", irrel)
+    result = run_cli(*_args(files, "--json"))
+    assert result.exit_code == 0, result.stderr
+    assert "suff_comp" not in result.json()
+    why = f"{files['irrel']}: record 'q2' carries no probs"
+    assert result.json()["suff_comp_left_out"] == why
+    assert f"note: suff_comp left out: {why}" in result.stderr
 
 
 def test_score_fpvg_human(run_cli, files):
@@ -195,10 +208,15 @@ def test_missing_predictions(run_cli, files, write_json):
     result = run_cli(*_args(files))
     assert result.exit_code == 2
     assert "rel2.json: 1 of 5 questions have no prediction, first 'q3'" in result.stderr
-    out = run_cli(*_args(files, "--allow-missing", "--json")).json()
+    result = run_cli(*_args(files, "--allow-missing", "--json"))
+    out = result.json()
     # q3 loses its relevant-run answer → FPVG_3 = 0: only q1 remains FPVG+ → 20 %
     assert out["fpvg_plus"] == pytest.approx(20.0)
     assert out["acc_rel"] == pytest.approx(40.0)
+    assert out["missing_predictions"] == {"all": 0, "relevant": 1, "irrelevant": 0}
+    assert "note: 1 scored questions had no prediction in the relevant predictions" in (
+        result.stderr
+    )
 
 
 @pytest.mark.parametrize(

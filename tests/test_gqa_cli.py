@@ -167,6 +167,38 @@ def test_score_gqa_bad_files(run_cli, gqa_files, name, content, message):
     assert message in res.stderr
 
 
+def test_score_gqa_null_gold_answer_is_refused(run_cli, write_json, gqa_files):
+    """A null gold answer is refused naming the file and record, on the typed fast path's
+    fallback and in every command that reads GQA answers (it used to be scored as if no
+    prediction could match it)."""
+    _, p, _ = gqa_files
+    broken = json.loads(json.dumps(QUESTIONS))
+    broken["002"]["answer"] = None
+    q = write_json("nullans.json", broken)
+    for command in (("gqa", "--predictions", p), ("ood",)):
+        res = run_cli("score", *command[:1], "--questions", q, *command[1:])
+        assert res.exit_code == 2, command
+        assert "nullans.json: record '002': 'answer' is null" in res.stderr
+
+
+def test_score_gqa_allow_missing_counts_and_notes_the_missing(run_cli, gqa_files, write_json):
+    """With --allow-missing the questions without a prediction are scored wrong, counted
+    in ``missing_predictions`` and said on stderr; a complete file counts 0."""
+    q, p, _ = gqa_files
+    res = run_cli("score", "gqa", "--questions", q, "--predictions", p, "--json")
+    assert res.exit_code == 0 and res.json()["missing_predictions"] == 0
+    assert "no prediction" not in res.stderr
+    part = write_json("part.json", {"001": "blue"})
+    res = run_cli(
+        "score", "gqa", "--questions", q, "--predictions", part, "--allow-missing", "--json"
+    )
+    assert res.exit_code == 0, res.stderr
+    out = res.json()
+    assert out["missing_predictions"] == 2  # 002 and 004, counted wrong
+    assert out["accuracy"] == pytest.approx(100 / 3)
+    assert "note: 2 scored questions had no prediction, counted wrong" in res.stderr
+
+
 def test_score_gqa_missing_fields_name_the_record(run_cli, write_json, gqa_files):
     _, p, _ = gqa_files
     broken = json.loads(json.dumps(QUESTIONS))
@@ -524,19 +556,15 @@ def test_score_gqa_grounding_end_to_end(run_cli, gqa_files, write_json):
     assert res.json()["grounding_missing"] == 2
 
 
-def test_score_ood_counts_a_missing_prediction_wrong_even_against_a_null_answer(
-    run_cli, write_json
-):
-    """Found in review: a released head question whose gold answer is null and which has
-    no prediction (``--allow-missing``) is wrong, not "None equals None". Head h0 (null,
-    missing) and h1 (right): 1 of 2; tail t0 right; all 2 of 3."""
+def test_score_ood_refuses_a_null_gold_answer_in_a_released_split(run_cli, write_json):
+    """A released head question whose gold answer is null cannot be scored (no answer
+    equals it, and None must never equal a missing prediction): it is refused naming
+    the file and record, with or without ``--allow-missing``."""
     head = write_json("ood_x_head.json", {"h0": {"answer": None}, "h1": {"answer": "yes"}})
     tail = write_json("ood_x_tail.json", {"t0": {"answer": "no"}})
     p = write_json("p.json", [{"questionId": "h1", "prediction": "yes"},
                               {"questionId": "t0", "prediction": "no"}])  # fmt: skip
     result = run_cli("score", "ood", "--head", head, "--tail", tail, "--predictions", p,
                      "--allow-missing", "--json")  # fmt: skip
-    assert result.exit_code == 0, result.stderr
-    out = json.loads(result.stdout)
-    assert (out["acc_head"], out["acc_tail"]) == (50.0, 100.0)
-    assert out["acc_all"] == pytest.approx(200 / 3)
+    assert result.exit_code == 2
+    assert "ood_x_head.json: record 'h0': 'answer' is null" in result.stderr

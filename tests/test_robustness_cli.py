@@ -133,10 +133,13 @@ def test_gqa_truth_exact_match_balanced_only(run_cli, write_json):
     assert out["r_score"] == pytest.approx(1 - 50**0.5 / 10, abs=1e-12)
     assert "perAnswerType" not in out
     assert out["monotonic"] is None  # one partition: nothing to compare
+    assert out["missing_predictions"] == {"clean": 0, "noisy_1": 0}
     res = _score(
         run_cli, truth, clean, noisy, args=("--all-questions", "--allow-missing", "--json")
     )
     assert res.json()["n"] == 3
+    assert res.json()["missing_predictions"] == {"clean": 0, "noisy_1": 1}  # 03
+    assert "note: 1 scored questions had no prediction in the noisy_1 predictions" in res.stderr
     res = _score(run_cli, truth, clean, noisy, args=("--lenient",))  # VQA's normalisation
     assert res.exit_code == 2 and res.stderr.strip() == (
         "error: --lenient: normalises answers for VQA accuracy: GQA answers match exactly"

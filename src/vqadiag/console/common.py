@@ -340,7 +340,7 @@ AllQuestions = Annotated[
 
 
 def note_prediction_counts(result: Mapping[str, Any], where: str) -> None:
-    """Say on stderr how many predictions were ignored, converted or null."""
+    """Say on stderr how many predictions were ignored, converted, null or missing."""
     notes = {
         "extra_predictions": f"predictions for questions outside {where} were ignored "
         "(as the official script ignores them)",
@@ -351,3 +351,15 @@ def note_prediction_counts(result: Mapping[str, Any], where: str) -> None:
     for key, text in notes.items():
         if result.get(key):
             typer.echo(f"note: {result[key]} {text}", err=True)
+    note_missing(result.get("missing_predictions"))
+
+
+def note_missing(missing: int | Mapping[str, int] | None) -> None:
+    """Say on stderr how many scored questions had no prediction and were counted
+    wrong (``--allow-missing``): ``missing`` is a count, or one per prediction file."""
+    counts = missing.items() if isinstance(missing, Mapping) else [("", missing)]
+    for label, n in counts:
+        if n:
+            of = f" in the {label} predictions" if label else ""
+            typer.echo(f"note: {n} scored questions had no prediction{of}, counted wrong "
+                       "(--allow-missing)", err=True)  # fmt: skip

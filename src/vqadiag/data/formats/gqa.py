@@ -53,6 +53,9 @@ def question_ok(record: Any, required: frozenset[str]) -> bool:
     if type(record) is not dict or not required <= record.keys():
         return False
     get = record.get
+    for field in required:
+        if get(field) is None:
+            return False
     for field, kind in QUESTION_FIELD_TYPES:
         value = get(field)
         if value is not None and type(value) is not kind:
@@ -63,7 +66,8 @@ def question_ok(record: Any, required: frozenset[str]) -> bool:
 def _question_problem(record: Any, required: tuple[str, ...], path: Path, label: str) -> None:
     """Raise the DataError that says what is wrong with a record."""
     for field in required:
-        require_field(record, field, path, label)
+        if require_field(record, field, path, label) is None:
+            raise DataError(path, f"{field!r} is null", label)
     for field, kind in QUESTION_FIELD_TYPES:
         value = record.get(field)
         if value is not None and type(value) is not kind:

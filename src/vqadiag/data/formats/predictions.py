@@ -412,26 +412,39 @@ def read_scored_answers(
     (JSON booleans / numbers turned into ``yes`` / ``no`` / digits, where the official
     script compares the raw values and counts them wrong) and ``null_predictions``
     (scored wrong, as officially). ``required_ids`` (ids of ``questions``) without a
-    prediction are an error unless ``allow_missing``."""
+    prediction are an error unless ``allow_missing``; then they are scored wrong and
+    counted (``missing_predictions``)."""
     p = Path(path)
     notes: dict[str, int] = {}
     answers = read_answers(p, notes=notes, null_as_wrong=True)
     extra: list[str] = []
+    missing = 0
     # a file answering exactly the questions has none extra and none missing: one pass
     if answers.keys() != questions.keys():
         extra = [qid for qid in answers if qid not in questions]
         for qid in extra:
             del answers[qid]
         check_coverage(answers, required_ids, p, allow_missing=allow_missing, allow_extra=True)
+        missing = count_missing(answers, required_ids)
     counts = {
         "extra_predictions": len(extra),
         "converted_predictions": notes.get("converted", 0),
         "null_predictions": notes.get("null", 0),
+        "missing_predictions": missing,
     }
     return answers, counts
+
+
+def count_missing(answers: Collection[str], question_ids: Iterable[str]) -> int:
+    """How many of ``question_ids`` have no answer in ``answers`` (scored wrong with
+    ``--allow-missing``)."""
+    return sum(qid not in answers for qid in question_ids)
 
 
 def in_memory_counts() -> dict[str, int]:
     """The counts of :func:`read_scored_answers` for a model's answers handed over in
     memory for exactly the questions scored: strings all, none extra, none null."""
-    return {"extra_predictions": 0, "converted_predictions": 0, "null_predictions": 0}
+    return {
+        "extra_predictions": 0, "converted_predictions": 0, "null_predictions": 0,
+        "missing_predictions": 0,
+    }  # fmt: skip

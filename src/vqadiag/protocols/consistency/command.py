@@ -16,6 +16,7 @@ from vqadiag.console.common import (
     emit,
     existing_file,
     float_option,
+    note_prediction_counts,
     optional_file,
     output_dir,
     output_file,
@@ -136,6 +137,7 @@ def consistency(
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
+    note_prediction_counts(result, "the introspect file's main and sub-questions")
     emit(result, as_json, _render)
 
 

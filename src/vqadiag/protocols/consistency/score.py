@@ -86,31 +86,42 @@ def _aligned_pair(
     sub_path: str | Path,
     intro: Introspect,
     allow_missing: bool,
-) -> tuple[list[Prediction | None], list[Prediction | None]]:
-    """Main and sub predictions in id order; one file may hold both (same path twice)."""
-    main_ids, sub_ids = list(intro.mains), list(intro.subs)
-
-    def read(path: str | Path) -> dict[str, Prediction]:
-        """Predictions, less those for sub-questions the file has but vqadiag leaves out."""
-        preds = read_predictions(path)
-        return {q: p for q, p in preds.items() if q not in intro.left_out}
-
-    if Path(main_path).resolve() == Path(sub_path).resolve():
-        preds = read(main_path)
+) -> tuple[list[Prediction | None], list[Prediction | None], int]:
+    """Main and sub predictions in id order (None where missing, with
+    ``allow_missing``), and how many predictions are for ids that are neither a main
+    nor a sub-question (ignored, so that a file of a whole split may be given, as
+    ``score gqa`` ignores them). One file may hold both (the same path twice)."""
+    main_file, sub_file = Path(main_path), Path(sub_path)
+    main_preds = read_predictions(main_file)
+    same = main_file.resolve() == sub_file.resolve()
+    sub_preds = main_preds if same else read_predictions(sub_file)
+    kwargs = {"allow_missing": allow_missing, "allow_extra": True}
+    aligned = {
+        "main": align_predictions(main_preds, list(intro.mains), main_file, **kwargs),
+        "sub": align_predictions(sub_preds, list(intro.subs), sub_file, **kwargs),
+    }
+    known = (intro.mains, intro.subs, intro.left_out)
+    extra = 0
+    for path, preds in [(main_file, main_preds)] + ([] if same else [(sub_file, sub_preds)]):
         for qid in preds:
-            if qid not in intro.mains and qid not in intro.subs:
-                raise DataError(
-                    main_path, "question id is not a main or sub-question", record_label(qid)
-                )
-        kwargs = {"allow_missing": allow_missing, "allow_extra": True}
-        return (
-            align_predictions(preds, main_ids, main_path, **kwargs),
-            align_predictions(preds, sub_ids, sub_path, **kwargs),
-        )
-    return (
-        align_predictions(read(main_path), main_ids, main_path, allow_missing=allow_missing),
-        align_predictions(read(sub_path), sub_ids, sub_path, allow_missing=allow_missing),
-    )
+            if not any(qid in k for k in known):
+                _check_not_a_sub(qid, intro, path)
+                extra += 1
+    return aligned["main"], aligned["sub"], extra
+
+
+def _check_not_a_sub(qid: str, intro: Introspect, path: Path) -> None:
+    """An id ``<main id>_<k>`` of a main question that has no ``k``-th sub-question: the
+    file numbers that main's sub-questions otherwise than vqadiag (before deduplication,
+    say), so its sub answers would be paired with the wrong sub-questions; refused
+    rather than ignored as a question of another set."""
+    main, _, k = qid.rpartition("_")
+    if main in intro.mains and k.isdigit():
+        raise DataError(
+            path, f"question id is not a sub-question of main question {main!r} in the "
+            "introspect file (sub-questions are numbered <main id>_<k> from 0 after "
+            "deduplication)", record_label(qid),
+        )  # fmt: skip
 
 
 def _vqa_scores(
@@ -210,13 +221,16 @@ def score_answers(
     threshold: float = 1.0,
     lenient: bool = False,
     overall_answers: Sequence[str | None] | None = None,
+    extra_predictions: int = 0,
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
 ) -> ConsistencyScore:
     """Consistency of the mains' and subs' answers (aligned with ``inputs.main_ids`` and
-    ``inputs.sub_list``; None is wrong), with intervals over main questions (a main and
-    all its pairs resampled together). ``overall_answers`` (on every annotated question,
-    in annotation order) adds the paper's Overall VQA accuracy."""
+    ``inputs.sub_list``; None is wrong, counted in ``missing_predictions``), with
+    intervals over main questions (a main and all its pairs resampled together).
+    ``overall_answers`` (on every annotated question, in annotation order) adds the
+    paper's Overall VQA accuracy; ``extra_predictions``: predictions the files held for
+    other questions (ignored)."""
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     main_ids, sub_list = inputs.main_ids, inputs.sub_list
@@ -249,6 +263,11 @@ def score_answers(
         n_main_correct=int(main_correct.sum()),
         main_correctness=main_rule,
         sub_correctness="normalized_match",
+        extra_predictions=extra_predictions,
+        missing_predictions={
+            "main": sum(a is None for a in main_answers),
+            "sub": sum(a is None for a in sub_answers),
+        },
     )
     return ConsistencyScore(values, ci, units)
 
@@ -333,7 +352,7 @@ def score_consistency(
     if overall is not None and annotations is None:
         raise ValueError("overall accuracy needs the VQA v2 annotations (--annotations)")
     intro = read_introspect(introspect, include_types)
-    main_pred, sub_pred = _aligned_pair(main, sub, intro, allow_missing)
+    main_pred, sub_pred, extra = _aligned_pair(main, sub, intro, allow_missing)
     inputs = load_consistency(intro, annotations=annotations)
     overall_answers = None
     if overall is not None:
@@ -345,7 +364,8 @@ def score_consistency(
         overall_answers = answers_of(aligned)
     score = score_answers(
         inputs, answers_of(main_pred), answers_of(sub_pred), threshold=threshold,
-        lenient=lenient, overall_answers=overall_answers, seed=seed, n_bootstrap=n_bootstrap,
+        lenient=lenient, overall_answers=overall_answers, extra_predictions=extra, seed=seed,
+        n_bootstrap=n_bootstrap,
     )  # fmt: skip
     return score.to_dict()
 

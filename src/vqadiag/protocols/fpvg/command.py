@@ -17,6 +17,7 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     existing_file,
+    note_missing,
     optional_file,
     output_file,
     outputs_apart,
@@ -170,6 +171,9 @@ def score_fpvg_command(
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
+    note_missing(result["missing_predictions"])
+    if "suff_comp_left_out" in result:
+        typer.echo(f"note: suff_comp left out: {result['suff_comp_left_out']}", err=True)
     emit(result, as_json, _render_fpvg)
 
 

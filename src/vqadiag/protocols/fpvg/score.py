@@ -176,7 +176,8 @@ def score_runs(
     n_bootstrap: int = 1000,
 ) -> FPVGScore:
     """FPVG of the three runs' answers on ``inputs.scored``; correctness is exact match
-    with the GQA ``answer``; ``suff_comp`` when every answer carries probabilities."""
+    with the GQA ``answer``; ``suff_comp`` when every answer carries probabilities;
+    ``missing_predictions`` counts each run's None (no prediction, scored wrong)."""
     gold = inputs.gold
     rates = fpvg_rates(*answers, gold, n_resamples=n_bootstrap, seed=seed)
     units = fpvg_units(*answers, gold)
@@ -186,6 +187,10 @@ def score_runs(
     c2i_values, c2i_ci = c2i_report(correct, categories, masks, n_resamples=n_bootstrap, seed=seed)
     values: dict[str, Any] = {key: est.value for key, est in rates.items()}
     values.update(n=len(inputs.scored), excluded=inputs.excluded, c2i=c2i_values)
+    values["missing_predictions"] = {
+        run: sum(a is None for a in run_answers)
+        for run, run_answers in zip(RUN_NAMES, answers, strict=True)
+    }
     ci: dict[str, Any] = {key: est.to_dict() for key, est in rates.items()}
     ci["c2i"] = c2i_ci
     if masks is not None:
@@ -248,7 +253,31 @@ def score_fpvg(
     inputs = load_fpvg(questions, relevance, split_ids)
     paths = (all_predictions, rel_predictions, irrel_predictions)
     answers, probs = read_runs(inputs, paths, allow_missing)
-    return score_runs(inputs, answers, probs, seed=seed, n_bootstrap=n_bootstrap).to_dict()
+    result = score_runs(inputs, answers, probs, seed=seed, n_bootstrap=n_bootstrap).to_dict()
+    if "suff_comp" not in result and any(probs):
+        result["suff_comp_left_out"] = _probs_gap(paths, answers, probs, inputs.scored)
+    return result
+
+
+#: the three runs of FPVG, in the order their prediction files are given
+RUN_NAMES = ("all", "relevant", "irrelevant")
+
+
+def _probs_gap(
+    paths: Sequence[str | Path],
+    answers: Sequence[Sequence[str | None]],
+    probs: Sequence[Mapping[str, Mapping[str, float]]],
+    scored: Sequence[str],
+) -> str:
+    """Why ``suff_comp`` is left out although some predictions carry ``probs``: the
+    first file and question, among those with all three answers, without them."""
+    for qid, trio in zip(scored, zip(*answers, strict=True), strict=True):
+        if None in trio:
+            continue
+        for path, run_probs in zip(paths, probs, strict=True):
+            if qid not in run_probs:
+                return f"{path}: {record_label(qid)} carries no probs"
+    return "no scored question has all three predictions"
 
 
 def _split_masks(

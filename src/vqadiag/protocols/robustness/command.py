@@ -17,6 +17,7 @@ from vqadiag.console.common import (
     existing_file,
     float_option,
     fmt_rate,
+    note_missing,
     optional_file,
     rate_table,
     rereadable_paths,
@@ -134,4 +135,5 @@ def robustness(
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
+    note_missing(result["missing_predictions"])
     emit(result, as_json, _render)

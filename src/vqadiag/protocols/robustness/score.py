@@ -159,8 +159,9 @@ class Truth:
         return "vqa_accuracy" if self.kind == "vqa_annotations" else "exact_match"
 
 
-def _scores(truth: Truth, path: str | Path, allow_missing: bool) -> np.ndarray:
-    """Per-question accuracy of one prediction file, in ``truth.ids`` order.
+def _scores(truth: Truth, path: str | Path, allow_missing: bool) -> tuple[np.ndarray, int]:
+    """Per-question accuracy of one prediction file, in ``truth.ids`` order, and how
+    many of those questions it has no prediction for (scored 0, with ``allow_missing``).
 
     Ids unknown to the truth file are an error; predictions for questions of
     the truth file left out of the run (unbalanced GQA, ``--questions``) are ignored.
@@ -172,7 +173,7 @@ def _scores(truth: Truth, path: str | Path, allow_missing: bool) -> np.ndarray:
     aligned = align_predictions(
         predictions, truth.ids, path, allow_missing=allow_missing, allow_extra=True
     )
-    return truth.score(answers_of(aligned))
+    return truth.score(answers_of(aligned)), aligned.count(None)
 
 
 @dataclass
@@ -230,12 +231,15 @@ def score_accuracies(
     *,
     t: float = DEFAULT_T,
     m: float = DEFAULT_M,
+    missing: Sequence[int] | None = None,
     seed: int = 0,
     n_bootstrap: int = DEFAULT_RESAMPLES,
 ) -> RobustnessScore:
     """Accuracy, Acc_diff and R_score of the per-question accuracies ``acc`` (n × (1 + K)
     in ``truth.ids`` order: column 0 clean, column k partition k), in percent (R_score in
-    [0, 1]), with 95% bootstrap intervals over questions."""
+    [0, 1]), with 95% bootstrap intervals over questions. ``missing``: per column, the
+    questions its prediction file had no answer for (scored 0; none when not given),
+    reported as ``missing_predictions`` ``{clean, noisy_1, …}``."""
     n, n_parts = acc.shape[0], acc.shape[1] - 1
     point, resampled, type_names, type_n = _column_rates(
         acc, truth.answer_types(), t, m, seed, n_bootstrap
@@ -279,6 +283,13 @@ def score_accuracies(
         "t": float(t),
         "m": float(m),
         "n": n,
+        "missing_predictions": dict(
+            zip(
+                ["clean", *(f"noisy_{k}" for k in range(1, n_parts + 1))],
+                [int(x) for x in missing] if missing is not None else [0] * (n_parts + 1),
+                strict=True,
+            )
+        ),
     }
     ci: dict[str, Any] = {
         "clean": est("accuracy", 0),
@@ -322,10 +333,11 @@ def score_robustness(
     gt = Truth(truth, all_questions=all_questions, lenient=lenient)
     if questions is not None:
         gt.restrict(_restrict_ids(questions, gt.records, gt.path))
-    acc = np.column_stack(
-        [_scores(gt, clean, allow_missing)] + [_scores(gt, p, allow_missing) for p in noisy]
-    )  # n × (1 + K): column 0 clean, column k partition k
-    score = score_accuracies(gt, acc, t=t, m=m, seed=seed, n_bootstrap=n_bootstrap)
+    scored = [_scores(gt, path, allow_missing) for path in (clean, *noisy)]
+    # n × (1 + K): column 0 clean, column k partition k
+    acc = np.column_stack([column for column, _ in scored])
+    missing = [n for _, n in scored]
+    score = score_accuracies(gt, acc, t=t, m=m, missing=missing, seed=seed, n_bootstrap=n_bootstrap)
     return score.to_dict()
 
 
