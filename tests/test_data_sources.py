@@ -456,3 +456,25 @@ def test_a_tsv_without_answers_is_one_line_naming_the_file(tsv_file, run_cli, tm
                      tmp_path / "r", "--split", "testdev")  # fmt: skip
     assert result.exit_code == 2
     assert bare.name in result.stderr and "'answer' column" in result.stderr
+
+
+def test_official_file_names_at_the_folder_top_give_the_nested_figures(world, run_cli, tmp_path):
+    """The official file names of GQA, VQA v2 and VQA-introspect at one folder's top (no
+    ``gqa/``, ``vqa2/``, ``introspect/``) are the nested layout: the VQA v2 and
+    introspect suites run and give the same figures (introspect's file used to be
+    looked for in ``introspect/`` only, so consistency was skipped)."""
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for part in ("gqa", "vqa2", "introspect"):
+        for path in (world / part).iterdir():
+            target = flat / path.name
+            if path.is_dir():
+                shutil.copytree(path, target)
+            else:
+                shutil.copyfile(path, target)
+    shutil.copyfile(world / "world.json", flat / "world.json")
+    suites = ("--suite", "pairs,consistency")
+    nested = _diagnose(run_cli, world, tmp_path / "nested", *suites)
+    flat_result = _diagnose(run_cli, flat, tmp_path / "flat-res", *suites)
+    assert set(flat_result["suites"]) == {"pairs", "consistency"}, flat_result["skipped"]
+    _same_figures(flat_result, nested)

@@ -236,9 +236,12 @@ INTROSPECT_FILE = "VQAIntrospect_{split}v1.0.json"
 
 def introspect_path(data_dir: str | Path, split: str, introspect: str | Path | None = None) -> Path:
     """``<folder>/VQAIntrospect_<split>v1.0.json`` with folder ``introspect`` (default
-    ``DATA/introspect``)."""
-    folder = Path(introspect) if introspect is not None else Path(data_dir) / "introspect"
-    return folder / INTROSPECT_FILE.format(split=split)
+    ``DATA/introspect``, or ``DATA`` itself when it has no such folder: the official file
+    names at the folder's top, as GQA's and VQA v2's files are found)."""
+    if introspect is None:
+        nested = Path(data_dir) / "introspect"
+        introspect = nested if nested.is_dir() else data_dir
+    return Path(introspect) / INTROSPECT_FILE.format(split=split)
 
 
 def read_introspect(path: str | Path, include_types: Iterable[str] = DEFAULT_INCLUDE) -> Introspect:
