@@ -478,3 +478,15 @@ def test_official_file_names_at_the_folder_top_give_the_nested_figures(world, ru
     flat_result = _diagnose(run_cli, flat, tmp_path / "flat-res", *suites)
     assert set(flat_result["suites"]) == {"pairs", "consistency"}, flat_result["skipped"]
     _same_figures(flat_result, nested)
+
+
+def test_a_tsv_is_diagnosed_on_the_split_its_name_names(tsv_file, run_cli, tmp_path):
+    """Without --split a VLMEvalKit TSV is diagnosed on the split its file name names
+    (``…TestDev…``: testdev), as the docs say; a --split it does not hold is one line."""
+    results = _diagnose(run_cli, tsv_file, tmp_path / "res", "--suite", "accuracy")
+    assert results["config"]["split"] == "testdev"
+    assert results["data"]["datasets"]["gqa"]["split"] == "testdev"
+    bad = run_cli("diagnose", "--data", tsv_file, "--model", "meancolour:x", "--out",
+                  tmp_path / "res2", "--suite", "accuracy", "--split", "val")  # fmt: skip
+    assert bad.exit_code == 2
+    assert "holds no GQA or VQA v2 questions of split 'val' (it holds: testdev)" in bad.stderr

@@ -281,6 +281,14 @@ def test_prediction_file_adapter_runs_plain_suites_only(run_cli, world, prior, t
     assert "robustness" in result["skipped"]
     # VQA v2 questions are not in a GQA prediction file: the VQA suites are skipped, not crashed
     assert "no answer" in result["skipped"]["pairs"]
+    # every suite asked for skipped: the reasons are printed and the command fails
+    res = run_cli("diagnose", "--data", world, "--model", f"files:{path}", "--out",
+                  tmp_path / "res2", "--suite", "fpvg,pairs", "--n-bootstrap", "20")  # fmt: skip
+    assert res.exit_code == 1
+    assert "skipped fpvg" in res.stdout
+    assert res.stderr.strip().splitlines()[-1] == (
+        "error: every suite asked for was skipped (pairs, fpvg): nothing was diagnosed"
+    )
 
 
 def test_missing_datasets_are_skipped_with_reasons(world, prior, tmp_path):

@@ -54,7 +54,7 @@ def export_command(
         ),
     ] = ExportFormat.jsonl,
     suite: Annotated[str, typer.Option(help="Suites, as for diagnose.")] = "all",
-    split: Annotated[str, typer.Option(help="Split, as for diagnose.")] = "val",
+    split: Annotated[str | None, typer.Option(help="Split, as for diagnose.")] = None,
     max_questions: Annotated[
         int | None, typer.Option(min=1, help="A fixed subset of this many questions.")
     ] = None,

@@ -155,7 +155,12 @@ _SuiteOption = Annotated[
         "consistency (and plug-in suites; vqadiag suites lists them)."
     ),
 ]
-_SplitOption = Annotated[str, typer.Option(help="Split to diagnose.")]
+_SplitOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Split to diagnose (default: val, or the split a VLMEvalKit TSV's file name names)."
+    ),
+]
 _BatchSizeOption = Annotated[int, typer.Option(min=1, help="Questions per forward pass.")]
 _WorkersOption = Annotated[
     int, typer.Option(min=0, help="Threads that prepare object inputs ahead (0: none).")
@@ -208,7 +213,7 @@ def diagnose_command(
     model: _ModelOption,
     out: _OutOption,
     suite: _SuiteOption = "all",
-    split: _SplitOption = "val",
+    split: _SplitOption = None,
     batch_size: _BatchSizeOption = 256,
     workers: _WorkersOption = 1,
     replacement: _ReplacementOption = Replacement.drop,
@@ -272,6 +277,12 @@ def diagnose_command(
         precision=precision, max_calls=max_calls, progress=not quiet,
     )  # fmt: skip
     emit(result, as_json, _render_plan if plan else _render)
+    if not result["suites"] and result["skipped"]:
+        typer.echo(
+            f"error: every suite asked for was skipped ({', '.join(result['skipped'])}): "
+            "nothing was diagnosed", err=True,
+        )  # fmt: skip
+        raise typer.Exit(1)
 
 
 def _run_diagnose(
@@ -280,7 +291,7 @@ def _run_diagnose(
     out: Path,
     *,
     suite: str,
-    split: str,
+    split: str | None,
     batch_size: int,
     workers: int,
     replacement: Replacement,

@@ -124,7 +124,7 @@ def diagnose(
     out: str | Path,
     *,
     suites: str | Iterable[str] = "all",
-    split: str = "val",
+    split: str | None = None,
     batch_size: int = 256,
     workers: int = 1,
     seed: int = 0,
@@ -197,6 +197,7 @@ def diagnose(
         raise DataError("--importance-sample", "must be at least 1")
     _check_suite_questions(suite_questions)
     source = resolve_source(data, data_format)
+    split = source.default_split() if split is None else split
     extras = _extra_files(scene_graphs=scene_graphs, pairs=pairs, ood_split=ood_split,
                           choices=choices)  # fmt: skip
     if source.official:

@@ -108,7 +108,7 @@ def export_conditions(
     *,
     fmt: str = "jsonl",
     suites: str | Iterable[str] = "all",
-    split: str = "val",
+    split: str | None = None,
     max_questions: int | None = None,
     max_objects: int = 100,
     images: str | Path | None = None,
@@ -152,6 +152,7 @@ def export_conditions(
             bq_ranker=bq_ranker, seed=seed, n_bootstrap=10, progress=progress,
             plugins=plugins,
         )  # fmt: skip
+        options["split"] = run["config"]["split"]  # the one diagnose chose when None
         if (Path(scratch) / "run" / "bqd.json").is_file():  # the BQD robustness used
             shutil.copyfile(Path(scratch) / "run" / "bqd.json", target / "bqd.json")
             options["bqd"] = str((target / "bqd.json").resolve())

@@ -42,6 +42,15 @@ class DataSource:
         """Whether the data is read in place (the official layout)."""
         return self.format == "official"
 
+    def default_split(self) -> str:
+        """The split diagnosed when none is given: ``val``, or the split a VLMEvalKit
+        TSV's file name names (docs/data-sources.md, "A VLMEvalKit TSV")."""
+        if self.format == "vlmevalkit":
+            from vqadiag.data.sources.vlmevalkit_tsv import split_of
+
+            return split_of(self.location, "val")[0]
+        return "val"
+
     def describe(self) -> dict[str, Any]:
         """``results.json`` ``data.source``: the format, what was given and where it is
         (and a copy's name, revision and tables)."""
