@@ -13,6 +13,15 @@ import pytest
 from typer.testing import CliRunner
 
 from vqadiag.cli.main import app
+from vqadiag.data.io.user_cache import CACHE_ENV
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test reads or fills the user's shared cache (docs/reliability.md, "The shared
+    cache"): it is off unless a test turns it on in a folder of its own."""
+    import os
+
+    os.environ[CACHE_ENV] = "off"
 
 
 class CliResult:

@@ -401,6 +401,56 @@ def test_robustness_builds_the_bqd_once_and_reuses_it(run_cli, world, prior, tmp
     assert rob["bqd"]["covers"] == {"questions": 40, "diagnosed": 40}
 
 
+def test_the_shared_cache_gives_another_folder_and_the_plan_the_same_bqd(
+    run_cli, world, prior, tmp_path, monkeypatch
+):
+    """With the shared cache on, a BQD built by one diagnosis (or by a plan, which writes
+    nothing to OUT) is copied, not rebuilt, by a diagnosis of the same questions into
+    another folder, with the same bytes and figures; other questions, another ranker or
+    a changed entry build their own (docs/reliability.md, "The shared cache")."""
+    from vqadiag.protocols.robustness.basic_questions import bqd_build
+
+    monkeypatch.setenv("VQADIAG_CACHE_DIR", str(tmp_path / "cache"))
+    builds: list[str] = []
+    real_build = bqd_build.build_bqd
+
+    def counted(*args, **kwargs):
+        builds.append(str(args[2]))
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(bqd_build, "build_bqd", counted)  # the suite imports it when it runs
+    args = ["diagnose", "--data", world, "--model", prior, "--suite", "robustness",
+            "--bq-ranker", "bleu1", "--max-questions", "30", "--n-bootstrap", "20",
+            "--json"]  # fmt: skip
+    plan = run_cli(*args, "--out", tmp_path / "planned", "--plan")
+    assert plan.exit_code == 0, plan.stderr
+    assert len(builds) == 1 and not (tmp_path / "planned").exists()
+    first = run_cli(*args, "--out", tmp_path / "a")
+    second = run_cli(*args, "--out", tmp_path / "b")
+    assert first.exit_code == 0 and second.exit_code == 0, first.stderr + second.stderr
+    assert len(builds) == 1  # the run after the plan, and another folder, reuse it
+    bqd = [run.json()["suites"]["robustness"]["bqd"] for run in (first, second)]
+    assert [b["shared_cache"] for b in bqd] == [True, True]
+    assert (tmp_path / "a" / "bqd.json").read_bytes() == (tmp_path / "b" / "bqd.json").read_bytes()
+    assert first.json()["summary"]["r_score"] == second.json()["summary"]["r_score"]
+    # other questions and another ranker are other datasets
+    assert run_cli(*args[:-5], "--max-questions", "20", "--n-bootstrap", "20", "--json",
+                   "--out", tmp_path / "c").exit_code == 0  # fmt: skip
+    assert run_cli(*[a if a != "bleu1" else "bleu2" for a in args],
+                   "--out", tmp_path / "d").exit_code == 0  # fmt: skip
+    assert len(builds) == 3
+    # an entry whose bytes no longer match its record is rebuilt, not used
+    entries = list((tmp_path / "cache" / "bqd").iterdir())
+    assert len(entries) == 3
+    for entry in entries:
+        (entry / "bqd.json").write_text("{}")
+    again = run_cli(*args, "--out", tmp_path / "e")
+    assert again.exit_code == 0 and len(builds) == 4
+    assert again.json()["suites"]["robustness"]["bqd"]["shared_cache"] is False
+    records = [json.loads((tmp_path / f / "bqd.json").read_text())["records"] for f in "ae"]
+    assert records[0] == records[1]  # the same ranking (its meta says where and how long)
+
+
 def test_a_bqd_built_for_other_questions_is_refused(run_cli, world, prior, tmp_path):
     """Ids alone do not tie a BQD to the diagnosed questions: a record whose main
     question is another question (another world's file) is refused, naming the record."""

@@ -12,10 +12,10 @@ from vqadiag.cli.diagnose import PixelFill
 from vqadiag.cli.suite_options import basic_question_options
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
+    DiagnoseSeedOption,
     JsonFlag,
     PluginOption,
     QuietFlag,
-    SeedOption,
     cli_errors,
     emit,
     optional_file,
@@ -78,7 +78,7 @@ def export_command(
     max_new_tokens: Annotated[
         int, typer.Option(min=1, help="Generation length the lmms-eval task asks for.")
     ] = 16,
-    seed: SeedOption = 0,
+    seed: DiagnoseSeedOption = 0,
     plugin: PluginOption = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,

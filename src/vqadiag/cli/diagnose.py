@@ -11,13 +11,13 @@ from vqadiag.cli.suite_options import basic_question_options, suite_option
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
     DeviceOption,
+    DiagnoseSeedOption,
     DtypeOption,
     JsonFlag,
     ModelArgsOption,
     PluginOption,
     QuietFlag,
     ResamplesOption,
-    SeedOption,
     cli_errors,
     emit,
     model_settings,
@@ -238,7 +238,7 @@ def diagnose_command(
     ray_actors: _RayActorsOption = None,
     ray_gpus_per_actor: _RayGpusOption = 0.0,
     ray_address: _RayAddressOption = None,
-    seed: SeedOption = 0,
+    seed: DiagnoseSeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     model_args: ModelArgsOption = None,
     device: DeviceOption = None,

@@ -80,6 +80,14 @@ PluginOption = Annotated[
 ]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap intervals.")]
+#: ``diagnose`` and ``conditions export``: the seed also ranks the basic questions
+DiagnoseSeedOption = Annotated[
+    int,
+    typer.Option(
+        "--seed", min=0,
+        help="Seed of the bootstrap intervals and of the LASSO basic-question ranking.",
+    ),
+]  # fmt: skip
 ResamplesOption = Annotated[
     int, typer.Option("--n-bootstrap", min=10, help="Bootstrap resamples for 95% intervals.")
 ]

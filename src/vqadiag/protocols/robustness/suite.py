@@ -15,6 +15,7 @@ from vqadiag.errors import DataError
 from vqadiag.metrics.compare import compare_statistic
 from vqadiag.probes.conditions import Condition
 from vqadiag.probes.store import Answer
+from vqadiag.protocols.robustness.bqd_cache import fetch_shared, keep_shared
 from vqadiag.protocols.robustness.formulas import DEFAULT_M, DEFAULT_T, r_score_statistic
 from vqadiag.protocols.robustness.plots import PLOTS
 from vqadiag.suites.base import (
@@ -129,11 +130,11 @@ def _bqd_texts(
 
     main_file = src.prefix_file(mains, state.inputs / "robustness_main_questions.json")
     out = state.out / "bqd.json"
-    stat = pool.stat()
     key = stable_hash(
         {
-            "pool": [str(pool), stat.st_size, stat.st_mtime_ns],
+            "pool": file_digest(pool),  # its content: a copy keeps size and time (cp -p)
             "main": mains,
+            "main_questions": file_digest(main_file),
             "ranker": o.bq_ranker,
             "seed": o.seed,
         }
@@ -144,14 +145,20 @@ def _bqd_texts(
         "embedder": "lsa",
     }  # fmt: skip
     cached = _bqd_cached(out, meta_path, key)
+    shared = False
     if not cached:
         # bqd.meta.json commits bqd.json: it goes first and comes back last, with the
         # digest of the dataset it describes, so a kill in between never leaves a pair
         # that a later run would take for another ranker's dataset
         meta_path.unlink(missing_ok=True)
-        build_bqd([pool], main_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress)
-        write_json(meta_path, {**meta, "sha256": file_digest(out)})
-    info = {"path": out.name, "built": True, "cached": cached, **meta}
+        digest = fetch_shared(key, out)
+        shared = digest is not None
+        if digest is None:
+            build_bqd([pool], main_file, out, ranker=o.bq_ranker, seed=o.seed, progress=o.progress)
+            digest = file_digest(out)
+            keep_shared(key, out, digest)
+        write_json(meta_path, {**meta, "sha256": digest})
+    info = {"path": out.name, "built": True, "cached": cached, "shared_cache": shared, **meta}
     return read_bqd_texts(out), out, info
 
 
