@@ -29,7 +29,8 @@ def test_interval_p_reads_a_95_interval_as_a_normal_one():
     assert interval_p(0.3, 0.1, 0.5, 0.3) == pytest.approx(1.0)
     # se = 10 / 3.919928 = 2.551067; z = 10 / se = 3.919928 → p = 8.86e-5
     assert interval_p(60.0, 55.0, 65.0, 50.0) == pytest.approx(8.8574e-5, rel=1e-3)
-    assert interval_p(0.0, 0.0, 0.0, 0.5) == 0.0  # an interval of width 0
+    # an interval of width 0 (one unit, or all units alike) is no evidence: p = 1
+    assert interval_p(0.0, 0.0, 0.0, 0.5) == 1.0
     assert interval_p(0.5, 0.5, 0.5, 0.5) == 1.0
 
 
@@ -131,6 +132,19 @@ def test_threshold_rules_use_the_interval_and_link_the_card_cell():
     item = result["models"][0]["items"][0]
     assert item["evidence"] == "cell-0-13" and item["p_adjusted"] == pytest.approx(1.8e-4, rel=0.05)
     assert item["sentence"].startswith("R_score 0.300 [0.200, 0.400] below 0.5")
+
+
+def test_a_threshold_rule_says_nothing_from_an_interval_of_width_0():
+    """Found in review: the one main question of an 8-question run gives reasoning
+    consistency 0.00 [0.00, 0.00], which fired "reasoning not backed by perception" at
+    p = 0. No spread is no evidence: the rule says nothing, while the same value with an
+    interval that excludes 50 still fires."""
+    tiny = _model("tiny", "objects", reasoning_consistency=0.0)
+    tiny.summary["reasoning_consistency"].update(ci_low=0.0, ci_high=0.0, n=1)
+    wide = _model("wide", "objects", reasoning_consistency=20.0)
+    wide.summary["reasoning_consistency"].update(ci_low=10.0, ci_high=30.0)
+    result = findings([tiny, wide], [], {}, n_bootstrap=100)
+    assert _verdicts(result) == {"tiny": [], "wide": ["reasoning not backed by perception"]}
 
 
 def test_the_fixture_report_hand_worked(tmp_path):

@@ -15,8 +15,10 @@ A rule reads one summary figure of one model and one test:
   paired bootstrap; docs/protocols.md §9), so one model alone gets the verdict;
 * against a threshold (``compare=<number>``): the figure's 95% bootstrap interval,
   read as a normal one: ``se = (hi − lo) / (2 · 1.959964)``, ``z = (value − threshold) /
-  se``, two-sided ``p = 2 · (1 − Φ(|z|))`` (an interval of width 0 gives p = 0 when the
-  value differs from the threshold, 1 when it equals it).
+  se``, two-sided ``p = 2 · (1 − Φ(|z|))``. An interval of width 0 gives p = 1: the
+  bootstrap found no spread to test against (one unit, or every unit the same), which
+  is no evidence that the figure is off the threshold (a consistency of 0 from the
+  one main question of a tiny run fired "significantly below 50" at p = 0).
 
 Every test behind some rule is one member of a family whose p-values are adjusted
 together with Holm's step-down method (:func:`holm`). A rule then fires when its
@@ -68,8 +70,8 @@ def interval_p(value: float, ci_low: float, ci_high: float, threshold: float) ->
     """Two-sided p of ``value = threshold`` from a 95% interval read as a normal one
     (module docstring)."""
     se = (ci_high - ci_low) / (2 * Z95)
-    if se <= 0:
-        return 1.0 if value == threshold else 0.0
+    if se <= 0:  # no spread to test against: no evidence either way
+        return 1.0
     z = (value - threshold) / se
     return float(2 * norm.sf(abs(z)))
 
