@@ -225,6 +225,26 @@ def test_sigkill_then_restart_gives_the_uninterrupted_numbers(world, updn, tmp_p
     assert _rows(store) == _rows(full / "store.sqlite") == total
 
 
+def test_a_reused_folder_keeps_no_prediction_files_or_inputs_of_an_earlier_run(
+    world, prior, updn, tmp_path
+):
+    """Found in review: after UpDn's full run, question-only's accuracy run into the same
+    folder left UpDn's predictions/fpvg/… and inputs/relevance.json beside the new
+    results.json, and rescoring them gave UpDn's numbers. A run now writes its results,
+    prediction files and inputs afresh (the store and the basic-question dataset stay)."""
+    from vqadiag.diagnosis.diagnose import diagnose
+
+    out = tmp_path / "res"
+    diagnose(world, str(updn), out, suites="accuracy,fpvg", n_bootstrap=20, max_questions=30)
+    assert (out / "predictions" / "fpvg").is_dir() and (out / "inputs" / "relevance.json").is_file()
+    second = diagnose(world, str(prior), out, suites="accuracy", n_bootstrap=20, max_questions=10)
+    assert sorted(p.name for p in (out / "predictions").iterdir()) == ["accuracy"]
+    assert sorted(p.name for p in (out / "inputs").iterdir()) == ["gqa_questions.json"]
+    written = json.loads((out / "predictions" / "accuracy" / "all.json").read_text())
+    assert len(written) == second["conditions"]["gqa.all"]["questions"] == 10
+    assert (out / "store.sqlite").is_file()  # the earlier answers stay stored
+
+
 def test_changed_model_recomputes_everything_and_data_change_only_its_questions(
     world, prior, tmp_path
 ):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -312,6 +313,7 @@ def _diagnose_into(
     """Run the suites into the locked ``out_dir``; per_question.jsonl is written before
     results.json, which records its row count and digest and so commits it."""
     started = time.perf_counter()
+    _clear_derived(out_dir)
     store = PredictionStore(out_dir / "store.sqlite")
     state = DiagnoseState(the_model, store, options, out_dir, root)
     ran = SuiteRuns()
@@ -325,6 +327,22 @@ def _diagnose_into(
     write_json(out_dir / "results.json", results, indent=True)
     _write_timing(out_dir / "timing.json", the_model, state, started)
     return results
+
+
+#: what a run writes into its folder afresh, its committing file first: an earlier run's
+#: prediction files and inputs (another model, suites this run leaves out) must not stay
+#: beside this run's results (the store and the basic-question dataset are kept)
+DERIVED = ("results.json", "per_question.jsonl", "timing.json", "predictions", "inputs")
+
+
+def _clear_derived(out_dir: Path) -> None:
+    """Remove :data:`DERIVED` from ``out_dir`` (a link is removed, not followed)."""
+    for name in DERIVED:
+        path = out_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _results(
