@@ -70,10 +70,11 @@ def test_precision_grows_the_prefix_until_the_target_and_records_it(
     assert record["calls"] == out["conditions"]["gqa.all"]["questions"]
     written = json.loads((tmp_path / "r" / "results.json").read_text())
     assert written["precision"] == record and written["config"]["importance_sample"] == 500
-    # run again: nothing new to ask
+    # run again: nothing new to ask, and the same record (the calls the steps need)
     again = json.loads(run_cli("diagnose", "--data", world, "--model", run, "--out",
                                tmp_path / "r", "--precision", "6", *ARGS).stdout)  # fmt: skip
-    assert again["precision"]["calls"] == 0 and again["summary"] == out["summary"]
+    assert again["conditions"]["gqa.all"]["computed"] == 0
+    assert again["precision"] == record and again["summary"] == out["summary"]
 
 
 def test_max_calls_stops_before_a_step_would_pass_it(world_and_prior, tmp_path, run_cli):
@@ -84,6 +85,16 @@ def test_max_calls_stops_before_a_step_would_pass_it(world_and_prior, tmp_path, 
     record = json.loads(result.stdout)["precision"]
     assert not record["met"] and "--max-calls 250" in record["stopped"]
     assert record["calls"] == 200  # the first step; the second would pass 250
+    # found in review: interrupted after 150 calls and run again, the run counted only
+    # its own calls, took the second step and passed the budget; it now counts the
+    # answers the first attempt stored and stops where the uninterrupted run stopped
+    partial = tmp_path / "r4"
+    assert run_cli("diagnose", "--data", world, "--model", run, "--out", partial,
+                   "--max-questions", "150", *ARGS).exit_code == 0  # fmt: skip
+    resumed = run_cli("diagnose", "--data", world, "--model", run, "--out", partial,
+                      "--precision", "0.5", "--max-calls", "250", *ARGS)  # fmt: skip
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["precision"] == record
     too_few = run_cli("diagnose", "--data", world, "--model", run, "--out", tmp_path / "r2",
                       "--precision", "1", "--max-calls", "10", *ARGS)  # fmt: skip
     assert too_few.exit_code == 2 and "--max-calls" in too_few.stderr

@@ -32,6 +32,9 @@ of half-width at most ``EPS`` points:
   ``every question taken``); **the
   run stops** when no suite grows, or before a step whose planned calls
   (:func:`vqadiag.diagnosis.plan.plan_diagnosis`) would take the run past ``max_calls``.
+  The calls counted are those the steps need from a cold start: the answers a step reads
+  from the store count as the calls that stored them, so a run interrupted and run again
+  counts what the first attempt asked, and stops where an uninterrupted run stops.
 
 Leave-one-out, GradCAM and attention importance run on the first ``importance_sample``
 FPVG questions of the same order (500 by default; ``results.json``
@@ -173,6 +176,13 @@ class SuitePrefixes:
         return not self.grew
 
 
+def diagnosed_questions(result: dict[str, Any]) -> int:
+    """The most questions of one dataset a step diagnosed (``results.json``
+    ``data.datasets``): a prefix asked for beyond the split's questions took them all."""
+    counts = [d.get("questions", 0) for d in result["data"]["datasets"].values()]
+    return max((int(n) for n in counts if isinstance(n, int)), default=0)
+
+
 def _check_options(precision: float, max_calls: int | None, options: dict[str, Any]) -> None:
     """One line for options ``--precision`` cannot take; drops those it chooses itself
     and sets the default importance sample."""
@@ -222,29 +232,33 @@ def diagnose_to_precision(
     own = frozenset(name for name, s in registered_suites().items() if s.own_prefix)
     prefixes = SuitePrefixes(precision, int(start), own)
     steps: list[dict[str, Any]] = []
-    calls = 0
+    calls = 0  # the calls the steps so far need from a cold start (module docstring)
     result: dict[str, Any] | None = None
     stopped = ""
     while True:
         step = {"max_questions": prefixes.max_questions(),
                 "suite_questions": dict(prefixes.prefix) or None}  # fmt: skip
         if max_calls is not None:
-            planned = diagnose(data, target, out, plan=True, **step, **options)
-            if calls + planned["total"]["calls"] > max_calls:
-                stopped = (f"the next step ({step['max_questions']} questions) would pass "
+            planned = diagnose(data, target, out, plan=True, **step, **options)["total"]
+            need = planned["calls"] + planned["cached"]
+            if need > max_calls:
+                shown = step["max_questions"] if result is None else min(
+                    step["max_questions"], diagnosed_questions(result)
+                )  # fmt: skip
+                stopped = (f"the next step (up to {shown} questions) would pass "
                            f"--max-calls {max_calls}")  # fmt: skip
                 if result is None:
                     raise DataError(
                         "--max-calls", f"the first {step['max_questions']} questions already "
-                        f"need {planned['total']['calls']} calls: give more, or a smaller start",
+                        f"need {need} calls: give more, or a smaller start",
                     )  # fmt: skip
                 break
         result = diagnose(data, target, out, **step, **options)
-        step_calls = sum(c["computed"] for c in result["conditions"].values())
-        calls += step_calls
+        need = sum(c["computed"] + c["cached"] for c in result["conditions"].values())
         widest = max(half_widths(result["summary"]).values(), default=0.0)
-        steps.append({**step, "calls": step_calls,
+        steps.append({**step, "calls": need - calls,
                       "widest_half_width": widest if math.isfinite(widest) else None})  # fmt: skip
+        calls = need
         prefixes.update(result["summary"])
         if prefixes.finished():
             break
@@ -253,12 +267,16 @@ def diagnose_to_precision(
     met = max(widths.values(), default=0.0) <= precision
     if not stopped:
         stopped = "precision reached" if met else "every question was taken"
+    diagnosed = diagnosed_questions(result)
+    last = steps[-1]["suite_questions"]
     result["precision"] = {
         "target": precision,
         "met": met,
         "half_widths": {k: (w if math.isfinite(w) else None) for k, w in widths.items()},
-        "questions": steps[-1]["max_questions"],
-        "suite_questions": steps[-1]["suite_questions"],
+        "questions": min(steps[-1]["max_questions"], diagnosed),
+        "suite_questions": (
+            None if last is None else {suite: min(n, diagnosed) for suite, n in last.items()}
+        ),
         "suites": dict(prefixes.done),
         "calls": calls,
         "max_calls": max_calls,
