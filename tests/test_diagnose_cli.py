@@ -500,6 +500,53 @@ def test_a_bqd_built_for_other_questions_is_refused(run_cli, world, prior, tmp_p
 @pytest.mark.parametrize(
     ("given", "message"),
     [
+        ({"max_objects": 0}, "--max-objects: must be at least 1, got 0"),
+        ({"n_bootstrap": 0}, "--n-bootstrap: must be at least 10, got 0"),
+        ({"batch_size": -5}, "--batch-size: must be at least 1, got -5"),
+        ({"seed": -1}, "--seed: must be at least 0, got -1"),
+        ({"workers": 1.5}, "--workers: must be a whole number, got 1.5"),
+    ],
+)
+def test_the_python_api_bounds_the_counts_as_the_command_line_does(
+    world, prior, tmp_path, given, message
+):
+    """Found in review: from Python, max_objects=0 ran with no visible object,
+    n_bootstrap=0 gave NaN intervals, batch_size=-5 was recorded and ran as 1, and seed=-1
+    was a numpy traceback."""
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.errors import DataError
+
+    with pytest.raises(DataError) as err:
+        diagnose(world, str(prior), tmp_path / "o", suites="accuracy", **given)
+    assert str(err.value) == message
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_out_inside_the_data_or_the_run_folder_is_refused(run_cli, world, prior):
+    """Found in review: --out w/gqa/newsub wrote a result folder into the world (which
+    the data fingerprint and later readers then see); --out w itself was refused."""
+    for inside, flag in ((world / "gqa" / "newsub", "--data"), (prior / "res", "--model")):
+        res = run_cli("diagnose", "--data", world, "--model", prior, "--out", inside,
+                      "--suite", "accuracy")  # fmt: skip
+        assert res.exit_code == 2
+        assert f"lies inside {flag}" in res.stderr and "write --out elsewhere" in res.stderr
+        assert not inside.exists()
+
+
+def test_a_malformed_bqd_is_refused_before_the_model_runs(run_cli, world, prior, tmp_path):
+    """Found in review: a malformed --bqd was found only when the robustness suite came to
+    it, after every earlier suite's model calls; it is now read whole first."""
+    bad = tmp_path / "bad_bqd.json"
+    bad.write_text(json.dumps({"records": [{"question_id": "1"}]}))
+    res = run_cli("diagnose", "--data", world, "--model", prior, "--out", tmp_path / "o",
+                  "--bqd", bad, "--max-questions", "10")  # fmt: skip
+    assert res.exit_code == 2 and "bad_bqd.json" in res.stderr
+    assert not (tmp_path / "o").exists()  # no folder claimed, no model call made
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
         (["--bqd", "BQD", "--bq-ranker", "bleu1"],
          "--bq-ranker: ranks the BQD built without --bqd: give one of them"),
         (["--bqd", "BQD", "--suite", "accuracy"],

@@ -18,6 +18,7 @@ from vqadiag.console.common import (
     QuietFlag,
     cli_errors,
     emit,
+    folders_read,
     optional_file,
     outputs_apart,
 )
@@ -86,7 +87,10 @@ def export_command(
     """Write every condition's inputs (images and prompts) for a harness to answer."""
     from vqadiag.workflows.conditions import export_conditions
 
-    outputs_apart({"--out": out}, {"--data": data, "--images": images, "--bqd": bqd})
+    outputs_apart(
+        {"--out": out}, {"--data": data, "--images": images, "--bqd": bqd},
+        read_whole=folders_read(data=data, images=images),
+    )  # fmt: skip
     bq_ranker = basic_question_options(suite, bqd, bq_ranker)
     result = export_conditions(
         data, out, fmt=format.value, suites=suite, split=split, max_questions=max_questions,

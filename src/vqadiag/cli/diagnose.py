@@ -20,6 +20,7 @@ from vqadiag.console.common import (
     ResamplesOption,
     cli_errors,
     emit,
+    folders_read,
     model_settings,
     optional_file,
     outputs_apart,
@@ -324,6 +325,7 @@ def _run_diagnose(
         {"--data": data, "--model": spec_path(model), "--bqd": bqd, "--images": images,
          **{f"--{k.replace('_', '-')}": v for k, v in (extras or {}).items()
             if isinstance(v, Path)}},
+        read_whole=folders_read(data=data, model=spec_path(model), images=images),
     )  # fmt: skip
     run: Any = diagnose
     if precision is not None:

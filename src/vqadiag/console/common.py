@@ -303,6 +303,14 @@ def outputs_apart(
                 raise DataError(folder, f"{why}; give another {out_flag}")
 
 
+def folders_read(**given: str | Path | None) -> dict[str, Path]:
+    """The options among ``given`` (``data=…`` is ``--data``) that name a folder the
+    command reads as a whole (a data folder, a run folder, an images folder): an output
+    inside one would write into the inputs (:func:`outputs_apart`'s ``read_whole``)."""
+    folders = {f"--{k.replace('_', '-')}": Path(v) for k, v in given.items() if v is not None}
+    return {flag: path for flag, path in folders.items() if path.is_dir()}
+
+
 def spec_path(spec: str | Path) -> str:
     """The file or folder a ``--model`` reads: a run folder, or the ``SPEC`` of an
     adapter's ``KIND:SPEC`` (``files:P`` reads ``P``), for :func:`outputs_apart`."""

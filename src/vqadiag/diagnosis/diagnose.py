@@ -192,6 +192,8 @@ def diagnose(
         raise DataError(Path(images), "images folder not found")
     if replacement not in REPLACEMENTS:
         raise DataError("--replacement", f"must be one of {', '.join(REPLACEMENTS)}")
+    _check_counts(batch_size=batch_size, workers=workers, seed=seed, n_bootstrap=n_bootstrap,
+                  max_objects=max_objects)  # fmt: skip
     if max_questions is not None and max_questions < 1:
         raise DataError("--max-questions", "must be at least 1")
     if importance_sample is not None and importance_sample < 1:
@@ -226,6 +228,8 @@ def diagnose(
         suite_questions=None if not suite_questions else dict(suite_questions),
         **extras,
     )
+    if options.bqd is not None and "robustness" in options.suites:
+        _check_bqd(options.bqd)
     if ray is not None and not isinstance(model, (str, os.PathLike)):
         raise DataError("--ray-actors", "the actors load the model from its spec: give one")
     if ray is not None and str(model).split(":", 1)[0] in ("openai", "files"):
@@ -250,6 +254,31 @@ def diagnose(
     finally:
         if ray is not None:
             the_model.close()
+
+
+def _check_bqd(path: str) -> None:
+    """Read the whole ``--bqd`` file before the model loads: a malformed one was found only
+    when the robustness suite came to it, after every earlier suite's model calls."""
+    from vqadiag.data.formats.bqd import read_bqd_texts
+
+    for _ in read_bqd_texts(path):
+        pass
+
+
+#: the least value of each whole-number option, as the command line bounds it
+LEAST = {"batch_size": 1, "workers": 0, "seed": 0, "n_bootstrap": 10, "max_objects": 1}
+
+
+def _check_counts(**given: Any) -> None:
+    """The whole-number options from Python, bounded as the command line bounds them
+    (``max_objects=0`` ran with no visible object, ``n_bootstrap=0`` gave NaN intervals,
+    ``batch_size=0`` was recorded as 0 and ran as 1)."""
+    for name, value in given.items():
+        option = "--" + name.replace("_", "-")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DataError(option, f"must be a whole number, got {value!r}")
+        if value < LEAST[name]:
+            raise DataError(option, f"must be at least {LEAST[name]}, got {value}")
 
 
 def _check_removal_options(the_model: Any, options: Options) -> None:
