@@ -106,33 +106,51 @@ def test_no_visible_object_gives_a_finite_answer(model, inputs):
     assert np.isfinite(out.probs).all() and (out.attention == 0).all()
 
 
-def test_object_gradients_match_finite_differences(model, inputs):
+def test_object_gradients_are_those_of_the_features_the_network_reads(model, inputs):
+    """GradCAM differentiates the answer's logit with respect to the object features after
+    ``feature_norm`` (a LayerNorm by default): checked by a central difference on those
+    features (float64). The gradient with respect to the raw features sums to 0 over the
+    feature dimension (a LayerNorm ignores a shift of all of an object's features), so
+    GradCAM taken there was rounding noise, whatever the model looked at."""
     batch, objects = inputs
     index = np.arange(len(batch)) % len(model.answer_vocab)
     grads = model.object_gradients(batch, objects, index)
     assert grads.shape == objects.features.shape
     assert (grads[~objects.mask] == 0).all()
-    # the largest gradient coordinate of question 0, checked by a central difference (float64)
     j, d = np.unravel_index(np.abs(grads[0]).argmax(), grads[0].shape)
     net = model.net.double()
+    layer_norm = net.feature_norm
+    tokens, lengths = model._question_tensors(batch)
+    spatial = torch.from_numpy(spatial_features(objects.boxes, objects.image_sizes)).double()
+    mask = torch.from_numpy(objects.mask)
+    raw = torch.from_numpy(objects.features.astype(np.float64)).requires_grad_(True)
     try:
+        logits, _ = net(tokens, lengths, raw, spatial, mask)
+        (raw_grad,) = torch.autograd.grad(logits[0, index[0]], raw)
+        with torch.no_grad():
+            read = layer_norm(raw)
+        net.feature_norm = torch.nn.Identity()  # the network now reads `read` as it is
         eps = 1e-4
 
         def logit(delta):
-            feats = objects.features.astype(np.float64).copy()
-            feats[0, j, d] += delta
-            f = torch.from_numpy(feats)
-            spatial = torch.from_numpy(
-                spatial_features(objects.boxes, objects.image_sizes)
-            ).double()
-            tokens, lengths = model._question_tensors(batch)
-            logits, _ = net(tokens, lengths, f, spatial, torch.from_numpy(objects.mask))
-            return logits[0, index[0]].item()
+            f = read.clone()
+            f[0, j, d] += delta
+            with torch.no_grad():
+                return net(tokens, lengths, f, spatial, mask)[0][0, index[0]].item()
 
         numeric = (logit(eps) - logit(-eps)) / (2 * eps)
     finally:
+        net.feature_norm = layer_norm
         model.net.float()
     assert grads[0, j, d] == pytest.approx(numeric, rel=1e-3)
+    visible = objects.mask[0]
+
+    def shift_share(g):  # |Σ_d g| / Σ_d |g| per visible object: 0 when a shift does nothing
+        g = np.asarray(g, np.float64)[visible]
+        return np.abs(g.sum(-1)) / np.abs(g).sum(-1)
+
+    assert shift_share(raw_grad[0].detach().numpy()).max() < 1e-9
+    assert shift_share(grads[0]).max() > 1e-2
 
 
 def test_save_load_round_trip(model, inputs, tmp_path):

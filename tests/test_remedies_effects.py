@@ -126,9 +126,10 @@ def test_hint_gradient_descends_the_ranking_loss(data):
 
     feats, _, _ = model._object_tensors(visual)
     feats = feats.clone().requires_grad_(True)
-    logits, _ = model.forward(batch, visual, feats=feats)
+    with model.net.features_read() as read:  # GradCAM: the features after feature_norm
+        logits, _ = model.forward(batch, visual, feats=feats)
     shares = normalized_importance(
-        gradcam_importance(logits, feats, target), torch.from_numpy(visual.mask)
+        gradcam_importance(logits, read[0], target), torch.from_numpy(visual.mask)
     )
     ranking = gradient(hint_ranking_loss(shares, rel, irr))
     with_hint = gradient(objective(batch, visual, target)[0])

@@ -125,9 +125,10 @@ def test_hint_adds_the_ranking_loss_of_gradcam_importances(data):
     total, _ = objective(batch, visual, target, feats=feats)
     # recompute both terms independently
     feats2 = feats.detach().clone().requires_grad_(True)
-    logits, _ = model.forward(batch, visual, feats=feats2)
+    with model.net.features_read() as read:  # GradCAM: the features after feature_norm
+        logits, _ = model.forward(batch, visual, feats=feats2)
     ce = torch.nn.functional.cross_entropy(logits, target)
-    raw = gradcam_importance(logits, feats2, target)
+    raw = gradcam_importance(logits, read[0], target)
     visible_raw = raw * torch.from_numpy(visual.mask)
     shares = visible_raw / visible_raw.abs().sum(1, keepdim=True).clamp(min=1e-12)
     from vqadiag.models.remedies.hint import relevance_masks

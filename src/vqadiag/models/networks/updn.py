@@ -5,6 +5,8 @@ the parts the remedy losses recombine (:meth:`UpDnNet.encode`, :meth:`UpDnNet.at
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -90,6 +92,7 @@ class UpDnNet(nn.Module):
         if config.debias == "lmh":
             self.lmh_gate = nn.Linear(hidden, 1)  # g(x) = softplus(w · h + b)
         self.keep_question_branch = config.debias == "rubi+qb"
+        self._read_features: list[torch.Tensor] | None = None
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Question vector ``q`` (B, H)."""
@@ -103,8 +106,24 @@ class UpDnNet(nn.Module):
             feats = self.feature_norm(feats)
         elif self.config.feature_norm == "l2":
             feats = feats / feats.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+        if self._read_features is not None:
+            self._read_features.append(feats)
         v = torch.cat([feats, spatial], dim=-1)
         return torch.where(mask.unsqueeze(-1), v, torch.zeros_like(v))
+
+    @contextmanager
+    def features_read(self) -> Iterator[list[torch.Tensor]]:
+        """While open, each forward pass appends to the list it yields the object features
+        the network reads: the features after ``feature_norm`` (before the box is joined).
+        GradCAM differentiates the answer's logit with respect to them (docs/protocols.md
+        §5.7): a LayerNorm's output does not change when the same amount is added to every
+        feature of an object, so the gradient with respect to the raw features sums to
+        exactly 0 over the feature dimension, whatever the model looks at."""
+        self._read_features = read = []
+        try:
+            yield read
+        finally:
+            self._read_features = None
 
     def attend(self, q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Attention ``α`` (B, N) of question ``q`` over the visible objects of ``v``."""
@@ -174,3 +193,10 @@ class UpDnNet(nn.Module):
         if self.keep_question_branch:  # RUBi+QB: the training-time masking at test time
             logits = logits * torch.sigmoid(self.question_mask(q))
         return logits, alpha
+
+
+def the_features_read(read: list[torch.Tensor]) -> torch.Tensor:
+    """The object features of the one forward pass :meth:`UpDnNet.features_read` saw."""
+    if len(read) != 1:
+        raise RuntimeError(f"expected one forward pass over the objects, saw {len(read)}")
+    return read[0]

@@ -188,15 +188,20 @@ class UpDnModel(TorchModel):
     def object_gradients(
         self, batch: QuestionBatch, visual: ObjectInput, answer_index: np.ndarray
     ) -> np.ndarray:
-        """``∂ logit[b, answer_index[b]] / ∂ features[b]`` → (B, N, D) float32, in eval mode
-        (zero for masked objects: they never reach the network)."""
+        """``∂ logit[b, answer_index[b]] / ∂ f[b]`` → (B, N, D) float32, in eval mode, with
+        ``f`` the object features the network reads, after ``feature_norm``
+        (:meth:`UpDnNet.features_read`; zero for masked objects: they never reach the
+        network)."""
         import torch
+
+        from vqadiag.models.networks.updn import the_features_read
 
         self.net.eval()
         feats, _, _ = self._object_tensors(visual)
         feats = feats.clone().requires_grad_(True)
         index = torch.as_tensor(np.asarray(answer_index, dtype=np.int64)).reshape(-1, 1)
-        logits, _ = self.forward(batch, visual, feats=feats)
+        with self.net.features_read() as read:
+            logits, _ = self.forward(batch, visual, feats=feats)
         chosen = logits.gather(1, index).sum()
-        (grad,) = torch.autograd.grad(chosen, feats)
+        (grad,) = torch.autograd.grad(chosen, the_features_read(read))
         return grad.numpy()

@@ -7,7 +7,8 @@ IoU > 0.5 with an object named in ``annotations``; irrelevant = boxes no annotat
 object covers by more than 25 %), and the model side is GradCAM over objects as
 docs/protocols.md §5 defines it (and :meth:`UpDnModel.object_gradients` computes):
 
-    s_j = Σ_d ∂ z_y / ∂ f_jd          (z_y: logit of the gold answer, f_j: object j's features)
+    s_j = Σ_d ∂ z_y / ∂ f_jd          (z_y: logit of the gold answer, f_j: object j's features
+                                        as the network reads them, after its feature_norm)
 
 normalised per question over its visible objects, ``ŝ_j = s_j / Σ_i |s_i|`` (raw
 gradients of a young model are ~1e-6, and the loss would vanish next to the
@@ -70,7 +71,8 @@ def normalized_importance(importance: torch.Tensor, visible: torch.Tensor) -> to
 def gradcam_importance(
     logits: torch.Tensor, feats: torch.Tensor, target: torch.Tensor, create_graph: bool = True
 ) -> torch.Tensor:
-    """``s_bj = Σ_d ∂ z[b, y_b] / ∂ f[b, j, d]`` (B, N), differentiable when ``create_graph``."""
+    """``s_bj = Σ_d ∂ z[b, y_b] / ∂ f[b, j, d]`` (B, N), differentiable when ``create_graph``;
+    ``f``: the object features the network reads (after its ``feature_norm``)."""
     import torch
 
     chosen = logits.gather(1, target.reshape(-1, 1)).sum()
@@ -124,17 +126,19 @@ class HintObjective:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
 
+        from vqadiag.models.networks.updn import the_features_read
+
         if feats is None:
             feats, _, _ = self.model._object_tensors(visual)
             feats = feats.clone().requires_grad_(True)
-        loss, logits = self.base(batch, visual, target, feats=feats)
+        with self.model.net.features_read() as read:
+            loss, logits = self.base(batch, visual, target, feats=feats)
         assert isinstance(visual, ObjectInput)
         rel, irr = relevance_masks(self.sets, batch.question_ids, visual.mask)
         if not (rel.any() and irr.any()):
             return loss, logits
-        importance = normalized_importance(
-            gradcam_importance(logits, feats, target), torch.from_numpy(visual.mask)
-        )
+        scores = gradcam_importance(logits, the_features_read(read), target)
+        importance = normalized_importance(scores, torch.from_numpy(visual.mask))
         ranking = hint_ranking_loss(
             importance, torch.from_numpy(rel), torch.from_numpy(irr), self.margin
         )
