@@ -237,6 +237,12 @@ def test_diagnose_and_report_give_one_pixel_model_its_own_verdict(
     assert all(set(r["answers"]) == {"all", "noimage"} for r in gain_rows)
     gqa_rows = [r for r in gain_rows if r["id"].startswith("gqa:")]
     assert np.mean([r["values"]["gain_gqa"] for r in gqa_rows]) * 100 == gain["value"]
+    # both runs' prediction files, as every condition's (found in review: gain had none)
+    files = tmp_path / "seeing" / "predictions" / "gain"
+    assert sorted(p.name for p in files.iterdir()) == [
+        "gqa_all.json", "gqa_noimage.json", "vqa2_all.json", "vqa2_noimage.json"]  # fmt: skip
+    noimage = json.loads((files / "gqa_noimage.json").read_text())
+    assert len(noimage) == gqa["n"] and set(noimage.values()) == {"nope"}  # no probs: plain
 
     # a rerun reads both conditions back from the store
     again = _diagnose(run_cli, world, "perceiving:x", tmp_path / "seeing")

@@ -110,6 +110,7 @@ def test_plan_on_the_command_line_with_a_rate(world, runs, tmp_path, run_cli):
     assert plan["kind"] == "vqadiag.plan"
     calls = plan["total"]["calls"]
     assert calls == 10 * 8  # the plain run and the seven noise partitions, nothing cached
+    assert plan["total"]["images"] == 0  # the prior is blind: it is sent no image
     assert plan["estimated_seconds"] == pytest.approx(calls / 2.5)
     table = run_cli("diagnose", "--data", world, "--model", runs["prior"], "--out", tmp_path / "r",
                     "--plan", "--max-questions", "10", "--suite", "accuracy")  # fmt: skip
@@ -117,3 +118,24 @@ def test_plan_on_the_command_line_with_a_rate(world, runs, tmp_path, run_cli):
     bad = run_cli("diagnose", "--data", world, "--model", runs["prior"], "--out", tmp_path / "r",
                   "--rate", "2")  # fmt: skip
     assert bad.exit_code == 2 and "--plan" in bad.stderr
+
+
+def test_a_plan_needs_no_write_access_to_out(world, runs, tmp_path, monkeypatch):
+    """Found in review: --plan refused a read-only result folder ("cannot write here")
+    although a plan writes nothing; an archived folder can be planned against."""
+    from vqadiag.data.io import folders
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.errors import DataError
+
+    out = tmp_path / "archived"
+    diagnose(world, str(runs["prior"]), out, max_questions=5, suites="accuracy", n_bootstrap=20)
+
+    def read_only(path, *, create=True):
+        raise DataError(path, "cannot write here: Read-only file system")
+
+    monkeypatch.setattr(folders, "writable_folder", read_only)
+    plan = diagnose(world, str(runs["prior"]), out, plan=True, max_questions=8,
+                    suites="accuracy", n_bootstrap=20)  # fmt: skip
+    assert plan["total"] == {"probes": 8, "cached": 5, "calls": 3, "images": 0}
+    with pytest.raises(DataError, match="Read-only file system"):
+        diagnose(world, str(runs["prior"]), out, max_questions=8, suites="accuracy")

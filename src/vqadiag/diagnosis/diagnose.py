@@ -31,7 +31,13 @@ from vqadiag.data.io.atomic import (
     atomic_write,
     file_digest,
 )
-from vqadiag.data.io.folders import FolderKind, claim_folder, owned_folder, read_json_file
+from vqadiag.data.io.folders import (
+    FolderKind,
+    check_owned,
+    claim_folder,
+    owned_folder,
+    read_json_file,
+)
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.data.sources.prepared import prepared_copy
 from vqadiag.data.sources.resolve import DataSource, resolve_source
@@ -205,7 +211,10 @@ def diagnose(
                           choices=choices)  # fmt: skip
     if source.official:
         require_questions(source.location, split)
-    owned_folder(out, RESULT_FOLDER)  # refused before the model loads
+    if plan:  # a plan writes nothing to OUT: an archived, read-only folder may be planned
+        check_owned(out, RESULT_FOLDER)
+    else:
+        owned_folder(out, RESULT_FOLDER)  # refused before the model loads
     options = Options(
         suites=parse_suites(suites),
         split=split,

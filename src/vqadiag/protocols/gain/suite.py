@@ -33,7 +33,7 @@ from vqadiag.suites.sources import (
     vqa_data,
     vqa_probe,
 )
-from vqadiag.suites.state import DiagnoseState, subsample
+from vqadiag.suites.state import DiagnoseState, subsample, write_predictions
 
 GQA_GAIN = "gain_gqa"
 VQA2_GAIN = "gain_vqa2"
@@ -154,7 +154,11 @@ def _score_part(
     none: ConditionRun,
     score: Callable[..., Any],
 ) -> None:
-    """The gain of one dataset into ``out``: result, per-question rows, summary, test."""
+    """The gain of one dataset into ``out``: result, per-question rows, summary, test,
+    and both runs' prediction files (``predictions/gain/<dataset>_all.json``,
+    ``<dataset>_noimage.json``)."""
+    write_predictions(state, "gain", f"{dataset}_all", qids, plain.answers)
+    write_predictions(state, "gain", f"{dataset}_noimage", qids, none.answers)
     recs = [records[q] for q in qids]
     acc_all = score([a.answer for a in plain.answers], recs)
     acc_none = score([a.answer for a in none.answers], recs)
