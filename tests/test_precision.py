@@ -206,3 +206,17 @@ def _suite_figures(name: str):
     from vqadiag.suites.base import figures
 
     return [(s.name, f.key) for s, f in figures() if s.name == name]
+
+
+def test_the_python_api_runs_the_same_precision_diagnosis(world_and_prior, tmp_path, run_cli):
+    """``vqadiag.diagnose_to_precision`` is ``diagnose --precision`` from Python."""
+    import vqadiag
+
+    world, run = world_and_prior
+    cli = run_cli("diagnose", "--data", world, "--model", run, "--out", tmp_path / "cli",
+                  "--precision", "6", *ARGS)  # fmt: skip
+    api = vqadiag.diagnose_to_precision(
+        world, str(run), tmp_path / "api", precision=6, suites="accuracy", n_bootstrap=200
+    )
+    assert api["precision"] == json.loads(cli.stdout)["precision"]
+    assert api["summary"] == json.loads(cli.stdout)["summary"]

@@ -43,6 +43,7 @@ _API = {
     "build_bqd": "vqadiag.protocols.robustness.basic_questions.bqd_build",
     "make_noise": "vqadiag.protocols.robustness.basic_questions.bqd_build",
     "diagnose": "vqadiag.diagnosis.diagnose",
+    "diagnose_to_precision": "vqadiag.diagnosis.precision",
     "report": "vqadiag.workflows.report",
     "export": "vqadiag.workflows.report",
     "per_question_table": "vqadiag.report.tables",
