@@ -372,7 +372,14 @@ def test_score_vqa_counts_and_notes_converted_answers(run_cli, tmp_path):
             r"g\.json: record 'q1': looks like a GQA questions file \(it has 'fullAnswer'\)",
         ),
         (
-            [{"question_id": 7, "multiple_choice_answer": "yes", "answers": [], "answer": "x"}],
+            [
+                {
+                    "question_id": 7,
+                    "multiple_choice_answer": "yes",
+                    "answer": "x",
+                    "answers": [{"answer": "yes", "answer_id": 1}],
+                }
+            ],
             r"g\.json: record '7': looks like VQA v2 annotations \(it has 'multiple_choice",
         ),
         (
@@ -394,6 +401,9 @@ def test_ground_truth_or_an_ambiguous_record_is_refused(write_json, content, mes
     vlmevalkit = [{"index": 7, "question": "Is it red?", "image": "7.jpg", "answer": "yes",
                    "prediction": "no", "text": "no"}]  # fmt: skip
     assert read_predictions(write_json("v.json", vlmevalkit)) == {"7": Prediction("no")}
+    # a model's own top answers under "answers" are not VQA's annotator answers
+    top = [{"question_id": 7, "answer": "no", "answers": ["no", "yes"]}]
+    assert read_predictions(write_json("t.json", top)) == {"7": Prediction("no")}
 
 
 def test_a_benchmark_table_is_refused_naming_its_row(tmp_path):

@@ -184,12 +184,27 @@ def _from_record(
 
 
 #: fields that only ground truth carries, and the file they show a record to be from
+#: (``answers`` as VQA v2 annotations hold them: a list of ``{"answer": …}`` records)
 TRUTH_FIELDS = {
     "fullAnswer": "a GQA questions file",
     "semantic": "a GQA questions file",
     "multiple_choice_answer": "VQA v2 annotations",
     "answers": "VQA v2 annotations",
 }
+
+
+def _truth_field(record: Mapping[str, Any]) -> str | None:
+    """The first of :data:`TRUTH_FIELDS` that ``record`` carries as ground truth does."""
+    for name in TRUTH_FIELDS:
+        if name not in record:
+            continue
+        value = record[name]
+        if name != "answers" or (
+            isinstance(value, list) and value and isinstance(value[0], Mapping)
+            and "answer" in value[0]
+        ):  # fmt: skip
+            return name
+    return None
 
 
 def _answer_field(record: Mapping[str, Any], path: str | Path, label: str) -> str:
@@ -203,7 +218,7 @@ def _answer_field(record: Mapping[str, Any], path: str | Path, label: str) -> st
     refused, so that gold answers are never scored against themselves."""
     if "prediction" in record:
         return "prediction"
-    truth = next((f for f in TRUTH_FIELDS if f in record), None)
+    truth = _truth_field(record)
     if truth is not None:
         raise DataError(
             path, f"looks like {TRUTH_FIELDS[truth]} (it has {truth!r}), not predictions: "
