@@ -30,6 +30,8 @@ from vqadiag.protocols.fpvg.formulas import (
 )
 
 NOT_IN_RELEVANCE = "not_in_relevance"
+#: the three runs of FPVG, in the order their prediction files are given
+RUN_NAMES = ("all", "relevant", "irrelevant")
 
 
 def _suff_comp(
@@ -257,10 +259,6 @@ def score_fpvg(
     if "suff_comp" not in result and any(probs):
         result["suff_comp_left_out"] = _probs_gap(paths, answers, probs, inputs.scored)
     return result
-
-
-#: the three runs of FPVG, in the order their prediction files are given
-RUN_NAMES = ("all", "relevant", "irrelevant")
 
 
 def _probs_gap(
