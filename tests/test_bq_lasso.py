@@ -200,3 +200,29 @@ def test_segments_count_the_homotopy_events(strategy):
     assert sol.segments == 2
     coef = sol.coef[np.argsort(sol.support)]
     np.testing.assert_allclose(coef, [0.11427670, 0.82138347], atol=1e-7)
+
+
+def test_an_ill_conditioned_active_set_is_not_polished(recwarn):
+    """Two active rows 3e-8 apart make G_E nearly singular (rcond about 1e-17): scipy's
+    solve warns but answers (the demo world's LASSO printed such LinAlgWarnings), and
+    its answer is rounding noise. ``polish`` gives None instead (the caller then solves the problem
+    with the restricted coordinate-descent solver), and nothing is printed."""
+    from vqadiag.protocols.robustness.basic_questions.homotopy import LassoPath
+
+    row = np.array([1.0, 2.0, 0.5])
+    Xr = np.vstack([row, row + 3e-8 * np.array([1.0, -1.0, 0.0]), [0.0, 0.0, 1.0]])
+    path = LassoPath(Xr, np.array([1.0, 1.0, 1.0]))
+    path.XE[:2] = Xr[:2]
+    path.wE[:2] = [0.3, 0.2]
+    path.act, path.n = [0, 1], 2
+    assert path.polish(0.1) is None
+    assert not [w for w in recwarn if "LinAlgWarning" in type(w.message).__name__]
+    well = LassoPath(Xr, np.array([1.0, 1.0, 1.0]))
+    well.XE[:2] = Xr[[0, 2]]
+    well.wE[:2] = [0.3, 0.2]
+    well.act, well.n = [0, 2], 2
+    coef = well.polish(0.1)  # G_E w_E = X_E b − λ sign(w_E), solved exactly
+    G = Xr[[0, 2]] @ Xr[[0, 2]].T
+    expected = np.linalg.solve(G, Xr[[0, 2]] @ np.ones(3) - 0.1)
+    np.testing.assert_allclose(coef[[0, 2]], expected)
+    assert coef[1] == 0.0

@@ -253,7 +253,11 @@ class LassoPath:
         return left
 
     def polish(self, lam: float) -> np.ndarray | None:
-        """Exact coefficients on the final active set: ``G_E w_E = Xr_E b − λ·sign(w_E)``."""
+        """Exact coefficients on the final active set: ``G_E w_E = Xr_E b − λ·sign(w_E)``;
+        None when ``G_E`` is singular or so ill-conditioned that scipy warns (its solution
+        would be rounding noise: the caller then solves the problem another way)."""
+        import warnings
+
         import scipy.linalg
 
         n = self.n
@@ -263,8 +267,10 @@ class LassoPath:
         XA = self.XE[:n]
         signs = np.sign(self.wE[:n])
         try:
-            w = scipy.linalg.solve(XA @ XA.T, XA @ self.b - lam * signs, assume_a="pos")
-        except (np.linalg.LinAlgError, ValueError):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
+                w = scipy.linalg.solve(XA @ XA.T, XA @ self.b - lam * signs, assume_a="pos")
+        except (np.linalg.LinAlgError, ValueError, scipy.linalg.LinAlgWarning):
             return None
         out[self.act] = w
         return out
