@@ -135,6 +135,22 @@ def test_jsonl_round_trip_gives_the_in_process_results(
     answers.write_text(full + '{"question_id": "nope", "text": "x"}\n')
     bad = _diagnose_answers(run_cli, world, answers, export, tmp_path / "res3")
     assert bad.exit_code == 2 and "'nope'" in bad.stderr and "not an item" in bad.stderr
+    # found in review: answers that are no harness's answers are refused in one line —
+    # the export's own question file (every "answer" its prompt), empty answers (rows
+    # the harness failed on), and an item answered twice, by its id and by its index
+    own = _diagnose_answers(run_cli, world, export / "questions.jsonl", export, tmp_path / "q")
+    assert own.exit_code == 2 and "the export's question file" in own.stderr
+    blank = [json.loads(x) for x in full.splitlines()]
+    blank[0]["text"] = "  "
+    answers.write_text("".join(json.dumps(r) + "\n" for r in blank))
+    empty = _diagnose_answers(run_cli, world, answers, export, tmp_path / "e")
+    assert empty.exit_code == 2 and f"1 of {len(questions)} answers are empty" in empty.stderr
+    by_index = {str(manifest["items"][0]["index"]): "zzz"}
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps({**{r["question_id"]: r["text"] for r in blank[1:]},
+                                 blank[0]["question_id"]: "x", **by_index}))  # fmt: skip
+    both = _diagnose_answers(run_cli, world, twice, export, tmp_path / "t")
+    assert both.exit_code == 2 and "twice" in both.stderr and "its id and its index" in both.stderr
     # items left unanswered: refused before anything runs, with the count
     answers.write_text("\n".join(full.splitlines()[:-2]) + "\n")
     part = _diagnose_answers(run_cli, world, answers, export, tmp_path / "res4")

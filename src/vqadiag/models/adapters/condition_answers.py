@@ -149,6 +149,7 @@ class ConditionAnswersModel:
         by_index = {str(it["index"]): str(it["question_id"]) for it in self.manifest["items"]}
         known = set(by_index.values())
         self.texts: dict[str, str] = {}
+        given_as: dict[str, str] = {}
         for key, prediction in read_predictions(self.answers_path).items():
             item = key if key in known else by_index.get(key)
             if item is None:
@@ -157,7 +158,14 @@ class ConditionAnswersModel:
                     f"not an item of the export {str(self.folder)!r}",
                     record_label(key),
                 )
+            if item in given_as:
+                raise DataError(
+                    self.answers_path, f"answers item {item} twice: by {given_as[item]!r} and "
+                    f"by {key!r} (its id and its index)", record_label(key),
+                )  # fmt: skip
+            given_as[item] = key
             self.texts[item] = prediction.answer
+        self._check_answers()
         missing = [
             it["question_id"]
             for it in self.manifest["items"]
@@ -170,6 +178,28 @@ class ConditionAnswersModel:
                 f"(first: {missing[0]}); answer every item of {self.folder / MANIFEST}",
             )
         self._fingerprint: str | None = None
+
+    def _check_answers(self) -> None:
+        """Refuse answers that are not a harness's answers: empty ones (a row the harness
+        failed on: VLMEvalKit leaves its prediction empty) and, when every answer is the
+        prompt the export wrote for its item, the export's own question file."""
+        empty = [item for item, text in self.texts.items() if not text.strip()]
+        if empty:
+            raise DataError(
+                self.answers_path, f"{len(empty)} of {len(self.texts)} answers are empty "
+                f"(first: item {empty[0]}): rows the harness failed on? answer them again",
+            )  # fmt: skip
+        prompts = {
+            str(it["question_id"]): self.generation.ask(str(it.get("question", "")))
+            for it in self.manifest["items"]
+        }
+        if self.texts and all(
+            text.strip() == prompts.get(item, "").strip() for item, text in self.texts.items()
+        ):  # fmt: skip
+            raise DataError(
+                self.answers_path, "every answer is the prompt the export wrote for its item: "
+                "this is the export's question file, not the harness's answers",
+            )  # fmt: skip
 
     @classmethod
     def from_args(cls, answers: str, args: Mapping[str, Any] | None) -> ConditionAnswersModel:
