@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,15 @@ def test_jsonl_round_trip_gives_the_in_process_results(
     (export / "manifest.json").write_text(json.dumps(manifest))
     dup = _diagnose_answers(run_cli, world, answers, export, tmp_path / "res5")
     assert dup.exit_code == 2 and "appears twice" in dup.stderr and "manifest.json" in dup.stderr
+    # found in review: an --out that is not an export folder is refused, never cleared
+    # (a world's gqa/ folder lost its 200 images to the export's images/)
+    data_copy = tmp_path / "data-copy"
+    shutil.copytree(world / "gqa" / "images", data_copy / "images")
+    before = sorted(p.name for p in (data_copy / "images").iterdir())
+    refused = run_cli("conditions", "export", "--data", world, "--out", data_copy,
+                      "--suite", "accuracy", "--max-questions", "4")  # fmt: skip
+    assert refused.exit_code == 2 and "not a folder vqadiag wrote" in refused.stderr
+    assert sorted(p.name for p in (data_copy / "images").iterdir()) == before
     # exporting again into the folder replaces the earlier export's files
     again = _export(run_cli, world, export, "vlmevalkit", "--suite", "accuracy",
                     "--max-questions", "4")  # fmt: skip

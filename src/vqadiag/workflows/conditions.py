@@ -40,7 +40,8 @@ import numpy as np
 import orjson
 
 from vqadiag import __version__
-from vqadiag.data.io.atomic import output_folder, write_bytes_atomic
+from vqadiag.data.io.atomic import write_bytes_atomic
+from vqadiag.data.io.folders import FolderKind, claim_folder, owned_folder, read_json_file
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.data.io.png import rgb_png
 from vqadiag.errors import DataError
@@ -183,12 +184,28 @@ def _generation(fmt: str, prompt: str | None, max_new_tokens: int) -> Generation
         raise DataError("--prompt", str(err)) from None
 
 
+def _earlier_export(folder: Path) -> bool:
+    """An export folder an earlier vqadiag wrote before it marked its folders: its
+    ``manifest.json`` is of kind ``vqadiag.conditions``."""
+    manifest = read_json_file(folder / MANIFEST)
+    return isinstance(manifest, dict) and manifest.get("kind") == MANIFEST_KIND
+
+
+#: ``conditions export --out``: only a folder an export wrote is cleared and written again
+EXPORT_FOLDER = FolderKind(
+    "conditions export folder", "vqadiag conditions export (manifest.json)", _earlier_export
+)
+
+
 def _clear_folder(out: str | Path, bqd: str | Path | None) -> tuple[Path, Path | None]:
     """The export folder ``out`` without an earlier export's files (its manifest first;
     a ``--bqd`` that an earlier export wrote there stays), with an empty ``images/``;
-    returns it and the resolved ``bqd``."""
+    returns it and the resolved ``bqd``. ``out`` must be new, empty or an export folder
+    (:data:`EXPORT_FOLDER`): a data folder that merely holds an ``images/`` is refused,
+    not cleared."""
     ours = (MANIFEST, "images", "questions.jsonl", TSV, "lmms-eval", "bqd.json")
-    target = output_folder(out, ours)
+    owned_folder(out, EXPORT_FOLDER)
+    target = claim_folder(out, EXPORT_FOLDER)
     given_bqd = None if bqd is None else Path(bqd).resolve()
     for name in ours:  # an earlier export's files go first, its manifest before the rest
         old = target / name
