@@ -4,6 +4,7 @@ the numbers are worked out in tests/fixtures/results_make.py)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -275,6 +276,22 @@ def test_unknown_reference_and_duplicate_names(run_cli, tmp_path):
     shutil.copytree(A, copy)  # the same model name in two folders: labelled apart
     labels = [rs.label for rs in load_result_dirs([A, B, copy])]
     assert labels == ["updn", "question_only", "updn (2)"]
+    # found in review: a copy of a folder that records its table's digest is the same
+    # diagnosis under another path: refused as the same folder given twice is
+    committed = tmp_path / "committed"
+    shutil.copytree(A, committed)
+    results = json.loads((committed / "results.json").read_text())
+    table = committed / "per_question.jsonl"
+    results["per_question_rows"] = len(table.read_text().splitlines())
+    results["per_question_sha256"] = hashlib.sha256(table.read_bytes()).hexdigest()
+    (committed / "results.json").write_text(json.dumps(results))
+    twin = tmp_path / "twin"
+    shutil.copytree(committed, twin)
+    res = run_cli("report", committed, B, twin, "--out", tmp_path / "r2")
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        f"error: {twin}: holds the same diagnosis as {committed} (the same model and "
+        "per-question table: a copy?): each model once in a report"
+    )
 
 
 def _accuracy_set(label: str, values: dict[str, int]) -> ResultSet:

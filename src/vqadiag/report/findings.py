@@ -6,7 +6,8 @@ A rule reads one summary figure of one model and one test:
 
 * against the blind baseline (``compare="blind"``): the report's paired test of the
   model's figure against the same figure of the strongest blind model in the report
-  (``capabilities.visual == "none"``, highest accuracy); the p-value and the test
+  (``capabilities.visual == "none"`` of a model vqadiag ran, not a prediction file;
+  highest accuracy); the p-value and the test
   (McNemar's exact test, or a paired bootstrap) are the pairwise table's;
 * against the model's own run (``compare="own"``): a figure that is a difference within
   the model (the multi-modal gain: accuracy with its image − without it) is tested by the
@@ -88,9 +89,12 @@ OWN = "no image"
 
 
 def is_blind(rs: ResultSet) -> bool:
-    """The model reads no image (``capabilities.visual`` is ``"none"``)."""
+    """The model reads no image (``capabilities.visual`` is ``"none"``) and vqadiag ran it:
+    a prediction file (``reruns`` false) holds the answers of a model vqadiag never saw,
+    so it is not taken for blind (the symbolic model's predictions, which read the
+    image, became the blind baseline)."""
     caps = (rs.results.get("model") or {}).get("capabilities") or {}
-    return caps.get("visual") == "none"
+    return caps.get("visual") == "none" and caps.get("reruns", True) is not False
 
 
 def blind_baseline(sets: Sequence[ResultSet]) -> ResultSet | None:

@@ -150,6 +150,10 @@ def _check_results(raw: Any, path: Path) -> dict[str, Any]:
     model = raw.get("model")
     if not isinstance(model, Mapping) or not isinstance(model.get("name"), str):
         raise DataError(path, "missing field 'model.name'")
+    if not model["name"].strip():
+        raise DataError(path, "'model.name' is empty")
+    if model.get("capabilities") is not None and not isinstance(model["capabilities"], Mapping):
+        raise DataError(path, "'model.capabilities' must be an object", "model.capabilities")
     for key in ("summary", "suites", "skipped"):
         if raw.get(key) is not None and not isinstance(raw[key], Mapping):
             raise DataError(path, f"{key!r} must be an object", key)
@@ -306,6 +310,24 @@ def estimate_value(est: Mapping[str, Any] | None) -> float | None:
     return float(value)
 
 
+def _refuse_copies(sets: list[ResultSet], folders: list[str | Path]) -> None:
+    """One :class:`DataError` for two folders holding the same diagnosis (a copy: the
+    same model fingerprint and the same per-question table, by its recorded sha256),
+    which a report would compare with itself and count twice in its Holm family."""
+    seen: dict[tuple[Any, Any], str | Path] = {}
+    for rs, folder in zip(sets, folders, strict=True):
+        digest = rs.results.get("per_question_sha256")
+        if not isinstance(digest, str):
+            continue
+        key = (rs.results.get("fingerprints", {}).get("model"), digest)
+        if key in seen:
+            raise DataError(
+                Path(folder), f"holds the same diagnosis as {seen[key]} (the same model and "
+                "per-question table: a copy?): each model once in a report",
+            )  # fmt: skip
+        seen[key] = folder
+
+
 def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
     """Load every folder and give each a unique label (the model name, ``name (2)`` …)."""
     if not folders:
@@ -319,6 +341,7 @@ def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
             )
         seen[key] = folder
     sets = [load_result_dir(f) for f in folders]
+    _refuse_copies(sets, folders)
     taken: set[str] = set()
     for rs in sets:
         label, count = rs.name, 1
