@@ -103,6 +103,23 @@ def test_export_cli_round_trips(run_cli, tmp_path, suffix):
     assert human.exit_code == 0 and "summary table: 21 rows × 6 columns (updn)" in human.stdout
 
 
+def test_every_format_writes_each_float_exactly(run_cli, tmp_path):
+    """Found in review: JSON Lines rounded to 10 significant digits (35.7142857143 for
+    35.714285714285715); CSV, JSON Lines and Parquet now read back the same floats."""
+    expected = vqadiag.summary_table([A, B])
+    for suffix, read in (
+        (".csv", pd.read_csv),
+        (".jsonl", lambda p: pd.read_json(p, lines=True, precise_float=True)),
+    ):
+        out = tmp_path / f"s{suffix}"
+        assert run_cli("export", A, B, "--table", "summary", "--out", out).exit_code == 0
+        back = read(out)
+        for column in ("value", "ci_low", "ci_high"):
+            assert back[column].tolist() == pytest.approx(
+                expected[column].tolist(), rel=0, abs=0, nan_ok=True
+            ), (suffix, column)
+
+
 def test_export_bad_input_names_the_file(run_cli, tmp_path):
     res = run_cli("export", A, "--out", tmp_path / "rows.xlsx")
     assert res.exit_code == 2 and "rows.xlsx: unknown table format '.xlsx'" in res.stderr

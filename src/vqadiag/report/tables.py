@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from vqadiag.data.io.atomic import write_bytes_atomic
 from vqadiag.errors import DataError
 from vqadiag.report.results import ResultSet, load_result_dirs
@@ -142,7 +144,10 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> str:
     if fmt == "csv":
         frame.to_csv(buf, index=False)
     elif fmt == "jsonl":
-        frame.to_json(buf, orient="records", lines=True, force_ascii=False)
+        # orjson writes each float's shortest exact form (pandas' to_json rounds to at
+        # most 15 decimals, 10 by default); NaN is null, as pandas writes it
+        for record in frame.to_dict(orient="records"):
+            buf.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
         try:
             import pyarrow  # noqa: F401
