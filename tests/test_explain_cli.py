@@ -273,6 +273,8 @@ def test_not_an_explainer_run_and_unknown_question(
         ("attention_dim=-4", "attention_dim must be a whole number of 1 or more, not -4"),
         ("lambda=-1", "lambda must be a number of 0 or more, not -1"),
         ("margin=nan", "margin must be a number of 0 or more, not 'nan'"),
+        ("count_feature=no", "count_feature must be true or false, not 'no'"),
+        ("all_questions=2", "all_questions must be true or false, not 2"),
         (
             "k_candidates=5",
             "k_candidates is the number of candidates per question in the "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -51,3 +53,33 @@ def test_missing_folder_and_split_are_named(tmp_path, world):
         GQAData(tmp_path / "a_file")
     with pytest.raises(DataError, match="no question file for split 'dev'"):
         GQAData(world).questions("dev")
+
+
+def test_a_pixel_model_is_refused_a_malformed_detection_not_given_no_boxes(
+    rendered_world_60, tmp_path
+):
+    """Found in review: a NaN box coordinate in the detector's h5 file was read by the
+    pixel model as "this image has no boxes" (its answers on that image changed, with no
+    message), where an object model stops with one line naming it. Now both stop; an
+    image the detector output does not list, or data without detector output, still
+    gives a pixel model no boxes."""
+    import shutil
+
+    import h5py
+
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+
+    world = tmp_path / "world"
+    shutil.copytree(rendered_world_60, world)
+    image = str(next(iter(GQAData(world).questions("val").values()))["imageId"])
+    assert GQAData(rendered_world_60).pixel_input([image]).mask.any()
+    info = json.loads((world / "gqa" / "objects" / "gqa_objects_info.json").read_text())
+    where = info[image]
+    with h5py.File(world / "gqa" / "objects" / f"gqa_objects_{where['file']}.h5", "r+") as h5:
+        row = h5["bboxes"][where["idx"]]
+        row[0] = np.nan
+        h5["bboxes"][where["idx"]] = row
+    with pytest.raises(DataError, match="NaN"):
+        GQAData(world).pixel_input([image])
+    shutil.rmtree(world / "gqa" / "objects")  # pixels alone: no detector output at all
+    assert not GQAData(world).pixel_input([image]).mask.any()

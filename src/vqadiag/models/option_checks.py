@@ -96,6 +96,15 @@ def check_numbers(options: Mapping[str, Any], rules: Mapping[str, Number]) -> No
             raise ValueError(f"{key} must be {rule.describe()}, not {excerpt(options[key])}")
 
 
+def check_switches(options: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the first on/off option of ``keys`` in ``options`` that
+    is not true or false (``-o count_feature=no`` was read as on: any non-empty text is
+    true to Python)."""
+    for key in keys:
+        if key in options and options[key] not in (True, False):  # 1 and 0 are equal to them
+            raise ValueError(f"{key} must be true or false, not {excerpt(options[key])}")
+
+
 def check_divides(options: Mapping[str, Any], width: str, heads: str) -> None:
     """Raise ``ValueError`` unless ``options[heads]`` attention heads split the width
     ``options[width]`` evenly (both already checked as whole numbers)."""

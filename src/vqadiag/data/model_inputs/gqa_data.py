@@ -159,6 +159,14 @@ class GQAData:
         with self._detections_lock:
             return np.asarray(self.detections[image_id], dtype=np.float32)
 
+    def _pixel_boxes(self, image_id: str) -> np.ndarray:
+        """The detected boxes a pixel model is given: none when the data has no detector
+        output, or none for this image; a malformed detection (a NaN coordinate …) is
+        its one-line error, as for an object model, never an image without boxes."""
+        if not self._detections_path.exists() or image_id not in self.detections:
+            return np.zeros((0, 4), np.float32)
+        return self.image_boxes(image_id)
+
     def pixel_input(
         self,
         image_ids: Sequence[str],
@@ -190,10 +198,7 @@ class GQAData:
                 scale = (size[0] / width, size[1] / height)
             images.append(array)
             sizes[row] = (width, height)
-            try:
-                boxes = self.image_boxes(image_id)[:max_objects]
-            except DataError:
-                boxes = np.zeros((0, 4), np.float32)
+            boxes = self._pixel_boxes(image_id)[:max_objects]
             per_boxes.append(boxes * np.array([*scale, *scale], np.float32))
         boxes, mask = padded_boxes(per_boxes)
         return PixelInput(images, boxes, mask, sizes)

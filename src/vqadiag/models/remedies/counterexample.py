@@ -45,7 +45,7 @@ import numpy as np
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities
-from vqadiag.models.option_checks import POSITIVE, WEIGHT, Number, check_numbers
+from vqadiag.models.option_checks import POSITIVE, WEIGHT, Number, check_numbers, check_switches
 from vqadiag.models.training import (
     TRAINING_DEFAULTS,
     TorchModel,
@@ -155,6 +155,7 @@ class CounterExampleModel(TorchModel):
         (``ValueError`` naming the option)."""
         opts = super().resolve_options(options)
         check_numbers(opts, EXPLAINER_NUMBERS)
+        check_switches(opts, ("count_feature", "all_questions"))
         return opts
 
     @classmethod
