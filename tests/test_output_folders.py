@@ -247,6 +247,32 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(run_cli, world, r
     _one_line(res, "hard.json", "--predictions")
 
 
+def test_an_output_inside_a_folder_the_command_reads_is_refused(run_cli, world, prior, tmp_path):
+    """Found in review: predict --out RUN/config.json destroyed the run it read, predict
+    --out DATA/gqa/val_balanced_questions.json replaced the questions it had just read,
+    and train / finetune / explain wrote run folders into the data folder (whose files
+    named after the split enter its fingerprint). Each is refused before any work."""
+    config = (prior / "config.json").read_bytes()
+    questions = (world / "gqa" / "val_balanced_questions.json").read_bytes()
+    cases = [
+        (("predict", "--model", prior, "--data", world, "--out", prior / "config.json"),
+         "lies inside --model"),
+        (("predict", "--model", prior, "--data", world,
+          "--out", world / "gqa" / "val_balanced_questions.json"), "lies inside --data"),
+        (("train", "--model", "prior", "--data", world, "--out", world / "gqa" / "run"),
+         "lies inside --data"),
+        (("finetune", "--method", "squint", "--model", prior, "--data", world,
+          "--out", prior / "ft"),
+         "lies inside --model"),
+        (("explain", "train", "--data", world, "--out", world / "ex"), "lies inside --data"),
+    ]  # fmt: skip
+    for args, part in cases:
+        _one_line(run_cli(*args), part, "write --out elsewhere")
+    assert (prior / "config.json").read_bytes() == config
+    assert (world / "gqa" / "val_balanced_questions.json").read_bytes() == questions
+    assert not (world / "gqa" / "run").exists() and not (world / "ex").exists()
+
+
 def test_an_output_folder_holding_an_input_is_refused(run_cli, world, tmp_path):
     gqa = world / "gqa"
     split = tmp_path / "split"

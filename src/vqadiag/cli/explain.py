@@ -17,6 +17,7 @@ from vqadiag.console.common import (
     emit,
     float_option,
     fmt_rate,
+    folders_read,
     optional_file,
     output_dir,
     outputs_apart,
@@ -194,6 +195,7 @@ def train_command(
     outputs_apart(
         {"--out": out},
         {"--data": data, "--candidates": candidates, "--val-candidates": val_candidates},
+        read_whole=folders_read(data=data),
     )
     result = train(
         data,

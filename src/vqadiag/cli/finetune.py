@@ -15,6 +15,7 @@ from vqadiag.console.common import (
     emit,
     float_option,
     fmt_rate,
+    folders_read,
     output_dir,
     outputs_apart,
 )
@@ -85,7 +86,10 @@ def finetune_command(
     from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.finetune import finetune
 
-    outputs_apart({"--out": out}, {"--model": model, "--data": data, "--introspect": introspect})
+    outputs_apart(
+        {"--out": out}, {"--model": model, "--data": data, "--introspect": introspect},
+        read_whole=folders_read(model=model, data=data),
+    )  # fmt: skip
     result = finetune(
         model,
         data,

@@ -18,6 +18,7 @@ from vqadiag.console.common import (
     ResamplesOption,
     cli_errors,
     emit,
+    folders_read,
     model_settings,
     outputs_apart,
     rate_table,
@@ -130,7 +131,10 @@ def train_command(
     """Train a reference model on GQA (or VQA v2) data and save its run folder."""
     from vqadiag.workflows.models import train
 
-    outputs_apart({"--out": out}, {"--data": data, "--images": images})
+    outputs_apart(
+        {"--out": out}, {"--data": data, "--images": images},
+        read_whole=folders_read(data=data, images=images),
+    )  # fmt: skip
     options = parse_options(option or [], TRAIN_OWN_OPTIONS)
     if mode is not None:
         if model != "prior":
@@ -194,7 +198,10 @@ def predict_command(
     from vqadiag.workflows.models import predict
 
     load_plugins(plugin or ())
-    outputs_apart({"--out": out}, {"--model": spec_path(model), "--data": data, "--images": images})
+    outputs_apart(
+        {"--out": out}, {"--model": spec_path(model), "--data": data, "--images": images},
+        read_whole=folders_read(model=spec_path(model), data=data, images=images),
+    )  # fmt: skip
     result = predict(
         model,
         data,
