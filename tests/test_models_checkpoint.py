@@ -57,6 +57,21 @@ def test_a_bit_flip_in_the_weights_is_refused(tmp_path):
         load_checkpoint(tmp_path / "run")
 
 
+def test_a_changed_answer_list_is_refused(tmp_path):
+    """Found in review: answers.json decides every answer as much as the weights do, and
+    swapping "yes" and "no" in it loaded without a word (val 29.54 became 25.27); its
+    digest is now recorded and checked. A run saved before the digest existed loads."""
+    save_checkpoint(tmp_path / "run", {"model": "prior"}, {"a": np.zeros(2)}, ["yes", "no"])
+    answers = tmp_path / "run" / "answers.json"
+    answers.write_text(json.dumps(["no", "yes"]))
+    with pytest.raises(DataError, match="answers.json: does not match the answers_sha256"):
+        load_checkpoint(tmp_path / "run")
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    del config["answers_sha256"]
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config))
+    assert load_checkpoint(tmp_path / "run")[2] == ["no", "yes"]
+
+
 def test_old_run_configs_are_upgraded_in_one_place():
     from vqadiag.models.run_configs import OPTIONS_OF_OLD_RUNS, upgrade_options
 

@@ -2,7 +2,8 @@
 
 Loading never unpickles: weights are safetensors (plain tensors), the rest JSON. Every
 file is written atomically and ``config.json`` last, with the sha256 of the weights
-(``weights_sha256``), which loading verifies (docs/reliability.md).
+(``weights_sha256``) and of the answer list (``answers_sha256``), which loading verifies
+(docs/reliability.md): the answer list decides every answer as much as the weights do.
 ``config.json`` always names the model (``"model"``) so ``vqadiag predict`` can
 rebuild it; the fingerprint of a run is a hash of all three files' contents.
 """
@@ -58,9 +59,12 @@ def save_checkpoint(
     weights = save(arrays)
     write_bytes_atomic(out / WEIGHTS, weights)
     write_json(out / ANSWERS, list(answers), indent=True)
-    # config.json comes last and commits the others: it records the weights' digest
-    digest = hashlib.sha256(weights).hexdigest()
-    meta = {"vqadiag_version": __version__, "weights_sha256": digest}
+    # config.json comes last and commits the others: it records their digests
+    meta = {
+        "vqadiag_version": __version__,
+        "weights_sha256": hashlib.sha256(weights).hexdigest(),
+        "answers_sha256": file_digest(out / ANSWERS),
+    }
     write_json(out / CONFIG, {**config, **meta}, indent=True)
     return out
 
@@ -79,6 +83,18 @@ def load_checkpoint(
     if not isinstance(config, dict):
         raise DataError(folder / CONFIG, "expected a JSON object")
     require_field(config, "model", folder / CONFIG, "config")
+    recorded_answers = config.pop("answers_sha256", None)  # runs saved before: not recorded
+    answers_file = folder / ANSWERS
+    if (  # a missing file is read_json's one line below
+        recorded_answers is not None
+        and answers_file.is_file()
+        and recorded_answers != file_digest(answers_file)
+    ):
+        raise DataError(
+            answers_file,
+            "does not match the answers_sha256 config.json records: the file is damaged "
+            "or was replaced; train again or restore it",
+        )
     answers = read_json(folder / ANSWERS)
     if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
         raise DataError(folder / ANSWERS, "expected a JSON list of answer strings")
