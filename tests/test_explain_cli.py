@@ -266,6 +266,20 @@ def test_not_an_explainer_run_and_unknown_question(
     assert code == 2 and "record '123': unknown question id" in err
 
 
+def test_a_setting_given_by_its_flag_and_by_option_is_refused(world: Path, tmp_path: Path) -> None:
+    """Found in review: ``--lambda 2 -o lambda=0.5`` trained with the flag's value and
+    recorded nothing of the other; it is one line, before any work."""
+    code, _, err = _cli(
+        "explain", "train", "--data", world, "--out", tmp_path / "run", "--epochs", "1",
+        "--lambda", "2", "-o", "lambda=0.5", "--quiet",
+    )  # fmt: skip
+    assert (
+        code == 2
+        and err.strip() == "error: --option: lambda is also given by --lambda: give it once"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     ("option", "rule"),
     [

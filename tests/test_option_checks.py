@@ -103,6 +103,10 @@ def world(tmp_path_factory):
         ("chat-vlm", "grad_clip=0", "grad_clip must be a number above 0, not 0"),
         ("chat-vlm", "text_only=1.5", "text_only must be a number from 0 to 1, not 1.5"),
         ("chat-vlm", "vision_heads=5", "vision_dim (128) must be a multiple of vision_heads (5)"),
+        ("symbolic", "hidden=0", "hidden must be a whole number of 1 or more, not 0"),
+        ("symbolic", "nms_iou=nan", "nms_iou must be a number from 0 to 1, not 'nan'"),
+        ("symbolic", "relation_epochs=-3", "relation_epochs must be a whole number of 1 or more"),
+        ("symbolic", "max_pairs=0", "max_pairs must be a whole number of 1 or more, not 0"),
     ],
 )
 def test_a_number_option_out_of_range_is_one_line_before_training(
@@ -114,3 +118,18 @@ def test_a_number_option_out_of_range_is_one_line_before_training(
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --option: ") and message in lines[0]
     assert not out.exists()  # refused before the run folder is made
+
+
+def test_a_seed_beyond_64_bits_is_one_line_naming_seed(run_cli, world, tmp_path):
+    """Found in review: synth --seed 2**64 was a TypeError traceback from the JSON writer,
+    and train --seed 10**20 an overflow blamed on --option."""
+    for args in (
+        ("synth", "--out", tmp_path / "w", "--images", "3", "--seed", str(2**64)),
+        ("train", "--model", "prior", "--data", world, "--out", tmp_path / "r",
+         "--seed", str(10**20)),
+    ):  # fmt: skip
+        got = run_cli(*args)
+        assert got.exit_code == 2
+        assert got.stderr.strip() == (
+            "error: --seed: Input should be less than or equal to 9223372036854775807"
+        )

@@ -161,6 +161,20 @@ def test_finetune_bad_arguments(run_cli, world, vqa_run, tmp_path):
     assert missing.exit_code == 2 and "nowhere/VQAIntrospect_trainv1.0.json" in missing.stderr
     option = _finetune(run_cli, "subq", run, world, tmp_path / "ft", "-o", "gamma=3")
     assert option.exit_code == 2 and "unknown fine-tuning option(s) ['gamma']" in option.stderr
+    # found in review: out-of-range options were tracebacks (batch_size=0 divided by zero,
+    # lambda1=nan), numpy's words (mix=-1) or accepted (momentum=1.5); a setting given by
+    # its flag and by -o let the flag win silently. Each is one line, before any work.
+    for given, message in (
+        (("-o", "batch_size=0"), "batch_size must be a whole number of 1 or more, not 0"),
+        (("-o", "lambda1=nan"), "lambda1 must be a number of 0 or more, not 'nan'"),
+        (("-o", "mix=-1"), "mix must be a number of 0 or more, not -1"),
+        (("-o", "momentum=1.5"), "momentum must be a number from 0 to below 1, not 1.5"),
+        (("--lr", "0.05", "-o", "lr=0.001"), "lr is also given by --lr: give it once"),
+    ):
+        res = _finetune(run_cli, "squint", run, world, tmp_path / "ft-bad", *given)
+        assert res.exit_code == 2, given
+        assert res.stderr.strip() == f"error: --option: {message}", res.stderr
+        assert not (tmp_path / "ft-bad").exists()
     prior = tmp_path / "prior"
     assert (
         run_cli(

@@ -9,6 +9,7 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
+    MAX_SEED,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -165,7 +166,9 @@ def train_command(
     data: DataOption,
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training and intervals.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of training and intervals.")
+    ] = 0,
     lambda_: Annotated[
         float | None,
         float_option("--lambda", help="Weight λ of the hinge ranking loss (default 1).", low=0),
@@ -188,9 +191,12 @@ def train_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Train the two-headed counter-example model (answering + explaining head)."""
-    from vqadiag.cli.models import TRAIN_OWN_OPTIONS, parse_options
+    from vqadiag.cli.models import TRAIN_OWN_OPTIONS, flags_or_options, parse_options
     from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.explain import train
+
+    options = parse_options(option or [], TRAIN_OWN_OPTIONS)
+    flags_or_options(options, **{"lambda": lambda_, "margin": margin})
 
     outputs_apart(
         {"--out": out},
@@ -207,7 +213,7 @@ def train_command(
         split=split,
         candidates=candidates,
         val_candidates=val_candidates,
-        options=parse_options(option or [], TRAIN_OWN_OPTIONS),
+        options=options,
         progress=not quiet,
         n_bootstrap=n_bootstrap,
     )

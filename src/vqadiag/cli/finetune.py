@@ -8,6 +8,7 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
+    MAX_SEED,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -65,7 +66,9 @@ def finetune_command(
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Epochs (3).")] = None,
     lr: Annotated[float | None, float_option("--lr", help="Learning rate (0.01, SGD).")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training and intervals.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of training and intervals.")
+    ] = 0,
     introspect: Annotated[
         Path | None,
         typer.Option("--introspect", help="Folder of VQAIntrospect_{train,val}v1.0.json."),
@@ -82,9 +85,12 @@ def finetune_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Fine-tune an UpDn run on VQA-introspect sub-questions (subq) or with SQuINT."""
-    from vqadiag.cli.models import parse_options
+    from vqadiag.cli.models import flags_or_options, parse_options
     from vqadiag.models.checkpoint import RUN_FOLDER
     from vqadiag.workflows.finetune import finetune
+
+    options = parse_options(option or [])
+    flags_or_options(options, epochs=epochs, lr=lr)
 
     outputs_apart(
         {"--out": out}, {"--model": model, "--data": data, "--introspect": introspect},
@@ -99,7 +105,7 @@ def finetune_command(
         lr=lr,
         seed=seed,
         introspect=introspect,
-        options=parse_options(option or []),
+        options=options,
         evaluate=not no_eval,
         progress=not quiet,
         n_bootstrap=n_bootstrap,

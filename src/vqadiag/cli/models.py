@@ -9,6 +9,7 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
+    MAX_SEED,
     DeviceOption,
     DtypeOption,
     JsonFlag,
@@ -72,6 +73,16 @@ def parse_options(items: list[str], own: Mapping[str, str] | None = None) -> dic
     return out
 
 
+def flags_or_options(options: Mapping[str, Any], **flags: Any) -> None:
+    """One line when a setting is given both by its flag and by ``-o`` (``finetune
+    --lr 0.05 -o lr=0.001``: the flag won silently): ``flags`` maps each setting to the
+    flag's value (None: not given)."""
+    for key, value in flags.items():
+        if value is not None and key in options:
+            flag = "--" + key.rstrip("_").replace("_", "-")
+            raise DataError("--option", f"{key} is also given by {flag}: give it once")
+
+
 def _render_train(result: Mapping[str, Any]) -> None:
     typer.echo(
         f"trained {result['model']} on {result['train_questions']} {result['split']} questions "
@@ -105,7 +116,9 @@ def train_command(
     ],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training and intervals.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of training and intervals.")
+    ] = 0,
     split: Annotated[str, typer.Option("--split", help="Training split.")] = "train",
     mode: Annotated[
         str | None, typer.Option("--mode", help="Prior only: global, group or type.")
@@ -182,7 +195,9 @@ def predict_command(
     probs: Annotated[
         int, typer.Option("--probs", min=0, help="Store the top-K answer probabilities.")
     ] = 0,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap interval.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of the bootstrap interval.")
+    ] = 0,
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
     images: ImagesOption = None,

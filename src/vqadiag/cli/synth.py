@@ -8,6 +8,7 @@ import typer
 
 from vqadiag.console.apps import app, stats_app
 from vqadiag.console.common import (
+    MAX_SEED,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
@@ -67,7 +68,9 @@ def _render_summary(result: Mapping[str, Any]) -> None:
 def synth(
     out: Annotated[Path, typer.Option("--out", help="Output folder (created).")],
     images: Annotated[int, typer.Option("--images", min=3, help="Number of images.")] = 2000,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed: same seed, same bytes.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed: same seed, same bytes.")
+    ] = 0,
     bias: Annotated[
         float,
         float_option("--bias", help="Skew of class-conditional attribute priors.", low=0, high=1),

@@ -79,12 +79,16 @@ PluginOption = Annotated[
     ),
 ]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap intervals.")]
+#: the largest seed: every seed goes to JSON, NumPy and PyTorch as a signed 64-bit integer
+MAX_SEED = 2**63 - 1
+SeedOption = Annotated[
+    int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of the bootstrap intervals.")
+]
 #: ``diagnose`` and ``conditions export``: the seed also ranks the basic questions
 DiagnoseSeedOption = Annotated[
     int,
     typer.Option(
-        "--seed", min=0,
+        "--seed", min=0, max=MAX_SEED,
         help="Seed of the bootstrap intervals and of the LASSO basic-question ranking.",
     ),
 ]  # fmt: skip

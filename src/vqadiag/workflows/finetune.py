@@ -172,12 +172,12 @@ def finetune(
 
     if method not in METHODS:
         raise DataError("--method", f"unknown method {method!r} (known: {', '.join(METHODS)})")
+    opts = _finetune_options(options, epochs, lr)  # refused before the model loads
     net_model = _load_attention_model(model)
     data, intro, val_path, do_eval = _finetune_data(
         data_dir, split, val_split, introspect, evaluate
     )
     run = claim_folder(out, RUN_FOLDER)
-    opts = _finetune_options(options, epochs, lr)
     start = time.perf_counter()
     before, ci_before = _maybe_evaluate(
         do_eval, net_model, data, val_path, val_split, run / "introspect_val_before.json",
@@ -254,12 +254,21 @@ def _finetune_data(
 def _finetune_options(
     options: Mapping[str, Any] | None, epochs: int | None, lr: float | None
 ) -> dict[str, Any]:
-    """The fine-tuning options: ``options`` with ``epochs`` and ``lr`` when given."""
+    """The fine-tuning options: ``options`` with ``epochs`` and ``lr`` when given, each
+    known and in its range (one line naming it, before any work)."""
+    from vqadiag.models.option_checks import check_numbers
+    from vqadiag.models.remedies.finetune import FINETUNE_DEFAULTS, FINETUNE_NUMBERS
+
     opts = dict(options or {})
     if epochs is not None:
         opts["epochs"] = int(epochs)
     if lr is not None:
         opts["lr"] = float(lr)
+    unknown = sorted(set(opts) - set(FINETUNE_DEFAULTS))
+    with option_errors(ValueError):
+        if unknown:
+            raise ValueError(f"unknown fine-tuning option(s) {unknown}")
+        check_numbers(opts, FINETUNE_NUMBERS)
     return opts
 
 

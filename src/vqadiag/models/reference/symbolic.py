@@ -64,12 +64,25 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, PixelInput, QuestionBatch
 from vqadiag.models.checkpoint import load_checkpoint, save_checkpoint
+from vqadiag.models.option_checks import POSITIVE, Number, check_numbers
 from vqadiag.models.reference.symbolic_features import object_geometry, pair_geometry, pool_features
 from vqadiag.models.reference.symbolic_training import build_nets, torch_threads, train_symbolic
 from vqadiag.models.reference.symbolic_vocabulary import group_keys
 
 NAME = "symbolic"
 NONE = "<none>"
+
+
+#: the values each option of the symbolic model takes (``hidden=0`` trained a model that
+#: answers from the prior alone; an overlap of 2 or NaN merges no duplicate)
+SYMBOLIC_NUMBERS = {
+    "epochs": Number(none=True),
+    "hidden": POSITIVE,
+    "relation_epochs": Number(none=True),
+    "max_images": Number(none=True),
+    "max_pairs": POSITIVE,
+    "nms_iou": Number(whole=False, low=0, high=1),
+}
 
 
 class SymbolicModel:
@@ -138,6 +151,11 @@ class SymbolicModel:
 
         if options:
             raise ValueError(f"unknown options for the symbolic model: {sorted(options)}")
+        check_numbers(
+            {"epochs": epochs, "hidden": hidden, "relation_epochs": relation_epochs,
+             "max_images": max_images, "max_pairs": max_pairs, "nms_iou": nms_iou},
+            SYMBOLIC_NUMBERS,
+        )  # fmt: skip
         with torch_threads(1):
             return train_symbolic(
                 cls, data, split, epochs, seed, progress, hidden, relation_epochs, max_images,

@@ -37,6 +37,7 @@ from vqadiag.data.formats.introspect import Introspect
 from vqadiag.errors import DataError
 from vqadiag.metrics.vqa_normalize import canonical_answer
 from vqadiag.models.base import QuestionBatch
+from vqadiag.models.option_checks import POSITIVE, RATE, WEIGHT, Number, check_numbers
 from vqadiag.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -51,6 +52,19 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
     "lambda1": 0.1,
     "lambda2": 1.0,
     "mix": 1.0,
+}
+
+
+#: the values each fine-tuning option takes (a learning rate above 0, SGD's momentum
+#: below 1, the loss weights and the mixed-in share 0 or more)
+FINETUNE_NUMBERS = {
+    "epochs": POSITIVE,
+    "lr": RATE,
+    "momentum": Number(whole=False, low=0, high=1, high_open=True),
+    "batch_size": POSITIVE,
+    "lambda1": WEIGHT,
+    "lambda2": WEIGHT,
+    "mix": WEIGHT,
 }
 
 
@@ -228,6 +242,7 @@ def finetune_model(
     unknown = sorted(set(opts) - set(FINETUNE_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown fine-tuning option(s) {unknown}")
+    check_numbers(opts, FINETUNE_NUMBERS)  # batch_size=0 divided by zero, lambda1=nan …
     start = time.perf_counter()
     questions = data.questions(split)
     vocab = {a: i for i, a in enumerate(model.answer_vocab)}
