@@ -133,3 +133,22 @@ def test_a_seed_beyond_64_bits_is_one_line_naming_seed(run_cli, world, tmp_path)
         assert got.stderr.strip() == (
             "error: --seed: Input should be less than or equal to 9223372036854775807"
         )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"encoder": "grid", "crop_size": 32}, "crop_size: sizes the box encoder's crops"),
+        ({"head": "grid", "token_supervision": 5.0}, "token_supervision: weighs the token"),
+    ],
+)
+def test_a_pixel_option_its_encoder_or_head_never_reads_is_refused(options, message):
+    """Found in review: recorded in config.json and the fingerprint, with weights equal
+    to the defaults'. Given at its default it is taken."""
+    from vqadiag.models.reference.pixel import PixelModel
+
+    with pytest.raises(ValueError, match=message):
+        PixelModel.training_options(options, None)
+    key = next(k for k in options if k not in ("encoder", "head"))
+    at_default = {**options, key: PixelModel.defaults[key]}
+    assert PixelModel.training_options(at_default, None)[key] == PixelModel.defaults[key]

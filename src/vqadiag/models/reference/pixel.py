@@ -292,6 +292,24 @@ class PixelModel(TorchModel):
         return opts
 
     @classmethod
+    def idle_option(cls, opts: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:
+        """Also an option away from its default that the chosen encoder or head never
+        reads: ``crop_size`` with the grid encoder, ``token_supervision`` without the
+        token-grounded head (docs/models.md, "Options that would do nothing").
+        ``image_size`` is not among them: without scene graphs a run with the box
+        encoder's defaults falls back to the grid, which reads it."""
+        needs = (
+            ("crop_size", opts["encoder"] == "boxes",
+             "sizes the box encoder's crops: give encoder=boxes"),
+            ("token_supervision", opts["head"] == "tokens",
+             "weighs the token-grounded head's loss: give head=tokens"),
+        )  # fmt: skip
+        for key, used, why in needs:
+            if key in given and not used and given[key] != cls.defaults[key]:
+                return f"{key}: {why}"
+        return super().idle_option(opts, given)
+
+    @classmethod
     def build_net(
         cls, n_words: int, n_answers: int, feature_dim: int, options: Mapping[str, Any]
     ) -> Any:
