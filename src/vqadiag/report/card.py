@@ -133,6 +133,7 @@ def compare_pair(
     if not both:
         return base | _unpaired(None, f"no {suite} unit was diagnosed in both results")
     result: PairedComparison | None
+    shared_values: dict[str, float] | None = None
     if callable(fig.test):
         result = fig.test(
             _units(a, suite, both),
@@ -151,6 +152,8 @@ def compare_pair(
             result = compare_rates(
                 va, vb, has_a=ha, has_b=hb, clusters=clusters, n_resamples=n_bootstrap, seed=seed
             )
+            # each model's rate on the units compared (its card cell is on all of its own)
+            shared_values = {"a": 100 * va.sum() / ha.sum(), "b": 100 * vb.sum() / hb.sum()}
     if result is None:
         return base | _unpaired(None, f"no per-question values for {key!r}")
     p = result.p_value
@@ -162,6 +165,7 @@ def compare_pair(
         "p_value": p,
         "test": result.test,
         "significant": bool(p == p and p < ALPHA),
+        **({"values": shared_values} if shared_values is not None else {}),
     }
 
 

@@ -143,6 +143,9 @@ def _blind_test(
     compared = comparisons[index]["difference"].get("n")
     own = [(e or {}).get("n") for e in (rs.summary.get(key), other)]
     restricted = compared is not None and any(n is not None and compared < n for n in own)
+    values = comparisons[index].get("values")
+    if isinstance(values, Mapping) and comparisons[index]["a"] != rs.label:
+        values = {"a": values.get("b"), "b": values.get("a")}  # the pair is the other way
     return {
         "p": p,
         "difference": diff,
@@ -151,8 +154,10 @@ def _blind_test(
         "other": baseline.label,
         "other_value": other["value"],
         # the two were diagnosed on different questions: the test (and the difference)
-        # are on the ones they share, which the sentence says (docs/report.md)
+        # are on the ones they share, which the sentence says, with both figures there
+        # (docs/report.md)
         "shared_units": compared if restricted else None,
+        "shared_values": values if restricted and isinstance(values, Mapping) else None,
     }
 
 
@@ -373,6 +378,9 @@ def _sentence(rule: FindingRule, rs: ResultSet, test: Mapping[str, Any], n_boots
         resamples = test.get("resamples") or n_bootstrap
     shared = test.get("shared_units")
     scope = "" if shared is None else f"; tested on the {shared} units both were diagnosed on"
+    there = test.get("shared_values")
+    if shared is not None and there is not None:
+        scope += f": {fmt(there['a'], key)} vs {fmt(there['b'], key)} there"
     return (
         rule.sentence.format(
             label=label,
