@@ -360,7 +360,8 @@ def test_a_report_never_embeds_a_file_outside_the_data_folder(data_with_secret):
     ],
 )
 def test_a_setting_with_its_own_option_names_it(run_cli, tmp_path, command, setting, flag):
-    res = run_cli(*command, "--data", tmp_path, "--out", tmp_path / "run", "-o", setting)
+    (tmp_path / "data").mkdir()
+    res = run_cli(*command, "--data", tmp_path / "data", "--out", tmp_path / "run", "-o", setting)
     assert res.exit_code == 2
     key = setting.split("=")[0]
     assert res.stderr == f"error: --option: '{key}' has its own option: use {flag}\n"

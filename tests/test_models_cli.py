@@ -56,8 +56,9 @@ def test_prior_train_predict_score(run_cli, world, tmp_path):
     assert scored["accuracy"] == pytest.approx(100 * sum(hits) / len(hits))
     # an image folder for a model that reads no pixels would be ignored: refused
     other = tmp_path / "other.json"
+    (tmp_path / "images").mkdir()
     result = run_cli("predict", "--model", run, "--data", world, "--out", other, "--images",
-                     tmp_path)  # fmt: skip
+                     tmp_path / "images")  # fmt: skip
     assert result.exit_code == 2 and not other.exists()
     assert (
         result.stderr.strip()
@@ -196,7 +197,9 @@ def test_missing_data_and_run_folders(run_cli, world, tmp_path):
         "predict", "--model", tmp_path / "norun", "--data", world, "--out", tmp_path / "p.json"
     )
     assert result.exit_code == 2 and "norun: run folder not found" in result.stderr
-    result = run_cli("predict", "--model", tmp_path, "--data", world, "--out", tmp_path / "p.json")
+    not_a_run = tmp_path / "not-a-run"
+    not_a_run.mkdir()
+    result = run_cli("predict", "--model", not_a_run, "--data", world, "--out", tmp_path / "p.json")
     assert result.exit_code == 2 and "config.json" in result.stderr
 
 
