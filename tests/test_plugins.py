@@ -228,7 +228,11 @@ def test_missing_capability_skips_with_the_declared_reason(world, tmp_path, run_
         "diagnose", "--data", world, "--model", f"files:{path}", "--out", out,
         "--suite", "case", "--json",
     )  # fmt: skip
-    assert cli.exit_code == 0, cli.stderr
+    # the only suite asked for was skipped: the reason is recorded, and the command fails
+    assert cli.exit_code == 1, cli.stderr
+    assert cli.stderr.strip().endswith(
+        "every suite asked for was skipped (case): nothing was diagnosed"
+    )
     result = json.loads(cli.stdout)
     assert result["skipped"] == {"case": CaseSuite.requires["reruns"]}
     assert result["summary"]["case_invariance"] is None

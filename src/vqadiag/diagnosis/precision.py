@@ -183,6 +183,24 @@ def diagnosed_questions(result: dict[str, Any]) -> int:
     return max((int(n) for n in counts if isinstance(n, int)), default=0)
 
 
+def _past_budget(
+    planned: dict[str, Any], max_calls: int, step: dict[str, Any], last: dict[str, Any] | None
+) -> str:
+    """Why the run stops before ``step`` (its plan's ``total``: ``planned``) when the calls
+    it needs from a cold start pass ``max_calls``, else ""; a first step that already
+    does is one line (``last``: the previous step's results, None before the first)."""
+    need = planned["calls"] + planned["cached"]
+    if need <= max_calls:
+        return ""
+    if last is None:
+        raise DataError(
+            "--max-calls", f"the first {step['max_questions']} questions already need "
+            f"{need} calls: give more, or a smaller start",
+        )  # fmt: skip
+    shown = min(step["max_questions"], diagnosed_questions(last))
+    return f"the next step (up to {shown} questions) would pass --max-calls {max_calls}"
+
+
 def _check_options(precision: float, max_calls: int | None, options: dict[str, Any]) -> None:
     """One line for options ``--precision`` cannot take; drops those it chooses itself
     and sets the default importance sample."""
@@ -240,18 +258,8 @@ def diagnose_to_precision(
                 "suite_questions": dict(prefixes.prefix) or None}  # fmt: skip
         if max_calls is not None:
             planned = diagnose(data, target, out, plan=True, **step, **options)["total"]
-            need = planned["calls"] + planned["cached"]
-            if need > max_calls:
-                shown = step["max_questions"] if result is None else min(
-                    step["max_questions"], diagnosed_questions(result)
-                )  # fmt: skip
-                stopped = (f"the next step (up to {shown} questions) would pass "
-                           f"--max-calls {max_calls}")  # fmt: skip
-                if result is None:
-                    raise DataError(
-                        "--max-calls", f"the first {step['max_questions']} questions already "
-                        f"need {need} calls: give more, or a smaller start",
-                    )  # fmt: skip
+            stopped = _past_budget(planned, max_calls, step, result)
+            if stopped:
                 break
         result = diagnose(data, target, out, **step, **options)
         need = sum(c["computed"] + c["cached"] for c in result["conditions"].values())
