@@ -9,11 +9,11 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
-    MAX_SEED,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
     SeedOption,
+    TrainingSeedOption,
     cli_errors,
     emit,
     float_option,
@@ -166,9 +166,7 @@ def train_command(
     data: DataOption,
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of training and intervals.")
-    ] = 0,
+    seed: TrainingSeedOption = 0,
     lambda_: Annotated[
         float | None,
         float_option("--lambda", help="Weight λ of the hinge ranking loss (default 1).", low=0),

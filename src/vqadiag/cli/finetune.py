@@ -8,10 +8,10 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
-    MAX_SEED,
     JsonFlag,
     QuietFlag,
     ResamplesOption,
+    TrainingSeedOption,
     cli_errors,
     emit,
     float_option,
@@ -66,9 +66,7 @@ def finetune_command(
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Epochs (3).")] = None,
     lr: Annotated[float | None, float_option("--lr", help="Learning rate (0.01, SGD).")] = None,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of training and intervals.")
-    ] = 0,
+    seed: TrainingSeedOption = 0,
     introspect: Annotated[
         Path | None,
         typer.Option("--introspect", help="Folder of VQAIntrospect_{train,val}v1.0.json."),

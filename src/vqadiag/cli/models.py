@@ -9,7 +9,6 @@ import typer
 
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
-    MAX_SEED,
     DeviceOption,
     DtypeOption,
     JsonFlag,
@@ -17,6 +16,8 @@ from vqadiag.console.common import (
     PluginOption,
     QuietFlag,
     ResamplesOption,
+    SeedOption,
+    TrainingSeedOption,
     cli_errors,
     emit,
     folders_read,
@@ -79,8 +80,7 @@ def flags_or_options(options: Mapping[str, Any], **flags: Any) -> None:
     flag's value (None: not given)."""
     for key, value in flags.items():
         if value is not None and key in options:
-            flag = "--" + key.rstrip("_").replace("_", "-")
-            raise DataError("--option", f"{key} is also given by {flag}: give it once")
+            raise DataError("--option", f"{key} is also given by --{key}: give it once")
 
 
 def _render_train(result: Mapping[str, Any]) -> None:
@@ -116,9 +116,7 @@ def train_command(
     ],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of training and intervals.")
-    ] = 0,
+    seed: TrainingSeedOption = 0,
     split: Annotated[str, typer.Option("--split", help="Training split.")] = "train",
     mode: Annotated[
         str | None, typer.Option("--mode", help="Prior only: global, group or type.")
@@ -195,9 +193,7 @@ def predict_command(
     probs: Annotated[
         int, typer.Option("--probs", min=0, help="Store the top-K answer probabilities.")
     ] = 0,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of the bootstrap interval.")
-    ] = 0,
+    seed: SeedOption = 0,
     n_bootstrap: ResamplesOption = 1000,
     dataset: DatasetOption = "gqa",
     images: ImagesOption = None,

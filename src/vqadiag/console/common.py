@@ -84,6 +84,10 @@ MAX_SEED = 2**63 - 1
 SeedOption = Annotated[
     int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of the bootstrap intervals.")
 ]
+#: ``train``, ``explain train`` and ``finetune``: the seed of the weights and the intervals
+TrainingSeedOption = Annotated[
+    int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of training and intervals.")
+]
 #: ``diagnose`` and ``conditions export``: the seed also ranks the basic questions
 DiagnoseSeedOption = Annotated[
     int,

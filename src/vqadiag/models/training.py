@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -210,6 +210,19 @@ class TorchModel:
         if idle is not None:
             raise ValueError(idle)
         return opts
+
+    @staticmethod
+    def idle_among(
+        needs: Iterable[tuple[str, bool, str]],
+        given: Mapping[str, Any],
+        defaults: Mapping[str, Any],
+    ) -> str | None:
+        """``"KEY: why"`` for the first of ``needs`` (option, whether the resolved options
+        use it, why) given away from its default where it is not used, else None."""
+        for key, used, why in needs:
+            if key in given and not used and given[key] != defaults[key]:
+                return f"{key}: {why}"
+        return None
 
     @classmethod
     def idle_option(cls, opts: Mapping[str, Any], given: Mapping[str, Any]) -> str | None:

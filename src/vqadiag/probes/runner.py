@@ -380,8 +380,8 @@ class ProbeContext:
             computed=len(send), cached=cached, seconds=time.perf_counter() - start,
             reused=len(reused),
         )  # fmt: skip
-        if self.plan_only and self.model.capabilities.visual != "none":  # a blind model
-            run.planned_images = frozenset(probes[i].image_id for i in send)  # reads none
+        if self.plan_only and not self.blind:  # a blind model is sent no image
+            run.planned_images = frozenset(probes[i].image_id for i in send)
         return run
 
     def _compute(

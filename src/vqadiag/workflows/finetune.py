@@ -256,20 +256,15 @@ def _finetune_options(
 ) -> dict[str, Any]:
     """The fine-tuning options: ``options`` with ``epochs`` and ``lr`` when given, each
     known and in its range (one line naming it, before any work)."""
-    from vqadiag.models.option_checks import check_numbers
-    from vqadiag.models.remedies.finetune import FINETUNE_DEFAULTS, FINETUNE_NUMBERS
+    from vqadiag.models.remedies.finetune import check_finetune_options
 
     opts = dict(options or {})
     if epochs is not None:
         opts["epochs"] = int(epochs)
     if lr is not None:
         opts["lr"] = float(lr)
-    unknown = sorted(set(opts) - set(FINETUNE_DEFAULTS))
     with option_errors(ValueError):
-        if unknown:
-            raise ValueError(f"unknown fine-tuning option(s) {unknown}")
-        check_numbers(opts, FINETUNE_NUMBERS)
-    return opts
+        return check_finetune_options(opts)
 
 
 def _maybe_evaluate(

@@ -304,10 +304,7 @@ class PixelModel(TorchModel):
             ("token_supervision", opts["head"] == "tokens",
              "weighs the token-grounded head's loss: give head=tokens"),
         )  # fmt: skip
-        for key, used, why in needs:
-            if key in given and not used and given[key] != cls.defaults[key]:
-                return f"{key}: {why}"
-        return super().idle_option(opts, given)
+        return cls.idle_among(needs, given, cls.defaults) or super().idle_option(opts, given)
 
     @classmethod
     def build_net(

@@ -170,10 +170,7 @@ class UpDnModel(TorchModel):
             ("debias_groups", opts["debias"] in ("bp", "lmh"),
              "groups the prior of debias=bp or lmh: give one of them"),
         )  # fmt: skip
-        for key, used, why in needs:
-            if key in given and not used and given[key] != OPTIONAL_DEFAULTS[key]:
-                return f"{key}: {why}"
-        return super().idle_option(opts, given)
+        return cls.idle_among(needs, given, OPTIONAL_DEFAULTS) or super().idle_option(opts, given)
 
     def training_objective(self, data: Any, split: str, question_ids: Sequence[str]) -> Any:
         """Cross-entropy, or the remedy losses the options ask for (docs/remedies.md)."""

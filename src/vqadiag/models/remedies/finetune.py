@@ -68,6 +68,17 @@ FINETUNE_NUMBERS = {
 }
 
 
+def check_finetune_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as given, each a known fine-tuning option in its range
+    (:data:`FINETUNE_NUMBERS`; ``ValueError`` naming the first that is not: a batch size
+    of 0 divided by zero, ``lambda1=nan`` failed deep in training)."""
+    unknown = sorted(set(options) - set(FINETUNE_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown fine-tuning option(s) {unknown}")
+    check_numbers(options, FINETUNE_NUMBERS)
+    return dict(options)
+
+
 @dataclass(frozen=True)
 class Pair:
     """One (main, sub) training pair on one image, with answer indices (−100 = unknown)."""
@@ -238,11 +249,7 @@ def finetune_model(
             raise DataError(
                 "--model", f"model {model.name!r} has no attention to fine-tune (needs updn)"
             )
-    opts = {**FINETUNE_DEFAULTS, **dict(options or {})}
-    unknown = sorted(set(opts) - set(FINETUNE_DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown fine-tuning option(s) {unknown}")
-    check_numbers(opts, FINETUNE_NUMBERS)  # batch_size=0 divided by zero, lambda1=nan …
+    opts = {**FINETUNE_DEFAULTS, **check_finetune_options(options or {})}
     start = time.perf_counter()
     questions = data.questions(split)
     vocab = {a: i for i, a in enumerate(model.answer_vocab)}

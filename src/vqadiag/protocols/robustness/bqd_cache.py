@@ -7,13 +7,14 @@ minutes, and gives the same dataset for every model diagnosed on those questions
 ``<cache>/bqd/<key>/`` (:func:`~vqadiag.data.io.user_cache.user_cache_dir`), and a later
 diagnosis of the same questions copies it instead of building it again.
 
-``<key>`` hashes the suite's own key of the dataset (the pool file's path, size and
-modification time, the main questions in order, the ranker and the seed) with
+``<key>`` hashes the suite's own key of the dataset (the pool file's sha256, the main
+questions in order and the sha256 of their file, the ranker and the seed) with
 :func:`code_key`: the source of the code that builds and writes datasets, and the numpy
 and scipy versions its arithmetic runs on, so a changed ranking never reuses an old
 dataset. An entry is ``bqd.json`` and ``meta.json``, written in that order, each
 atomically; ``meta.json`` records the sha256 of ``bqd.json``'s bytes, and an entry whose
-bytes do not match it is passed over and rebuilt.
+bytes do not match it is passed over and rebuilt (the bytes are hashed as they are
+copied, and the copy is committed only when they match).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from vqadiag.data.io.atomic import atomic_write, file_digest
+from vqadiag.data.io.atomic import atomic_write
 from vqadiag.data.io.jsonio import read_json, stable_hash, write_json
 from vqadiag.data.io.user_cache import user_cache_dir
 from vqadiag.errors import DataError
@@ -53,6 +54,10 @@ def _entry(key: str) -> Path | None:
     return None if folder is None else folder / "bqd" / stable_hash([key, code_key()])
 
 
+class _Mismatch(Exception):
+    """A shared entry whose bytes are not the ones its ``meta.json`` records."""
+
+
 def fetch_shared(key: str, target: Path) -> str | None:
     """Copy the shared dataset of ``key`` to ``target`` (atomically) and return its
     sha256, or None when the cache holds none, or none whose bytes match its record."""
@@ -63,14 +68,16 @@ def fetch_shared(key: str, target: Path) -> str | None:
         meta = read_json(entry / "meta.json")
         if not isinstance(meta, dict) or meta.get("key") != key:
             return None
-        if file_digest(entry / "bqd.json") != meta.get("sha256"):
-            return None
+        digest = hashlib.sha256()
         with open(entry / "bqd.json", "rb") as src, atomic_write(target) as dst:
-            shutil.copyfileobj(src, dst)
-    except (OSError, DataError):
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                digest.update(chunk)
+                dst.write(chunk)
+            if digest.hexdigest() != meta.get("sha256"):
+                raise _Mismatch  # leaves the target as it was: atomic_write commits nothing
+    except (OSError, DataError, _Mismatch):
         return None
-    digest = file_digest(target)
-    return digest if digest == meta["sha256"] else None
+    return digest.hexdigest()
 
 
 def keep_shared(key: str, built: Path, sha256: str) -> None:
