@@ -145,6 +145,21 @@ def test_csv(tmp_path):
     assert read_predictions(path)["2"].answer == "a, b"
 
 
+@pytest.mark.parametrize("cell", ["", "  "])
+def test_an_empty_answer_cell_is_refused(tmp_path, cell):
+    """VLMEvalKit leaves a failed row's prediction empty: scoring it as the answer ""
+    would count a failure as a wrong answer without a word."""
+    path = tmp_path / "model_GQA.tsv"
+    path.write_text(f"index\tanswer\tprediction\n7\tdog\tcat\n8\tyes\t{cell}\n")
+    with pytest.raises(DataError) as err:
+        read_predictions(path)
+    assert str(err.value).startswith(f"{path}: row 3 (question 8): empty answer cell")
+    # JSON says "" on purpose: that stays an answer
+    spelled = tmp_path / "p.json"
+    spelled.write_text('[{"question_id": 8, "answer": ""}, {"question_id": 9, "answer": "x"}]')
+    assert read_predictions(spelled)["8"].answer == ""
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -153,12 +153,21 @@ def _is_lmms_sample(record: Mapping[str, Any]) -> bool:
     return "filtered_resps" in record or "resps" in record
 
 
+#: why an empty answer cell of a table is not scored as the answer ""
+EMPTY_CELL = (
+    "empty answer cell: a table leaves a failed or missing answer empty (VLMEvalKit does), "
+    "so it is not scored as an answer; fill it in, or delete the row (with --allow-missing "
+    "its question counts as wrong)"
+)
+
+
 def _from_record(
     record: Any,
     path: str | Path,
     position: str,
     notes: dict[str, int] | None = None,
     null_as_wrong: bool = False,
+    table: bool = False,
 ) -> tuple[str, Prediction]:
     if not isinstance(record, Mapping):
         raise DataError(path, f"expected an object, got {type(record).__name__}", position)
@@ -178,6 +187,8 @@ def _from_record(
         answer = _first_string(record.get("filtered_resps", record.get("resps")))
     else:
         answer = record[_answer_field(record, path, label)]
+        if table and not str(answer).strip():
+            raise DataError(path, EMPTY_CELL, f"{position} (question {qid})")
     probs_field = next((f for f in PROB_FIELDS if f in record), None)
     probs = None if probs_field is None else _probs(record[probs_field], path, label)
     return qid, Prediction(_answer_text(answer, path, label, notes, null_as_wrong), probs)
@@ -241,12 +252,16 @@ def _answer_field(record: Mapping[str, Any], path: str | Path, label: str) -> st
     return fields[0]
 
 
+#: how a table row's position starts (its rows are read as strings: an empty cell is "")
+TABLE_ROW = "row "
+
 #: suffixes read line by line or as a table, never as one JSON text
 LINE_OR_TABLE_SUFFIXES = {".jsonl", ".ndjson", ".csv", ".tsv", ".tab", ".xlsx", ".xlsm"}
 
 
 def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
-    """``(position, record)`` pairs of a file; ``data`` is its parsed JSON if already read."""
+    """``(position, record)`` pairs of a file; ``data`` is its parsed JSON if already read.
+    A table's positions are ``row N`` (:data:`TABLE_ROW`)."""
     suffix = path.suffix.lower()
     if suffix in {".jsonl", ".ndjson"}:
         for lineno, obj in iter_jsonl(path):
@@ -254,11 +269,11 @@ def _records(path: Path, data: Any = None) -> Iterable[tuple[str, Any]]:
         return
     if suffix in {".csv", ".tsv", ".tab"}:
         for i, row in enumerate(read_table(path), start=2):
-            yield f"row {i}", row
+            yield f"{TABLE_ROW}{i}", row
         return
     if suffix in {".xlsx", ".xlsm"} or (data is None and is_xlsx(_head(path))):
         for i, row in enumerate(read_workbook(path), start=2):
-            yield f"row {i}", row
+            yield f"{TABLE_ROW}{i}", row
         return
     if data is None:
         data = read_json(path)
@@ -359,7 +374,8 @@ def _read_records(
         return {qid: Prediction(answer) for qid, answer in data.items()}
     out: dict[str, Prediction] = {}
     for position, record in _records(p, data):
-        qid, prediction = _from_record(record, p, position, notes, null_as_wrong)
+        table = position.startswith(TABLE_ROW)
+        qid, prediction = _from_record(record, p, position, notes, null_as_wrong, table)
         if qid in out:
             raise DataError(p, "duplicate question id", record_label(qid))
         out[qid] = prediction
