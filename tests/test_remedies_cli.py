@@ -119,6 +119,31 @@ def test_finetune_subq_human_output(run_cli, world, vqa_run, tmp_path):
     assert out.exit_code == 0, out.stderr
     assert "subq: fine-tuned" in out.stdout and "consistency" in out.stdout
     assert "attention correlation" in out.stdout
+    assert "pairs left out" not in out.stderr
+
+
+def test_finetune_counts_the_pairs_the_model_cannot_learn(run_cli, world, vqa_run, tmp_path):
+    """A pair whose main and sub answers are both outside the model's vocabulary teaches
+    nothing: it is left out, counted and noted (a model trained on another dataset's
+    answers was fine-tuned on a few pairs without a word)."""
+    from vqadiag.data.formats.introspect import read_introspect
+    from vqadiag.data.io.atomic import file_digest
+
+    run = tmp_path / "run"
+    shutil.copytree(vqa_run[0], run)
+    vocab = json.loads((run / "answers.json").read_text())
+    unknown = {"yes", "no"}  # the model is made not to know these two answers
+    (run / "answers.json").write_text(json.dumps([f"{a}#" if a in unknown else a for a in vocab]))
+    config = json.loads((run / "config.json").read_text())
+    config["answers_sha256"] = file_digest(run / "answers.json")
+    (run / "config.json").write_text(json.dumps(config))
+    out = _finetune(run_cli, "subq", run, world, tmp_path / "ft", "--epochs", "1", "--no-eval")
+    assert out.exit_code == 0, out.stderr
+    intro = read_introspect(world / "introspect" / "VQAIntrospect_trainv1.0.json")
+    total = sum(len(main.subs) for main in intro.mains.values())
+    left_out = int(out.stderr.split("note: ")[1].split(" pairs left out")[0])
+    pairs = int(out.stdout.split(" on ")[1].split(" introspect pairs")[0])
+    assert 0 < left_out < total and pairs + left_out == total
 
 
 def _introspect_copy(world, tmp_path, text):
@@ -175,6 +200,12 @@ def test_finetune_bad_arguments(run_cli, world, vqa_run, tmp_path):
         assert res.exit_code == 2, given
         assert res.stderr.strip() == f"error: --option: {message}", res.stderr
         assert not (tmp_path / "ft-bad").exists()
+    # SQuINT's loss weights given to subq, whose loss has none, did nothing
+    unused = _finetune(run_cli, "subq", run, world, tmp_path / "ft-bad", "-o", "lambda2=3")
+    assert unused.exit_code == 2 and not (tmp_path / "ft-bad").exists()
+    assert "option(s) ['lambda2'] weigh SQuINT's loss terms; --method subq does not" in (
+        unused.stderr
+    )
     prior = tmp_path / "prior"
     assert (
         run_cli(

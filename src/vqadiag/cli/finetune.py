@@ -31,6 +31,12 @@ def _render(result: Mapping[str, Any]) -> None:
         f"pairs in {result['seconds']:.1f} s → {result['out']} (fingerprint "
         f"{result['fingerprint']})"
     )
+    if result["pairs_left_out"]:
+        typer.echo(
+            f"note: {result['pairs_left_out']} pairs left out: neither of their answers is in "
+            "the model's answer vocabulary (was it trained on VQA v2?)",
+            err=True,
+        )
     if result["before"] is None:
         return
     table = Table(title="introspect val, before → after", title_justify="left")

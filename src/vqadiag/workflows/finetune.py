@@ -160,9 +160,9 @@ def finetune(
     """Fine-tune the UpDn run ``model`` with ``method`` (``squint`` | ``subq``) on the
     introspect pairs of ``data_dir`` (VQA v2 layout), save it to ``out``.
 
-    Returns ``{method, model, out, data, seed, epochs, lr, options, pairs, seconds,
-    fingerprint_before, fingerprint, run_fingerprint, history, before, after, ci:
-    {before, after}}``; ``before`` / ``after`` (null without an introspect val file or
+    Returns ``{method, model, out, data, seed, epochs, lr, options, pairs, pairs_left_out,
+    seconds, fingerprint_before, fingerprint, run_fingerprint, history, before, after,
+    ci: {before, after}}``; ``before`` / ``after`` (null without an introspect val file or
     with ``evaluate=False``) hold ``quadrants, consistency, consistency_balanced,
     all_subs_wrong, reasoning_accuracy, sub_accuracy, n_main, n_pairs,
     main_correctness, attention_correlation, vqa_accuracy, predictions``.
@@ -172,7 +172,7 @@ def finetune(
 
     if method not in METHODS:
         raise DataError("--method", f"unknown method {method!r} (known: {', '.join(METHODS)})")
-    opts = _finetune_options(options, epochs, lr)  # refused before the model loads
+    opts = _finetune_options(options, epochs, lr, method)  # refused before the model loads
     net_model = _load_attention_model(model)
     data, intro, val_path, do_eval = _finetune_data(
         data_dir, split, val_split, introspect, evaluate
@@ -202,6 +202,7 @@ def finetune(
         "lr": log["options"]["lr"],
         "options": log["options"],
         "pairs": log["pairs"],
+        "pairs_left_out": log["pairs_left_out"],
         "seconds": time.perf_counter() - start,
         "fingerprint_before": fingerprint_before,
         "fingerprint": net_model.fingerprint(),
@@ -252,10 +253,10 @@ def _finetune_data(
 
 
 def _finetune_options(
-    options: Mapping[str, Any] | None, epochs: int | None, lr: float | None
+    options: Mapping[str, Any] | None, epochs: int | None, lr: float | None, method: str
 ) -> dict[str, Any]:
     """The fine-tuning options: ``options`` with ``epochs`` and ``lr`` when given, each
-    known and in its range (one line naming it, before any work)."""
+    known to ``method`` and in its range (one line naming it, before any work)."""
     from vqadiag.models.remedies.finetune import check_finetune_options
 
     opts = dict(options or {})
@@ -264,7 +265,7 @@ def _finetune_options(
     if lr is not None:
         opts["lr"] = float(lr)
     with option_errors(ValueError):
-        return check_finetune_options(opts)
+        return check_finetune_options(opts, method)
 
 
 def _maybe_evaluate(

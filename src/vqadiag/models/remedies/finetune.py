@@ -68,13 +68,24 @@ FINETUNE_NUMBERS = {
 }
 
 
-def check_finetune_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` as given, each a known fine-tuning option in its range
+#: options only SQuINT's loss reads (``subq`` weighs its two terms equally)
+SQUINT_ONLY = ("lambda1", "lambda2")
+
+
+def check_finetune_options(options: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """``options`` as given, each a known fine-tuning option of ``method`` in its range
     (:data:`FINETUNE_NUMBERS`; ``ValueError`` naming the first that is not: a batch size
-    of 0 divided by zero, ``lambda1=nan`` failed deep in training)."""
+    of 0 divided by zero, ``lambda1=nan`` failed deep in training, and SQuINT's weights
+    given to ``subq`` did nothing)."""
     unknown = sorted(set(options) - set(FINETUNE_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown fine-tuning option(s) {unknown}")
+    unused = [name for name in SQUINT_ONLY if name in options and method != "squint"]
+    if unused:
+        raise ValueError(
+            f"option(s) {unused} weigh SQuINT's loss terms; --method {method} does not use "
+            "them (its loss averages the main and sub-question cross-entropies)"
+        )
     check_numbers(options, FINETUNE_NUMBERS)
     return dict(options)
 
@@ -237,7 +248,9 @@ def finetune_model(
 ) -> dict[str, Any]:
     """Fine-tune ``model`` (in place) with ``method`` on the pairs of ``intro`` (module
     docstring), mixing in questions of ``split`` of ``data`` (VQA v2). Returns the log:
-    ``{method, options, pairs, history: [{epoch, loss, ...terms}], seconds}``."""
+    ``{method, options, pairs, pairs_left_out, history: [{epoch, loss, ...terms}],
+    seconds}``; a pair whose main and sub answers are both outside the model's answer
+    vocabulary teaches nothing and is left out (``pairs_left_out``)."""
     import torch
 
     from vqadiag.models.training import torch_training_settings
@@ -249,7 +262,9 @@ def finetune_model(
             raise DataError(
                 "--model", f"model {model.name!r} has no attention to fine-tune (needs updn)"
             )
-    opts = {**FINETUNE_DEFAULTS, **check_finetune_options(options or {})}
+    opts = {**FINETUNE_DEFAULTS, **check_finetune_options(options or {}, method)}
+    if method != "squint":  # the log records what the loss reads
+        opts = {k: v for k, v in opts.items() if k not in SQUINT_ONLY}
     start = time.perf_counter()
     questions = data.questions(split)
     vocab = {a: i for i, a in enumerate(model.answer_vocab)}
@@ -258,11 +273,8 @@ def finetune_model(
     def image_of(vqa_image: str, qid: str) -> str:
         return data.feature_image_id(vqa_image, questions_path, qid)
 
-    pairs = [
-        p
-        for p in introspect_pairs(intro, questions, vocab, image_of)
-        if p.main_target >= 0 or p.sub_target >= 0
-    ]
+    every_pair = introspect_pairs(intro, questions, vocab, image_of)
+    pairs = [p for p in every_pair if p.main_target >= 0 or p.sub_target >= 0]
     if not pairs:
         raise DataError(None, "no introspect pair has an answer the model knows")
     original = [q for q in questions if questions[q].get("answer") in vocab]
@@ -320,6 +332,7 @@ def finetune_model(
         "method": method,
         "options": opts,
         "pairs": len(pairs),
+        "pairs_left_out": len(every_pair) - len(pairs),  # neither answer in the vocabulary
         "history": history,
         "seconds": time.perf_counter() - start,
         "seed": seed,
