@@ -36,6 +36,25 @@ def test_batch_and_object_input_pad_and_mask(world):
         assert not objects.features[row, k:].any()  # padding stays zero
 
 
+def test_an_image_with_no_detected_object_is_fully_masked(world, tmp_path):
+    """Found in review: an image whose info says 0 objects, alone in a batch (or with
+    others of 0), was a numpy broadcast traceback; it is padding, fully masked."""
+    import shutil
+
+    copy = tmp_path / "w"
+    shutil.copytree(world, copy)
+    info_path = copy / "gqa" / "objects" / "gqa_objects_info.json"
+    info = json.loads(info_path.read_text())
+    empty, other = list(info)[:2]
+    info[empty]["objectsNum"] = 0
+    info_path.write_text(json.dumps(info))
+    data = GQAData(copy)
+    alone = data.object_input([empty])
+    assert alone.features.shape == (1, 1, 64) and not alone.mask.any()
+    both = data.object_input([empty, other])
+    assert not both.mask[0].any() and both.mask[1].sum() == len(data.detections[other])
+
+
 def test_with_mask_shares_features(world):
     data = GQAData(world)
     objects = data.object_input([next(iter(data.detections))])
@@ -83,3 +102,29 @@ def test_a_pixel_model_is_refused_a_malformed_detection_not_given_no_boxes(
         GQAData(world).pixel_input([image])
     shutil.rmtree(world / "gqa" / "objects")  # pixels alone: no detector output at all
     assert not GQAData(world).pixel_input([image]).mask.any()
+
+
+def test_an_image_of_another_size_than_its_boxes_is_refused(rendered_world_60, tmp_path):
+    """Found in review: a half-size copy of the images (``--images``), an EXIF-rotated
+    JPEG or a doubled width in the info file put every box in the wrong place: FPVG+
+    fell from 2.33 to 0 without a word. The image must be the size the boxes are in."""
+    import shutil
+
+    from PIL import Image
+
+    image = str(next(iter(GQAData(rendered_world_60).questions("val").values()))["imageId"])
+    copies = tmp_path / "images"
+    shutil.copytree(rendered_world_60 / "gqa" / "images", copies)
+    path = copies / f"{image}.png"
+    with Image.open(path) as img:
+        width, height = img.size
+        img.resize((width // 2, height // 2)).save(path)
+    data = GQAData(rendered_world_60, images=copies)
+    with pytest.raises(DataError) as err:
+        data.pixel_input([image], questions=["q1"])
+    assert str(err.value) == (
+        f"{path}: question q1: the image is {width // 2} x {height // 2} pixels but "
+        f"gqa_objects_info.json records {width} x {height}, the size its boxes are in (a "
+        "resized or rotated copy?)"
+    )
+    assert GQAData(rendered_world_60).pixel_input([image]).images[0].shape[:2] == (height, width)

@@ -45,6 +45,26 @@ def test_unmapped_image_names_file_and_record(world):
     assert "record '" in message and "not in the image map" in message
 
 
+def test_an_annotation_on_another_image_is_refused(world, tmp_path):
+    """Found in review: ``score vqa`` refuses an annotation whose ``image_id`` differs
+    from its question's, and the diagnosis (pairs, consistency, gain) accepted it."""
+    import shutil
+
+    copy = tmp_path / "w"
+    shutil.copytree(world, copy, ignore=shutil.ignore_patterns("images", "objects"))
+    path = copy / "vqa2" / "v2_mscoco_val2014_annotations.json"
+    raw = orjson.loads(path.read_bytes())
+    first = raw["annotations"][0]
+    first["image_id"] += 1
+    path.write_bytes(orjson.dumps(raw))
+    with pytest.raises(DataError) as err:
+        VQA2Data(copy).questions("val")
+    assert str(err.value) == (
+        f"{path}: record '{first['question_id']}': image_id {first['image_id']} differs from "
+        f"the questions file ({first['image_id'] - 1})"
+    )
+
+
 def test_missing_split_names_folder(world):
     with pytest.raises(DataError, match="no VQA v2 question file for split 'testdev'"):
         VQA2Data(world).questions("testdev")

@@ -96,6 +96,10 @@ def test_images_are_found_in_gqa_coco_and_given_folders(tmp_path):
     other = _save(tmp_path / "mine" / "n1.jpg", np.zeros((2, 2, 3), np.uint8), "JPEG")
     given = ImageFiles([root / "gqa"], images_dir=tmp_path / "mine")
     assert given.find("n1") == other and given.pixels("n1").shape == (2, 2, 3)
+    # found in review: an image the given folder lacks came from the data folder, mixing
+    # two sets of images without a word; it is missing
+    _save(root / "gqa" / "images" / "n2.png", _image())
+    assert ImageFiles([root / "gqa"]).find("n2") is not None and given.find("n2") is None
     small, original = files.resized("n1", (3, 2))
     assert small.shape == (2, 3, 3) and original == (6, 4)
 
@@ -114,6 +118,25 @@ def test_missing_and_broken_images_are_one_line_naming_file_and_question(tmp_pat
     assert "bad.png" in str(err.value) and "q8" in str(err.value)
     with pytest.raises(DataError, match="images folder not found"):
         ImageFiles([tmp_path], images_dir=tmp_path / "absent")
+
+
+def test_wide_and_huge_images_are_read_right_or_refused(tmp_path, monkeypatch):
+    """Found in review: Pillow's RGB conversion clipped a 16-bit grey PNG to pure white
+    (every condition's image the same: FPVG+ 0, no word), and a decompression bomb was a
+    traceback. A 16-bit image is scaled to 8 bits; a float image and a bomb are refused."""
+    grey = np.arange(256, dtype=np.uint16).reshape(16, 16) * 257
+    Image.fromarray(grey).save(tmp_path / "wide.png")
+    assert Image.open(tmp_path / "wide.png").mode == "I;16"
+    pixels = decode(tmp_path / "wide.png")
+    assert pixels.dtype == np.uint8 and pixels.shape == (16, 16, 3)
+    assert np.array_equal(pixels[..., 0].ravel(), np.arange(256))
+    Image.fromarray(np.ones((4, 4), np.float32)).save(tmp_path / "float.tiff")
+    with pytest.raises(DataError, match=r"float\.tiff: a 32-bit float image: its range is"):
+        decode(tmp_path / "float.tiff")
+    Image.fromarray(_image()).save(tmp_path / "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 5)  # 24 pixels: more than twice the limit
+    with pytest.raises(DataError, match=r"big\.png: image too large to decode safely"):
+        decode(tmp_path / "big.png")
 
 
 def test_no_exif_rotation(tmp_path):

@@ -24,6 +24,8 @@ naming the file and the image.
 
 from __future__ import annotations
 
+import math
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -105,7 +107,11 @@ class Detections(Mapping[str, np.ndarray]):
             raise UnknownImageError(
                 self.source, "image is not in the detections", image_label(image_id)
             )
-        return self._boxes(image_id)
+        boxes = self._boxes(image_id)
+        size = self.image_size(image_id)
+        if size is not None and len(boxes):
+            check_inside(boxes, size, self.source, image_id)
+        return boxes
 
     def features(self, image_id: str) -> np.ndarray:
         """Object features of an image (n × D, the rows matching its boxes)."""
@@ -129,6 +135,35 @@ class Detections(Mapping[str, np.ndarray]):
 
     def _boxes(self, image_id: str) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
+
+
+def check_inside(
+    boxes: np.ndarray, size: tuple[float, float], path: str | Path, image_id: str
+) -> None:
+    """One line for a box (not padding) that lies wholly outside its ``(width, height)``
+    image: a detector's boxes are on the image, so such a box is corrupt data (a shifted
+    file, another image's row), and conditions built from it would drop or keep
+    nothing."""
+    width, height = size
+    padding = (boxes == 0).all(axis=1)
+    outside = ~padding & (
+        (boxes[:, 0] >= width) | (boxes[:, 1] >= height) | (boxes[:, 2] <= 0) | (boxes[:, 3] <= 0)
+    )
+    if outside.any():
+        j = int(np.argmax(outside))
+        raise DataError(
+            path, f"box {j} {[round(v, 2) for v in boxes[j].tolist()]} lies outside the "
+            f"{width:g} x {height:g} image", image_label(image_id),
+        )  # fmt: skip
+
+
+def positive_size(value: Any, path: Path, label: str, field: str) -> float:
+    """An image side from a file: a finite number above 0, else one line naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(path, f"{field!r} must be a number of pixels, got {excerpt(value)}", label)
+    if not (math.isfinite(value) and value > 0):
+        raise DataError(path, f"{field!r} must be a positive number of pixels, got {value}", label)
+    return float(value)
 
 
 def _int_field(record: Mapping[str, Any], field: str, path: Path, label: str) -> int:
@@ -157,6 +192,25 @@ class GQAFeatureDetections(Detections):
         self.info: dict[str, dict[str, Any]] = info
         self.prefix = info_path.name[: -len(INFO_SUFFIX)]
         self._files: dict[str, Any] = {}
+        self._check_rows_apart()
+
+    def _check_rows_apart(self) -> None:
+        """Each image has its own h5 row: two info records naming the same ``file`` and
+        ``idx`` would give one image the other's objects, so they are one line naming
+        both. (A malformed record is left to the reader that needs it, which names it.)"""
+        owner: dict[tuple[Any, Any], str] = {}
+        for image_id, record in self.info.items():
+            if not isinstance(record, Mapping):
+                continue
+            row = (record.get("file"), record.get("idx", record.get("index")))
+            if row[1] is None:
+                continue
+            other = owner.setdefault(row, image_id)
+            if other != image_id:
+                raise DataError(
+                    self.source, f"images {excerpt(other)} and {excerpt(image_id)} name the "
+                    f"same h5 row (file {row[0]!r}, row {row[1]!r}): each image needs its own",
+                )  # fmt: skip
 
     def _ids(self) -> Mapping[str, Any]:
         return self.info
@@ -228,7 +282,9 @@ class GQAFeatureDetections(Detections):
         """``(width, height)`` from the info JSON, when given."""
         record = self.info.get(image_id)
         if isinstance(record, Mapping) and "width" in record and "height" in record:
-            return float(record["width"]), float(record["height"])
+            label = image_label(image_id)
+            width = positive_size(record["width"], self.source, label, "width")
+            return width, positive_size(record["height"], self.source, label, "height")
         return None
 
     def close(self) -> None:
@@ -249,7 +305,12 @@ class BoxListDetections(Detections):
         return self._data
 
     def _boxes(self, image_id: str) -> np.ndarray:
-        return check_boxes(self._data[image_id], self.source, image_id)
+        try:
+            boxes = self._data[image_id]  # an npz archive decodes its arrays here
+        except (OSError, ValueError, zipfile.BadZipFile) as err:
+            label = image_label(image_id)
+            raise DataError(self.source, f"cannot read the boxes: {err}", label) from None
+        return check_boxes(boxes, self.source, image_id)
 
     def close(self) -> None:
         """Close the npz archive, if any."""
@@ -331,7 +392,7 @@ def read_detections(path: str | Path) -> Detections:
     if p.suffix.lower() == ".npz":
         try:
             archive = np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, zipfile.BadZipFile) as err:
             raise DataError(p, f"cannot read as npz: {err}") from None
         return BoxListDetections(p, archive)
     if p.name.endswith(INFO_SUFFIX):

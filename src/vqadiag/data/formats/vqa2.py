@@ -212,6 +212,27 @@ def slim_annotation(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: entry[k] for k in SLIM_ANNOTATION_FIELDS if k in entry}
 
 
+def check_questions(
+    questions: Mapping[str, Mapping[str, Any]],
+    annotations: Mapping[str, Mapping[str, Any]],
+    annotations_path: str | Path,
+) -> None:
+    """Every annotation must belong to a question of the questions file, on the same image."""
+    for qid, record in annotations.items():
+        question = questions.get(qid)
+        if question is None:
+            raise DataError(
+                annotations_path, "question id is not in the questions file", record_label(qid)
+            )
+        image = record.get("image_id")
+        if image is not None and image != question["image_id"]:
+            raise DataError(
+                annotations_path,
+                f"image_id {image} differs from the questions file ({question['image_id']})",
+                record_label(qid),
+            )
+
+
 def read_pairs(path: str | Path, known_ids: Collection[str] | None = None) -> list[tuple[str, str]]:
     """Read complementary pairs (a JSON list of ``[qid_a, qid_b]``) as string tuples.
 

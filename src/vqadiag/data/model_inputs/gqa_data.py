@@ -167,6 +167,23 @@ class GQAData:
             return np.zeros((0, 4), np.float32)
         return self.image_boxes(image_id)
 
+    def _check_image_size(self, image_id: str, size: tuple[int, int], question: str | None) -> None:
+        """One line when the image file is not the size the detections record for it: the
+        boxes are in the recorded size, so a resized or EXIF-rotated copy would put every
+        box, and every condition built from it, in the wrong place."""
+        if not self._detections_path.exists() or image_id not in self.detections:
+            return
+        recorded = self.detections.image_size(image_id)
+        if recorded is None or (round(recorded[0]), round(recorded[1])) == tuple(size):
+            return
+        raise DataError(
+            self.images.path(image_id, question),
+            f"the image is {size[0]} x {size[1]} pixels but {self.detections.source.name} "
+            f"records {recorded[0]:g} x {recorded[1]:g}, the size its boxes are in (a "
+            "resized or rotated copy?)",
+            f"question {question}" if question else None,
+        )
+
     def pixel_input(
         self,
         image_ids: Sequence[str],
@@ -196,6 +213,7 @@ class GQAData:
             else:
                 array, (width, height) = self.images.resized(image_id, size, question)
                 scale = (size[0] / width, size[1] / height)
+            self._check_image_size(image_id, (width, height), question)
             images.append(array)
             sizes[row] = (width, height)
             boxes = self._pixel_boxes(image_id)[:max_objects]
@@ -208,7 +226,7 @@ class GQAData:
         batch's largest object count (at most ``max_objects``); padding is masked out."""
         per_image = [self.image_objects(str(i)) for i in image_ids]
         n = max(1, min(max_objects, max((len(b) for _, b in per_image), default=1)))
-        dim = next((f.shape[1] for f, _ in per_image if f.ndim == 2 and f.shape[0]), 1)
+        dim = next((f.shape[1] for f, _ in per_image if f.ndim == 2), 1)  # also of 0 objects
         size = len(per_image)
         features = np.zeros((size, n, dim), dtype=np.float32)
         boxes = np.zeros((size, n, 4), dtype=np.float32)
@@ -216,9 +234,10 @@ class GQAData:
         sizes = np.zeros((size, 2), dtype=np.float32)
         for row, (image_id, (f, b)) in enumerate(zip(image_ids, per_image, strict=True)):
             k = min(n, len(b))
-            features[row, :k] = f[:k]
-            boxes[row, :k] = b[:k]
-            mask[row, :k] = True
+            if k:  # an image with no detected object stays padding, fully masked
+                features[row, :k] = f[:k]
+                boxes[row, :k] = b[:k]
+                mask[row, :k] = True
             wh = self.detections.image_size(str(image_id))
             sizes[row] = wh if wh is not None else boxes[row, :k, 2:].max(axis=0, initial=1.0)
         return ObjectInput(features, boxes, mask, sizes)

@@ -122,8 +122,9 @@ class ImageFiles:
         is not a file name: :func:`check_image_name`'s error)."""
         check_image_name(image_id)
         out: list[tuple[Path, Path]] = []
-        if self.images_dir is not None:
+        if self.images_dir is not None:  # the images given, and no others
             out += [(self.images_dir, self.images_dir / f"{image_id}{ext}") for ext in EXTENSIONS]
+            return list(dict.fromkeys(path for _, path in out if _within(self.images_dir, path)))
         for root in self.roots:
             for folder in (root / "images", root.parent / "images"):
                 out += [(folder, folder / f"{image_id}{ext}") for ext in EXTENSIONS]
@@ -143,12 +144,12 @@ class ImageFiles:
         return self._paths[image_id]
 
     def _located(self, image_id: str) -> Path | None:
-        """``--images DIR`` first, then the dataset copy's cell, then the data folders."""
+        """``--images DIR`` alone when given (a copy of the images is never mixed with
+        the data folder's: an image the copy lacks is missing); else the dataset copy's
+        cell, then the data folders."""
         tried = self.candidates(image_id)
         if self.images_dir is not None:
-            given = next((p for p in tried if p.parent == self.images_dir and p.is_file()), None)
-            if given is not None:
-                return given
+            return next((p for p in tried if p.is_file()), None)
         if self.embedded is not None and image_id in self.embedded:
             return self.embedded.container(image_id)
         return next((p for p in tried if p.is_file()), None)
@@ -265,11 +266,38 @@ def open_rgb(
     try:
         with Image.open(path) as img:
             img.load()
-            rgb = img.convert("RGB")
+            rgb = _as_rgb(img, named, label)
+    except DataError:
+        raise
     except FileNotFoundError:
         raise DataError(named, "image file not found", label) from None
     except PermissionError:
         raise DataError(named, "permission denied", label) from None
+    except Image.DecompressionBombError as err:
+        raise DataError(named, f"image too large to decode safely: {err}", label) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise DataError(named, f"cannot decode the image: {err}", label) from None
     return rgb
+
+
+#: Pillow's modes of one channel of whole numbers wider than 8 bits (16-bit PNGs)
+WIDE_INTEGER_MODES = ("I", "I;16", "I;16B", "I;16L", "I;16N")
+
+
+def _as_rgb(img: Any, named: Path | io.BytesIO, label: str | None) -> Any:
+    """``img`` as 8-bit RGB. Pillow's own conversion clips a 16-bit grey image to 255
+    (white); its values are scaled to 8 bits instead (``v / 257``), and a float image,
+    whose range is unknown, is refused."""
+    from PIL import Image
+
+    if img.mode in WIDE_INTEGER_MODES:
+        values = np.asarray(img, dtype=np.float64)
+        if values.size and (values.min() < 0 or values.max() > 65535):
+            raise DataError(named, f"{img.mode} image values outside 0-65535", label)
+        grey = np.rint(values / 257.0).astype(np.uint8)
+        return Image.fromarray(grey).convert("RGB")
+    if img.mode == "F":
+        raise DataError(
+            named, "a 32-bit float image: its range is unknown; save it with 8 or 16 bits", label
+        )
+    return img.convert("RGB")

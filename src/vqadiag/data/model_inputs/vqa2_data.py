@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.formats.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.vqa2 import check_questions, read_vqa_annotations, read_vqa_questions
 from vqadiag.data.io.jsonio import read_json
 from vqadiag.data.model_inputs.gqa_data import DEFAULT_CACHE_BYTES, GQAData
 from vqadiag.errors import DataError, record_label
@@ -109,6 +109,8 @@ class VQA2Data(GQAData):
         raw = read_vqa_questions(path)
         ann_path = self.annotations_path(split)
         annotations = read_vqa_annotations(ann_path, slim=True) if ann_path is not None else {}
+        if ann_path is not None:  # each annotation a question of the file, on its image
+            check_questions(raw, annotations, ann_path)
         out: dict[str, dict[str, Any]] = {}
         for qid, record in raw.items():
             ann = annotations.get(qid)

@@ -23,6 +23,7 @@ from vqadiag.data.formats.introspect import (
     parse_introspect,
 )
 from vqadiag.data.io.jsonio import read_json, write_json
+from vqadiag.errors import DataError, record_label
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.probes.conditions import Condition
 from vqadiag.probes.store import Answer
@@ -76,13 +77,33 @@ class ConsistencySuite(Suite):
         return consistency_suite(state)
 
 
+def _mains_annotated(
+    vqa: Mapping[str, Mapping[str, Any]],
+    main_ids: Sequence[str],
+    path: Path,
+    annotations: Path | None,
+) -> bool:
+    """Whether every main question has its VQA v2 annotation (its answers are then scored
+    with VQA accuracy), or none has (no annotations: a normalized match). Some without
+    is one line naming the first: scoring them all by the match instead would change the
+    rule for every main without a word, as ``score consistency`` refuses too."""
+    missing = [q for q in main_ids if q not in vqa or "answers" not in vqa[q]]
+    if missing and len(missing) < len(main_ids):
+        where = getattr(annotations, "name", "the VQA v2 annotations")
+        raise DataError(
+            path, f"main question has no annotation in {where} ({len(missing)} of "
+            f"{len(main_ids)} diagnosed mains have none)", record_label(missing[0]),
+        )  # fmt: skip
+    return not missing
+
+
 def consistency_suite(state: DiagnoseState) -> SuiteOutput:
     """Reasoning / perception consistency on VQA-introspect (``vqadiag score consistency``).
 
     Mains (``--max-questions``: a fixed pseudo-random subset) are scored with
-    their VQA v2 annotations (VQA accuracy ≥ 1) when every main has one, else by
-    normalized match with ``reasoning_answer_most_common``; sub-questions by
-    normalized match. Rows: ``id = "main|sub"``; ``values.reasoning_consistency``
+    their VQA v2 annotations (VQA accuracy ≥ 1) when every main has one, by normalized
+    match with ``reasoning_answer_most_common`` when none has (some without is refused);
+    sub-questions by normalized match. Rows: ``id = "main|sub"``; ``values.reasoning_consistency``
     (the sub's correctness) only on rows whose main is correct, so its mean is
     the consistency M✓S✓ / (M✓S✓ + M✓S✗). Scored from the runs' answers in memory;
     the prediction files (and the diagnosed subset of the introspect file) are written
@@ -111,13 +132,13 @@ def consistency_suite(state: DiagnoseState) -> SuiteOutput:
         )
         for s in subs
     ]
+    vqa = data.questions(split)
+    annotated = _mains_annotated(vqa, main_ids, path, data.annotations_path(split))
     ctx = vqa_context(state, data)
     main_run = state.run(ctx, Condition("introspect.main", "plain"), main_probes)
     sub_run = state.run(ctx, Condition("introspect.sub", "plain"), sub_probes)
     write_predictions(state, "consistency", "main", main_ids, main_run.answers)
     write_predictions(state, "consistency", "sub", [s.sub_id for s in subs], sub_run.answers)
-    vqa = data.questions(split)
-    annotated = all(q in vqa and "answers" in vqa[q] for q in main_ids)
     o = state.options
     # the mains' annotator answers, as the VQA v2 records hold them: the annotations file
     # is not read a second time, whole, for the mains alone

@@ -10,22 +10,19 @@ the first doubt, the checked readers, which give the same inputs or name the pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from vqadiag.data.formats.predictions import align_predictions, answers_of, read_predictions
-from vqadiag.data.formats.vqa2 import read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.vqa2 import check_questions, read_vqa_annotations, read_vqa_questions
 from vqadiag.data.formats.vqa2_columns import (
     read_annotation_columns,
     read_question_columns,
     read_result_columns,
 )
 from vqadiag.data.io.jsonio import paused_gc
-from vqadiag.errors import DataError, record_label
 
 
 @dataclass(frozen=True)
@@ -41,27 +38,6 @@ class VQAInputs:
     question_types: list[str]
     #: predictions that were JSON booleans or numbers, read as yes / no / digits
     converted: int = 0
-
-
-def check_questions(
-    questions: Mapping[str, Mapping[str, Any]],
-    annotations: Mapping[str, Mapping[str, Any]],
-    annotations_path: str | Path,
-) -> None:
-    """Every annotation must belong to a question of the questions file, on the same image."""
-    for qid, record in annotations.items():
-        question = questions.get(qid)
-        if question is None:
-            raise DataError(
-                annotations_path, "question id is not in the questions file", record_label(qid)
-            )
-        image = record.get("image_id")
-        if image is not None and image != question["image_id"]:
-            raise DataError(
-                annotations_path,
-                f"image_id {image} differs from the questions file ({question['image_id']})",
-                record_label(qid),
-            )
 
 
 def _positions(keys: np.ndarray, values: np.ndarray) -> np.ndarray | None:
