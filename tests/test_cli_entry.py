@@ -20,6 +20,7 @@ def test_version(run_cli):
     result = run_cli("version")
     assert result.exit_code == 0
     assert result.stdout.strip() == __version__
+    assert run_cli("version", "--json").json() == {"version": __version__}
 
 
 def _command_callbacks(group) -> list:
@@ -80,3 +81,21 @@ def test_a_negative_seed_is_one_line(run_cli, tmp_path):
         "error: --seed: Input should be greater than or equal to 0"
     ]
     assert not (tmp_path / "w").exists()
+
+
+def test_help_texts_keep_their_brackets():
+    """``--help`` renders help texts as rich markup, where ``[box indices]`` is a style
+    tag and vanishes (found in review: ``{imageId: {qid: }}``); such brackets are escaped
+    (``\\[``) so that every help text prints as written."""
+    import typer.main
+    from rich.text import Text
+
+    from vqadiag.cli.main import app
+
+    def commands(group):
+        for sub in group.commands.values():
+            yield from commands(sub) if hasattr(sub, "commands") else [sub]
+
+    for command in commands(typer.main.get_command(app)):
+        for text in [command.help or ""] + [getattr(p, "help", "") or "" for p in command.params]:
+            assert Text.from_markup(text).plain == text.replace("\\[", "["), text

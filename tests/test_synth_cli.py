@@ -81,6 +81,19 @@ def test_stats_human_output(run_cli, small_world):
     assert "detector recall" in res.stdout and "GQA-OOD" in res.stdout
 
 
+def test_stats_of_a_folder_named_world(run_cli, small_world, tmp_path, monkeypatch):
+    """The README's ``vqadiag synth --out world`` then ``vqadiag stats world``: the folder,
+    not the subcommand without one ("Missing argument 'directory'")."""
+    import shutil
+
+    shutil.copytree(small_world, tmp_path / "world")
+    monkeypatch.chdir(tmp_path)
+    for args in (("world",), ("world", "world"), ("world", "--n-bootstrap", "20", "world")):
+        res = run_cli("stats", *args, "--json", "--n-bootstrap", "20")
+        assert res.exit_code == 0, (args, res.stderr)
+        assert res.json()["world"]["images"] == 120
+
+
 def _copy(src: Path, dst: Path) -> Path:
     import shutil
 

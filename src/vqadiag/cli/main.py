@@ -6,6 +6,7 @@ import typer
 
 from vqadiag import __version__
 from vqadiag.console.apps import app
+from vqadiag.console.common import JsonFlag, emit
 
 #: the modules that declare commands, in the order of ``vqadiag --help``: each protocol's
 #: command beside its scorer (``vqadiag.protocols.<name>.command``), the rest here
@@ -30,9 +31,9 @@ for _module in COMMAND_MODULES:
 
 
 @app.command()
-def version() -> None:
+def version(as_json: JsonFlag = False) -> None:
     """Print the vqadiag version."""
-    typer.echo(__version__)
+    emit({"version": __version__}, as_json, lambda result: typer.echo(result["version"]))
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,12 +15,19 @@ class _DirFallbackGroup(TyperGroup):
     """A group whose unknown first argument is handed to its ``world`` command.
 
     ``vqadiag stats DIR`` describes a generated world while ``vqadiag stats
-    balance ...`` stays a subcommand.
+    balance ...`` stays a subcommand. A folder named like a subcommand, when no other
+    argument names a folder (``vqadiag stats world`` after ``vqadiag synth --out
+    world``), is the folder.
     """
 
     def parse_args(self, ctx, args):  # type: ignore[override]
         first = args[0] if args else ""
-        if first and first not in self.commands and not first.startswith("-"):
+        alone = (
+            first in self.commands
+            and Path(first).is_dir()
+            and not any(Path(a).is_dir() for a in args[1:] if not a.startswith("-"))
+        )  # the folder, not the command: no other argument names a folder
+        if first and (first not in self.commands or alone) and not first.startswith("-"):
             args = ["world", *args] if "world" in self.commands else args
         return super().parse_args(ctx, args)
 

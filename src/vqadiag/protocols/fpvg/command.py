@@ -20,9 +20,9 @@ from vqadiag.console.common import (
     note_missing,
     optional_file,
     output_file,
-    outputs_apart,
     rate_table,
 )
+from vqadiag.data.io.outputs import outputs_apart
 from vqadiag.protocols.fpvg.formulas import CATEGORIES, FPVG_MINUS, FPVG_PLUS
 
 
@@ -44,7 +44,7 @@ def relevance_command(
             ...,
             help="Detected boxes: a GQA or Detectron / VinVL '<prefix>_info.json' (next to its "
             "h5 files) or its folder, LXMERT's *_obj36.tsv, or a JSON / npz "
-            "{imageId: [[x1, y1, x2, y2], ...]}.",
+            "{imageId: [\\[x1, y1, x2, y2], ...]}.",
         ),
     ],
     out: Annotated[Path, typer.Option(..., help="Where to write R.json.")],
@@ -130,7 +130,7 @@ def score_fpvg_command(
     relevant_objects: Annotated[
         Path | None,
         optional_file(
-            "FPVG's relevant-object pickle {imageId: {qid: [box indices]}}, with "
+            "FPVG's relevant-object pickle {imageId: {qid: \\[box indices]}}, with "
             "--irrelevant-objects (read without running code)."
         ),
     ] = None,

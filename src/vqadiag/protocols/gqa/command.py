@@ -93,7 +93,7 @@ def score_gqa_command(
         bool,
         typer.Option(
             "--object-attention",
-            help="Attention is a list of [x0, y0, x1, y1, weight] object boxes (0-1 coords).",
+            help="Attention is a list of \\[x0, y0, x1, y1, weight] object boxes (0-1 coords).",
         ),
     ] = False,
     all_questions: AllQuestions = False,
