@@ -99,3 +99,19 @@ def test_help_texts_keep_their_brackets():
     for command in commands(typer.main.get_command(app)):
         for text in [command.help or ""] + [getattr(p, "help", "") or "" for p in command.params]:
             assert Text.from_markup(text).plain == text.replace("\\[", "["), text
+
+
+def test_ctrl_c_is_one_line_and_exit_130(run_cli, monkeypatch):
+    """Found in review: Typer turned Ctrl-C into exit 130 without a word."""
+    import vqadiag.cli.main as cli_main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "emit", interrupted)
+    result = run_cli("version")
+    assert result.exit_code == 130
+    assert result.stderr.strip() == (
+        "error: interrupted: nothing half-written is left as finished; run the command "
+        "again (a diagnosis resumes from the answers it stored)"
+    )

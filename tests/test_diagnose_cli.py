@@ -568,6 +568,38 @@ def test_options_a_suite_left_out_would_ignore_are_refused(
     assert not (tmp_path / "o").exists()
 
 
+def test_the_python_api_refuses_options_its_suites_would_ignore(world, prior, tmp_path):
+    """Found in review: the Python API took ``bqd``, ``bq_ranker`` and
+    ``importance_sample`` for suites that never read them and recorded them in config."""
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.diagnosis.precision import diagnose_to_precision
+    from vqadiag.errors import DataError
+    from vqadiag.workflows.conditions import export_conditions
+
+    bqd = tmp_path / "bqd.json"
+    bqd.write_text("[]")
+    for given, says in (
+        ({"bqd": bqd}, "--bqd: is read by the robustness suite alone"),
+        ({"bq_ranker": "lasso"}, "--bq-ranker: is read by the robustness suite alone"),
+        ({"importance_sample": 5}, "--importance-sample: is read by the importance suite"),
+    ):
+        with pytest.raises(DataError, match=says):
+            diagnose(world, str(prior), tmp_path / "o", suites="accuracy", **given)
+        with pytest.raises(DataError, match=says):
+            diagnose_to_precision(world, str(prior), tmp_path / "o", precision=5,
+                                  suites=["accuracy"], **given)  # fmt: skip
+    with pytest.raises(DataError, match="ranks the BQD built without --bqd"):
+        diagnose(world, str(prior), tmp_path / "o", bqd=bqd, bq_ranker="bleu1")
+    with pytest.raises(DataError, match="--bq-ranker: is read by the robustness suite"):
+        export_conditions(world, tmp_path / "x", suites="fpvg", bq_ranker="bleu1")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "x").exists()
+    # what --precision chooses itself (its importance sample) goes only to a run with it
+    run = diagnose_to_precision(world, str(prior), tmp_path / "p", precision=50,
+                                suites="accuracy", n_bootstrap=20, max_calls=400)  # fmt: skip
+    assert run["config"].get("importance_sample") is None
+    assert run["precision"]["importance_sample"] is None
+
+
 def test_consistency_suite_equals_score_consistency_on_its_artefacts(world, prior, tmp_path):
     from vqadiag.data.model_inputs.vqa2_data import VQA2Data
     from vqadiag.diagnosis.diagnose import diagnose
@@ -584,6 +616,29 @@ def test_consistency_suite_equals_score_consistency_on_its_artefacts(world, prio
         annotations=VQA2Data(world).annotations_path("val") if annotated else None,
     )  # fmt: skip
     assert rescored == suite and suite["n_pairs"] > 0
+
+
+def test_a_main_question_without_its_annotation_is_refused(run_cli, world, prior, tmp_path):
+    """Found in review: one introspect main missing from the VQA v2 annotations turned
+    every main's scoring from VQA accuracy to a normalized match, without a word, where
+    ``score consistency`` refuses it."""
+    import shutil
+
+    copy = tmp_path / "w"
+    shutil.copytree(world, copy, ignore=shutil.ignore_patterns("images"))
+    path = copy / "introspect" / "VQAIntrospect_valv1.0.json"
+    intro = json.loads(path.read_text())
+    first = next(iter(intro))
+    intro[f"{first}999"] = intro.pop(first)
+    path.write_text(json.dumps(intro))
+    res = run_cli("diagnose", "--data", copy, "--model", prior, "--out", tmp_path / "o",
+                  "--suite", "consistency", "--n-bootstrap", "20")  # fmt: skip
+    assert res.exit_code == 2, res.stderr
+    assert res.stderr.startswith(
+        f"error: {path}: record '{first}999': main question has no annotation in "
+        "v2_mscoco_val2014_annotations.json (1 of "
+    ), res.stderr
+    assert not (tmp_path / "o" / "results.json").exists()
 
 
 def test_a_removal_option_the_model_never_reads_is_refused(run_cli, world, prior, tmp_path):

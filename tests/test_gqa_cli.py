@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+import vqadiag
+from vqadiag.errors import DataError
+
 
 def op(text: str) -> dict[str, Any]:
     operation, argument = text.split(": ", 1)
@@ -554,6 +557,17 @@ def test_score_gqa_grounding_end_to_end(run_cli, gqa_files, write_json):
                   "--json")  # fmt: skip
     assert res.exit_code == 0 and res.json()["grounding"] == pytest.approx(100.0)
     assert res.json()["grounding_missing"] == 2
+    # found in review: the grounding options without --attentions were accepted and did
+    # nothing; a grid of side 0 reached the API
+    for extra, flag in ((("--scene-graphs", scenes), "--scene-graphs"),
+                        (("--object-attention",), "--object-attention"),
+                        (("--map-size", "3"), "--map-size")):  # fmt: skip
+        res = run_cli("score", "gqa", "--questions", q, "--predictions", p, *extra)
+        assert res.exit_code == 2 and res.stderr.strip() == (
+            f"error: {flag}: goes with --attentions (the grounding score)"
+        )
+    with pytest.raises(DataError, match="--map-size: must be a whole number of 1 or more"):
+        vqadiag.score_gqa(q, p, attentions=maps, scene_graphs=scenes, map_size=0)
 
 
 def test_score_ood_refuses_a_null_gold_answer_in_a_released_split(run_cli, write_json):

@@ -273,6 +273,33 @@ def test_an_output_inside_a_folder_the_command_reads_is_refused(run_cli, world, 
     assert not (world / "gqa" / "run").exists() and not (world / "ex").exists()
 
 
+def test_the_python_api_refuses_the_same_outputs(world, prior, result, tmp_path):
+    """Found in review: the checks were the command line's, so ``vqadiag.predict`` wrote
+    its answers over the questions it read and ``vqadiag.finetune`` over its source run.
+    The API functions now make them, and a single result folder is a folder, not a list
+    of its path's characters."""
+    import vqadiag
+    from vqadiag.errors import DataError
+
+    questions = world / "gqa" / "val_balanced_questions.json"
+    before = questions.read_bytes()
+    calls = [
+        (lambda: vqadiag.predict(prior, world, questions), "lies inside --data"),
+        (lambda: vqadiag.predict(prior, world, prior / "config.json"), "lies inside --model"),
+        (lambda: vqadiag.train(world, "prior", world / "gqa" / "run"), "lies inside --data"),
+        (lambda: vqadiag.finetune(prior, world, prior), "is also the input --model"),
+        (lambda: vqadiag.diagnose(world, str(prior), world / "res"), "lies inside --data"),
+        (lambda: vqadiag.export(result, result / "t.csv"), "lies inside RESULT_DIR"),
+        (lambda: vqadiag.report([result], result / "rep"), "lies inside RESULT_DIR"),
+    ]
+    for call, says in calls:
+        with pytest.raises(DataError, match=says):
+            call()
+    assert questions.read_bytes() == before and not (world / "res").exists()
+    assert len(vqadiag.per_question_table(result)) == len(vqadiag.per_question_table([result]))
+    assert vqadiag.export(str(result), tmp_path / "t.csv")["rows"] > 0
+
+
 def test_an_output_folder_holding_an_input_is_refused(run_cli, world, tmp_path):
     gqa = world / "gqa"
     split = tmp_path / "split"

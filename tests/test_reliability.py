@@ -35,7 +35,9 @@ def prior(world, tmp_path_factory):
 def _diagnose(world, prior, out, **kwargs):
     from vqadiag.diagnosis.diagnose import diagnose
 
-    options = {"n_bootstrap": 20, "max_questions": 40, "bq_ranker": "bleu1", **kwargs}
+    suites = kwargs.get("suites", "all")  # a ranker for the robustness suite alone
+    ranker = {"bq_ranker": "bleu1"} if "robustness" in suites or suites == "all" else {}
+    options = {"n_bootstrap": 20, "max_questions": 40, **ranker, **kwargs}
     return diagnose(world, str(prior), out, **options)
 
 
@@ -484,3 +486,81 @@ def test_a_killed_bq_noise_can_be_run_again(run_cli, world, tmp_path):
                   "--out", out)  # fmt: skip
     assert res.exit_code == 0, res.stderr
     assert (out / "manifest.json").is_file()
+
+
+# -- found by the OS-failure review ----------------------------------------------------
+
+
+def test_exports_and_trainings_into_a_held_folder_are_refused(world, tmp_path):
+    """Two ``conditions export`` runs into one folder left a manifest naming images the
+    other run had deleted, both exiting 0; two trainings into one ``--out`` both said
+    they succeeded. A held folder is now one line, before any work."""
+    from vqadiag.workflows.conditions import export_conditions
+    from vqadiag.workflows.models import train
+
+    for out, run in (
+        (tmp_path / "export", lambda o: export_conditions(world, o, suites="accuracy")),
+        (tmp_path / "run", lambda o: train(world, "prior", o, progress=False)),
+    ):
+        with FolderLock(out), pytest.raises(DataError, match="in use by another vqadiag run"):
+            run(out)
+        assert [p.name for p in out.iterdir()] == [".vqadiag.lock"]
+
+
+def test_a_killed_exports_scratch_folder_goes_with_the_next_export(world, tmp_path):
+    from vqadiag.workflows.conditions import export_conditions
+
+    out = tmp_path / "export"
+    export_conditions(world, out, suites="accuracy", max_questions=5)
+    (out / ".conditions-killed" / "run").mkdir(parents=True)  # what SIGKILL left
+    (out / ".conditions-killed" / "run" / "store.sqlite").write_bytes(b"x" * 100)
+    export_conditions(world, out, suites="accuracy", max_questions=5)
+    assert not list(out.glob(".conditions-*"))
+
+
+def test_a_report_json_is_never_beside_another_runs_page(world, prior, tmp_path, monkeypatch):
+    """A second report interrupted while drawing kept the first one's report.html beside
+    its own new report.json; both now go first, and report.json comes last."""
+    from vqadiag.report import html
+    from vqadiag.workflows.report import report
+
+    result = tmp_path / "res"
+    _diagnose(world, prior, result, suites="accuracy")
+    report([result], tmp_path / "rep", n_bootstrap=20)
+    assert {p.name for p in (tmp_path / "rep").glob("report.*")} == {"report.json", "report.html"}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(html, "render_html", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report([result], tmp_path / "rep", n_bootstrap=20, seed=1)
+    assert not list((tmp_path / "rep").glob("report.*"))
+
+
+def test_a_full_disk_is_refused_before_the_work(world, tmp_path, monkeypatch):
+    """An empty probe file fits on a full disk: a training ran all its epochs before its
+    first file failed. The free space is checked."""
+    import shutil
+
+    from vqadiag.data.io import atomic
+    from vqadiag.workflows.models import train
+
+    monkeypatch.setattr(
+        atomic.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9, 4096)
+    )
+    with pytest.raises(DataError, match=r"run: cannot write here: the disk is full \(4,096 bytes"):
+        train(world, "question-only", tmp_path / "run", progress=False)
+
+
+def test_a_folder_where_a_result_file_goes_is_refused_not_emptied(world, prior, tmp_path):
+    """A folder named results.json (with a user's notes in it) was deleted whole when a
+    diagnosis reused the result folder."""
+    out = tmp_path / "res"
+    _diagnose(world, prior, out, suites="accuracy")
+    (out / "results.json").unlink()
+    (out / "results.json").mkdir()
+    (out / "results.json" / "notes.txt").write_text("precious")
+    with pytest.raises(DataError, match="results.json: is a folder, expected a file"):
+        _diagnose(world, prior, out, suites="accuracy")
+    assert (out / "results.json" / "notes.txt").read_text() == "precious"

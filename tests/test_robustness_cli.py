@@ -55,6 +55,15 @@ def vqa(write_json):
     }
 
 
+def test_the_api_takes_one_noisy_file_given_alone(vqa):
+    """Found in review: ``noisy="n1.json"`` was read as one partition per character."""
+    import vqadiag
+
+    alone = vqadiag.score_robustness(vqa["truth"], vqa["clean"], str(vqa["n1"]))
+    assert alone == vqadiag.score_robustness(vqa["truth"], vqa["clean"], [vqa["n1"]])
+    assert alone["partitions"][0]["acc_diff"] == pytest.approx(22.5)
+
+
 def test_vqa_partitions_and_r_score(run_cli, vqa):
     res = _score(
         run_cli,

@@ -9,7 +9,9 @@ files as its command and returns the dict that the command prints with
     result["overall"], result["ci"]["overall"]
 
 Models, diagnosis and the report follow the same rule (``vqadiag.diagnose(...)``
-returns ``results.json``'s content). Diagnosis results come back as pandas
+returns ``results.json``'s content). Whole-number arguments are bounded as the
+command's options are (``n_bootstrap`` at least 10 …) and NaN comes back as ``None``
+(:mod:`vqadiag.arguments`). Diagnosis results come back as pandas
 tables too: ``vqadiag.per_question_table(["results/updn", "results/prior"])``
 and ``vqadiag.summary_table(...)``. Names are imported lazily, so ``import
 vqadiag`` stays light.
@@ -59,10 +61,25 @@ _API = {
 __all__ = ["__version__", *_API]
 
 
+# ``vqadiag.report`` is the API's function and also the name of a subpackage. Importing a
+# subpackage for the first time binds its name in this module, which would hide the
+# function from then on; the subpackage (a light one) is imported here once, and its
+# binding removed, so the name always reaches ``__getattr__`` and the function.
+importlib.import_module("vqadiag.report")
+del globals()["report"]
+
+
 def __getattr__(name: str) -> Any:
     if name in _API:
         module, _, attr = _API[name].partition(":")
-        return getattr(importlib.import_module(module), attr or name)
+        found = getattr(importlib.import_module(module), attr or name)
+        if isinstance(found, type):  # DataError
+            return found
+        from vqadiag.arguments import public
+
+        function = public(found)  # arguments bounded as the command's, --json's nulls
+        globals()[name] = function
+        return function
     raise AttributeError(f"module 'vqadiag' has no attribute {name!r}")
 
 

@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from vqadiag.arguments import one_or_many
 from vqadiag.errors import DataError
 
 ENTRY_POINT_GROUP = "vqadiag.plugins"
@@ -98,7 +99,7 @@ def load_plugins(specs: Iterable[str]) -> list[str]:
     by_spec = {f"entry-point:{ep.name}={ep.value}": ep for ep in entry_points}
     wanted += list(by_spec)
     wanted += [s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(",") if s.strip()]
-    wanted += [str(s) for s in specs]
+    wanted += [str(s) for s in one_or_many(specs)]
     loaded = []
     for spec in wanted:
         if spec in _LOADED:

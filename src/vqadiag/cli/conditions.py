@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from vqadiag.cli.diagnose import PixelFill
-from vqadiag.cli.suite_options import basic_question_options
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
     DiagnoseSeedOption,
@@ -18,9 +17,7 @@ from vqadiag.console.common import (
     QuietFlag,
     cli_errors,
     emit,
-    folders_read,
     optional_file,
-    outputs_apart,
 )
 from vqadiag.protocols.robustness.bq_command import known_ranker
 
@@ -87,11 +84,6 @@ def export_command(
     """Write every condition's inputs (images and prompts) for a harness to answer."""
     from vqadiag.workflows.conditions import export_conditions
 
-    outputs_apart(
-        {"--out": out}, {"--data": data, "--images": images, "--bqd": bqd},
-        read_whole=folders_read(data=data, images=images),
-    )  # fmt: skip
-    bq_ranker = basic_question_options(suite, bqd, bq_ranker)
     result = export_conditions(
         data, out, fmt=format.value, suites=suite, split=split, max_questions=max_questions,
         max_objects=max_objects, images=images, pixel_fill=pixel_fill.value,

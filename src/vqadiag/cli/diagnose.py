@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 
-from vqadiag.cli.suite_options import basic_question_options, suite_option
 from vqadiag.console.apps import app
 from vqadiag.console.common import (
     DeviceOption,
@@ -20,11 +19,8 @@ from vqadiag.console.common import (
     ResamplesOption,
     cli_errors,
     emit,
-    folders_read,
     model_settings,
     optional_file,
-    outputs_apart,
-    spec_path,
 )
 from vqadiag.errors import DataError
 from vqadiag.protocols.robustness.bq_command import known_ranker
@@ -249,13 +245,8 @@ def diagnose_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Run a model under every diagnostic condition (cached, resumable) and score it all."""
-    if rate is not None and not plan:
-        raise DataError("--rate", "goes with --plan (it estimates the plan's time)")
     if max_calls is not None and precision is None:
         raise DataError("--max-calls", "goes with --precision")
-    bq_ranker = basic_question_options(suite, bqd, bq_ranker)
-    if importance_sample is not None:
-        suite_option(suite, "--importance-sample", "importance")
     if ray_actors is None and (ray_gpus_per_actor or ray_address is not None):
         given = "--ray-gpus-per-actor" if ray_gpus_per_actor else "--ray-address"
         raise DataError(given, "goes with --ray-actors")
@@ -297,7 +288,7 @@ def _run_diagnose(
     workers: int,
     replacement: Replacement,
     bqd: Path | None,
-    bq_ranker: str,
+    bq_ranker: str | None,
     max_questions: int | None,
     max_objects: int,
     images: Path | None,
@@ -320,13 +311,6 @@ def _run_diagnose(
     from vqadiag.diagnosis.diagnose import diagnose
 
     settings = model_settings(model_args, device, dtype)
-    outputs_apart(
-        {"--out": out},
-        {"--data": data, "--model": spec_path(model), "--bqd": bqd, "--images": images,
-         **{f"--{k.replace('_', '-')}": v for k, v in (extras or {}).items()
-            if isinstance(v, Path)}},
-        read_whole=folders_read(data=data, model=spec_path(model), images=images),
-    )  # fmt: skip
     run: Any = diagnose
     if precision is not None:
         from functools import partial

@@ -18,10 +18,8 @@ from vqadiag.console.common import (
     emit,
     float_option,
     fmt_rate,
-    folders_read,
     optional_file,
     output_dir,
-    outputs_apart,
     rate_table,
 )
 
@@ -196,11 +194,6 @@ def train_command(
     options = parse_options(option or [], TRAIN_OWN_OPTIONS)
     flags_or_options(options, **{"lambda": lambda_, "margin": margin})
 
-    outputs_apart(
-        {"--out": out},
-        {"--data": data, "--candidates": candidates, "--val-candidates": val_candidates},
-        read_whole=folders_read(data=data),
-    )
     result = train(
         data,
         output_dir(out, RUN_FOLDER),

@@ -16,9 +16,7 @@ from vqadiag.console.common import (
     emit,
     float_option,
     fmt_rate,
-    folders_read,
     output_dir,
-    outputs_apart,
 )
 
 
@@ -96,10 +94,6 @@ def finetune_command(
     options = parse_options(option or [])
     flags_or_options(options, epochs=epochs, lr=lr)
 
-    outputs_apart(
-        {"--out": out}, {"--model": model, "--data": data, "--introspect": introspect},
-        read_whole=folders_read(model=model, data=data),
-    )  # fmt: skip
     result = finetune(
         model,
         data,

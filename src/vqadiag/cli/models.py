@@ -20,11 +20,8 @@ from vqadiag.console.common import (
     TrainingSeedOption,
     cli_errors,
     emit,
-    folders_read,
     model_settings,
-    outputs_apart,
     rate_table,
-    spec_path,
 )
 from vqadiag.errors import DataError, excerpt
 
@@ -142,10 +139,6 @@ def train_command(
     """Train a reference model on GQA (or VQA v2) data and save its run folder."""
     from vqadiag.workflows.models import train
 
-    outputs_apart(
-        {"--out": out}, {"--data": data, "--images": images},
-        read_whole=folders_read(data=data, images=images),
-    )  # fmt: skip
     options = parse_options(option or [], TRAIN_OWN_OPTIONS)
     if mode is not None:
         if model != "prior":
@@ -157,8 +150,6 @@ def train_command(
                 "--mode", f"must be {', '.join(MODES[:-1])} or {MODES[-1]}, not {mode!r}"
             )
         options["mode"] = mode
-    if model == "prior" and epochs is not None:
-        raise DataError("--epochs", "the prior model counts answers: it trains no epochs")
     result = train(
         data,
         model,
@@ -209,10 +200,6 @@ def predict_command(
     from vqadiag.workflows.models import predict
 
     load_plugins(plugin or ())
-    outputs_apart(
-        {"--out": out}, {"--model": spec_path(model), "--data": data, "--images": images},
-        read_whole=folders_read(model=spec_path(model), data=data, images=images),
-    )  # fmt: skip
     result = predict(
         model,
         data,

@@ -17,7 +17,6 @@ from vqadiag.console.common import (
     cli_errors,
     emit,
     output_dir,
-    outputs_apart,
 )
 from vqadiag.protocols.robustness.bq_command import known_ranker
 
@@ -50,8 +49,6 @@ def report_command(
 
     load_plugins(plugin or ())
     output_dir(out, REPORT_FOLDER)  # a file in its place or a user's folder: said first
-    outputs_apart({"--out": out}, {}, read_whole={"RESULT_DIR": result_dirs})
-
     result = report(
         result_dirs,
         out,
@@ -137,8 +134,6 @@ def export_command(
     from vqadiag.workflows.report import export
 
     load_plugins(plugin or ())
-    outputs_apart({"--out": out}, {}, read_whole={"RESULT_DIR": result_dirs})
-
     emit(export(result_dirs, out, table=table), as_json, _render_export)
 
 

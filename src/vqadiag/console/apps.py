@@ -32,14 +32,25 @@ class _DirFallbackGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
+#: what an interrupted command says (Ctrl-C): every artefact is committed last, so none
+#: is left looking finished, and a diagnosis keeps the answers it stored
+INTERRUPTED = (
+    "interrupted: nothing half-written is left as finished; run the command again (a "
+    "diagnosis resumes from the answers it stored)"
+)
+
+
 class _OneLineErrors(TyperGroup):
     """The root group: a bad option value (``--alpha nan``, ``--n-bootstrap 3``) is one
     line on stderr and exit code 2, not click's usage box; a missing option or an unknown
-    one keeps the box, which shows the usage."""
+    one keeps the box, which shows the usage. Ctrl-C is one line and exit code 130."""
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:  # Typer would exit 130 without a word
+            typer.echo(f"error: {INTERRUPTED}", err=True)
+            raise typer.Exit(130) from None
         except typer.BadParameter as err:
             if type(err).__name__ == "MissingParameter":  # the usage box shows what is needed
                 raise

@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from vqadiag.arguments import check_counts
 from vqadiag.data.io.atomic import (
     FolderLock,
     atomic_write,
@@ -39,6 +40,7 @@ from vqadiag.data.io.folders import (
     read_json_file,
 )
 from vqadiag.data.io.jsonio import write_json
+from vqadiag.data.io.outputs import folders_read, outputs_apart, spec_path
 from vqadiag.data.sources.prepared import prepared_copy
 from vqadiag.data.sources.resolve import DataSource, resolve_source
 from vqadiag.diagnosis.row_lines import RowLines
@@ -48,6 +50,7 @@ from vqadiag.diagnosis.running import (
     run_suites,
 )
 from vqadiag.errors import DataError
+from vqadiag.models.base import check_model
 from vqadiag.models.registry import load_model_spec
 from vqadiag.probes.conditions import FILLS
 from vqadiag.probes.fingerprints import combined_fingerprint, dataset_fingerprint
@@ -89,6 +92,28 @@ def parse_suites(text: str | Iterable[str]) -> tuple[str, ...]:
     if unknown:
         raise DataError("--suite", f"unknown suite(s) {unknown} (known: all, {', '.join(known)})")
     return tuple(s for s in known if s in names)
+
+
+#: the built-in options one suite alone reads: parameter → (command-line name, suite)
+ONE_SUITE_OPTIONS = {
+    "bqd": ("--bqd", "robustness"),
+    "bq_ranker": ("--bq-ranker", "robustness"),
+    "importance_sample": ("--importance-sample", "importance"),
+}
+
+
+def check_one_suite_options(chosen: Iterable[str], **given: Any) -> None:
+    """One line for an option of :data:`ONE_SUITE_OPTIONS` ``given`` (not None) whose one
+    suite ``chosen`` leaves out, and for a BQD given with a ranker (it was ranked when
+    it was built), instead of accepting what would do nothing (docs/diagnose.md,
+    "Options that would do nothing")."""
+    chosen = tuple(chosen)
+    if given.get("bqd") is not None and given.get("bq_ranker") is not None:
+        raise DataError("--bq-ranker", "ranks the BQD built without --bqd: give one of them")
+    for name, value in given.items():
+        option, suite = ONE_SUITE_OPTIONS[name]
+        if value is not None and suite not in chosen:
+            raise DataError(option, f"is read by the {suite} suite alone, which --suite leaves out")
 
 
 def _versions() -> dict[str, str | None]:
@@ -138,7 +163,7 @@ def diagnose(
     n_bootstrap: int = 1000,
     replacement: str = "drop",
     bqd: str | Path | None = None,
-    bq_ranker: str = "lasso",
+    bq_ranker: str | None = None,
     max_questions: int | None = None,
     max_objects: int = 100,
     progress: bool = False,
@@ -192,16 +217,28 @@ def diagnose(
     from vqadiag.plugins import load_plugins
 
     load_plugins(plugins)
+    chosen = parse_suites(suites)  # after the plug-ins, which may register suites
+    check_one_suite_options(
+        chosen, bqd=bqd, bq_ranker=bq_ranker, importance_sample=importance_sample
+    )
+    read = spec_path(model) if isinstance(model, (str, os.PathLike)) else None
+    outputs_apart(
+        {"--out": out},
+        {"--data": data, "--model": read, "--bqd": bqd, "--images": images,
+         "--scene-graphs": scene_graphs, "--pairs": pairs, "--ood-split": ood_split,
+         "--choices": choices},
+        read_whole=folders_read(data=data, model=read, images=images),
+    )  # fmt: skip
+    if rate is not None and not plan:
+        raise DataError("--rate", "goes with --plan (it estimates the plan's time)")
     if pixel_fill not in FILLS:
         raise DataError("--pixel-fill", f"must be one of {', '.join(FILLS)}")
     if images is not None and not Path(images).is_dir():
         raise DataError(Path(images), "images folder not found")
     if replacement not in REPLACEMENTS:
         raise DataError("--replacement", f"must be one of {', '.join(REPLACEMENTS)}")
-    _check_counts(batch_size=batch_size, workers=workers, seed=seed, n_bootstrap=n_bootstrap,
-                  max_objects=max_objects)  # fmt: skip
-    if max_questions is not None and max_questions < 1:
-        raise DataError("--max-questions", "must be at least 1")
+    check_counts(batch_size=batch_size, workers=workers, seed=seed, n_bootstrap=n_bootstrap,
+                 max_objects=max_objects, max_questions=max_questions)  # fmt: skip
     if importance_sample is not None and importance_sample < 1:
         raise DataError("--importance-sample", "must be at least 1")
     _check_suite_questions(suite_questions)
@@ -216,7 +253,7 @@ def diagnose(
     else:
         owned_folder(out, RESULT_FOLDER)  # refused before the model loads
     options = Options(
-        suites=parse_suites(suites),
+        suites=chosen,
         split=split,
         batch_size=int(batch_size),
         workers=int(workers),
@@ -224,7 +261,7 @@ def diagnose(
         n_bootstrap=int(n_bootstrap),
         replacement=replacement,
         bqd=None if bqd is None else str(bqd),
-        bq_ranker=bq_ranker,
+        **({} if bq_ranker is None else {"bq_ranker": bq_ranker}),
         max_questions=max_questions,
         max_objects=int(max_objects),
         progress=progress,
@@ -252,9 +289,16 @@ def diagnose(
         model = str(model)
         the_model = RayModel(model, model_args, plugins=tuple(plugins), **ray)
     elif isinstance(model, (str, os.PathLike)):
+        if model_name is not None:
+            raise DataError("model_name", "names a model given as an object: a spec names itself")
         model = str(model)
         the_model = load_model_spec(model, model_args)
     else:  # a model object (the Python API; conditions export's recorder)
+        check_model(model)
+        if model_args:
+            raise DataError(
+                "--model-args", "set an adapter's settings as it loads; a model object is built"
+            )
         the_model = model
         model = model_name or str(getattr(model, "name", type(model).__name__))
     try:
@@ -272,22 +316,6 @@ def _check_bqd(path: str) -> None:
 
     for _ in read_bqd_texts(path):
         pass
-
-
-#: the least value of each whole-number option, as the command line bounds it
-LEAST = {"batch_size": 1, "workers": 0, "seed": 0, "n_bootstrap": 10, "max_objects": 1}
-
-
-def _check_counts(**given: Any) -> None:
-    """The whole-number options from Python, bounded as the command line bounds them
-    (``max_objects=0`` ran with no visible object, ``n_bootstrap=0`` gave NaN intervals,
-    ``batch_size=0`` was recorded as 0 and ran as 1)."""
-    for name, value in given.items():
-        option = "--" + name.replace("_", "-")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise DataError(option, f"must be a whole number, got {value!r}")
-        if value < LEAST[name]:
-            raise DataError(option, f"must be at least {LEAST[name]}, got {value}")
 
 
 def _check_removal_options(the_model: Any, options: Options) -> None:
@@ -373,8 +401,23 @@ def _diagnose_into(
 DERIVED = ("results.json", "per_question.jsonl", "timing.json", "predictions", "inputs")
 
 
+#: of :data:`DERIVED`, the folders a run writes (the others are files)
+DERIVED_FOLDERS = ("predictions", "inputs")
+
+
 def _clear_derived(out_dir: Path) -> None:
-    """Remove :data:`DERIVED` from ``out_dir`` (a link is removed, not followed)."""
+    """Remove :data:`DERIVED` from ``out_dir`` (a link is removed, not followed). A
+    folder where a run writes a file, or a file where it writes a folder, is not one of
+    them: one line, before anything is removed (a folder named ``results.json`` was
+    deleted with what it held)."""
+    for name in DERIVED:
+        path = out_dir / name
+        if path.is_symlink() or not path.exists():
+            continue
+        if path.is_dir() != (name in DERIVED_FOLDERS):
+            expected = "folder" if name in DERIVED_FOLDERS else "file"
+            found = "folder" if path.is_dir() else "file"
+            raise DataError(path, f"is a {found}, expected a {expected}: not one vqadiag wrote")
     for name in DERIVED:
         path = out_dir / name
         if path.is_dir() and not path.is_symlink():

@@ -37,8 +37,8 @@ of half-width at most ``EPS`` points:
   counts what the first attempt asked, and stops where an uninterrupted run stops.
 
 Leave-one-out, GradCAM and attention importance run on the first ``importance_sample``
-FPVG questions of the same order (500 by default; ``results.json``
-``suites.importance.sample`` states it). ``results.json`` ``precision`` records the
+FPVG questions of the same order (500 by default when the importance suite runs;
+``results.json`` ``suites.importance.sample`` states it). ``results.json`` ``precision`` records the
 target, whether it was met, each bounded figure's half-width, each suite's prefix and
 state, the steps and why the run stopped.
 """
@@ -46,6 +46,7 @@ state, the steps and why the run stopped.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,8 +203,7 @@ def _past_budget(
 
 
 def _check_options(precision: float, max_calls: int | None, options: dict[str, Any]) -> None:
-    """One line for options ``--precision`` cannot take; drops those it chooses itself
-    and sets the default importance sample."""
+    """One line for options ``--precision`` cannot take; drops those it chooses itself."""
     if not precision > 0:
         raise DataError("--precision", "must be a positive number of points")
     if max_calls is not None and max_calls < 1:
@@ -214,13 +214,33 @@ def _check_options(precision: float, max_calls: int | None, options: dict[str, A
         raise DataError("--plan", "plans one diagnosis: give --max-questions, not --precision")
     options.pop("rate", None)
     options.pop("suite_questions", None)
-    if options.get("importance_sample") is None:
+
+
+def _step_model(model: str | Any, options: dict[str, Any]) -> Any:
+    """What every step diagnoses, after the suite options are checked (in ``options``:
+    the importance sample, when the importance suite runs, and how the model is named):
+    the model loaded once from its spec; the spec itself on Ray (the actors load it at
+    each step); a model object as it is."""
+    from vqadiag.diagnosis.diagnose import ONE_SUITE_OPTIONS, check_one_suite_options, parse_suites
+    from vqadiag.models.registry import load_model_spec
+    from vqadiag.plugins import load_plugins
+
+    load_plugins(options.get("plugins", ()))
+    chosen = parse_suites(options.get("suites", "all"))
+    check_one_suite_options(chosen, **{k: options.get(k) for k in ONE_SUITE_OPTIONS})
+    if options.get("importance_sample") is None and "importance" in chosen:
         options["importance_sample"] = DEFAULT_IMPORTANCE_SAMPLE
+    model_args = options.pop("model_args", None)
+    if options.get("ray") or not isinstance(model, (str, os.PathLike)):
+        options["model_args"] = model_args
+        return model
+    options["model_name"] = model
+    return load_model_spec(model, model_args)
 
 
 def diagnose_to_precision(
     data: str | Path,
-    model: str,
+    model: str | Any,
     out: str | Path,
     *,
     precision: float,
@@ -233,19 +253,12 @@ def diagnose_to_precision(
     :func:`~vqadiag.diagnosis.diagnose.diagnose`'s. Returns the last step's
     ``results.json`` with its ``precision`` record."""
     from vqadiag.diagnosis.diagnose import diagnose
-    from vqadiag.models.registry import load_model_spec
-    from vqadiag.plugins import load_plugins
+    from vqadiag.suites.base import registered_suites
 
     _check_options(precision, max_calls, options)
-    load_plugins(options.get("plugins", ()))
-    model_args = options.pop("model_args", None)
-    if options.get("ray"):  # the actors load the model from its spec at each step
-        target: Any = model
-        options["model_args"] = model_args
-    else:  # loaded once for every step
-        target = load_model_spec(model, model_args)
-        options["model_name"] = model
-    from vqadiag.suites.base import registered_suites
+    if isinstance(start, bool) or not isinstance(start, int) or start < 1:
+        raise DataError("start", f"must be a whole number of questions, 1 or more, got {start!r}")
+    target = _step_model(model, options)
 
     own = frozenset(name for name, s in registered_suites().items() if s.own_prefix)
     prefixes = SuitePrefixes(precision, int(start), own)
@@ -290,7 +303,7 @@ def diagnose_to_precision(
         "max_calls": max_calls,
         "stopped": stopped,
         "steps": steps,
-        "importance_sample": options["importance_sample"],
+        "importance_sample": options.get("importance_sample"),
     }
     with FolderLock(Path(out)):
         write_json(Path(out) / "results.json", result, indent=True)

@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from vqadiag.data.model_inputs.inputs import ObjectInput, PixelInput, QuestionBatch
+from vqadiag.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class ModelOutput:
         return [
             {answer_vocab[j]: float(self.probs[i, j]) for j in row} for i, row in enumerate(top)
         ]
+
+
+#: what a model's visual input can be: detector objects, images, or nothing (blind)
+VISUAL_INPUTS = ("objects", "pixels", "none")
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,13 @@ class Capabilities:
     reruns: bool = True
     text_only: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.visual not in VISUAL_INPUTS:
+            raise ValueError(
+                f"Capabilities.visual must be one of {', '.join(VISUAL_INPUTS)}, "
+                f"got {self.visual!r}"
+            )
 
     @property
     def object_input(self) -> bool:
@@ -164,3 +176,64 @@ class GradientModel(VQAModel, Protocol):
     ) -> np.ndarray:
         """∂ logit[answer_index[b]] / ∂ features[b] → (B, N, D) (GradCAM input, protocols.md §5)."""
         ...
+
+
+def check_model(model: Any) -> None:
+    """One :class:`DataError` line naming what is missing when ``model`` is not a model
+    vqadiag can diagnose (:class:`VQAModel`): a class instead of its instance, a function,
+    a torch module, None … were attribute errors from deep inside the run."""
+    is_class = isinstance(model, type)
+    got = f"a class ({model.__name__}), not an instance" if is_class else type(model).__name__
+    missing = [
+        what
+        for what, ok in (
+            ("name", isinstance(getattr(model, "name", None), str)),
+            (
+                "capabilities (a Capabilities)",
+                isinstance(getattr(model, "capabilities", None), Capabilities),
+            ),
+            ("answer_vocab", getattr(model, "answer_vocab", None) is not None),
+            ("predict()", callable(getattr(model, "predict", None))),
+            ("fingerprint()", callable(getattr(model, "fingerprint", None))),
+        )
+        if not ok or is_class
+    ]
+    if missing:
+        raise DataError(
+            None,
+            "a model is a run folder, an adapter spec (KIND:SPEC) or an object with "
+            f"name, capabilities, answer_vocab, predict() and fingerprint(); got {got}, "
+            f"without {', '.join(missing)}",
+        )
+
+
+def check_output(out: Any, questions: int, model: Any) -> None:
+    """One :class:`DataError` line naming the model and what is wrong when its
+    ``predict`` gave no :class:`ModelOutput` of one text answer per question, with
+    probabilities (when given) finite, one row per question and one column per answer of
+    its vocabulary: an int answer was stored as the answer, NaN probabilities filled the
+    sufficiency figures, one answer short was an IndexError."""
+    name = getattr(model, "name", type(model).__name__)
+    if not isinstance(out, ModelOutput):
+        raise DataError(
+            None, f"model {name!r}: predict returned {type(out).__name__}, not a ModelOutput"
+        )
+    if len(out.answers) != questions:
+        raise DataError(
+            None, f"model {name!r}: {len(out.answers)} answers for {questions} questions"
+        )
+    wrong = next((a for a in out.answers if not isinstance(a, str)), None)
+    if wrong is not None:
+        raise DataError(
+            None, f"model {name!r}: an answer is {type(wrong).__name__} {wrong!r}, not text"
+        )
+    if out.probs is not None:
+        shape = (questions, len(model.answer_vocab))
+        probs = np.asarray(out.probs)
+        if probs.shape != shape:
+            raise DataError(
+                None,
+                f"model {name!r}: probs of shape {probs.shape}, not (questions, answers) = {shape}",
+            )
+        if not np.isfinite(probs).all():
+            raise DataError(None, f"model {name!r}: probs hold NaN or infinite values")

@@ -30,7 +30,7 @@ import numpy as np
 
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError
-from vqadiag.models.base import ModelOutput, ObjectInput, QuestionBatch, VQAModel
+from vqadiag.models.base import ModelOutput, ObjectInput, QuestionBatch, VQAModel, check_output
 from vqadiag.probes.conditions import (
     Condition,
     Probe,
@@ -295,7 +295,9 @@ class ProbeContext:
         visual: Any,
         want_vector: bool,
     ) -> list[Answer]:
-        """Store rows from a model output over ``probes`` (in order)."""
+        """Store rows from a model output over ``probes`` (in order), once the output is
+        checked (:func:`~vqadiag.models.base.check_output`)."""
+        check_output(out, len(probes), self.model)
         probs = out.probs
         tops = out.top_probs(self.vocab, TOP_K) if probs is not None else None
         answers = []

@@ -9,7 +9,8 @@ Unknown keys are ignored (the schema allows additions).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -328,8 +329,10 @@ def _refuse_copies(sets: list[ResultSet], folders: list[str | Path]) -> None:
         seen[key] = folder
 
 
-def load_result_dirs(folders: list[str | Path]) -> list[ResultSet]:
-    """Load every folder and give each a unique label (the model name, ``name (2)`` …)."""
+def load_result_dirs(folders: str | Path | Sequence[str | Path]) -> list[ResultSet]:
+    """Load every folder (one folder may be given alone, not in a list) and give each a
+    unique label (the model name, ``name (2)`` …)."""
+    folders = [folders] if isinstance(folders, (str, os.PathLike)) else list(folders)
     if not folders:
         raise DataError(None, "no result folder given")
     seen: dict[Path, str | Path] = {}

@@ -29,16 +29,14 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
+import pandas as pd
 
 from vqadiag.data.io.atomic import write_bytes_atomic
 from vqadiag.errors import DataError
 from vqadiag.report.results import ResultSet, load_result_dirs
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 #: The text columns of :func:`per_question_table`, in order, before answers and values.
 UNIT_COLUMNS = ("model", "suite", "id", "qid", "image_id", "question", "truth")
@@ -46,14 +44,16 @@ SUMMARY_COLUMNS = ("model", "figure", "value", "ci_low", "ci_high", "n")
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 
 
-def _sets(results: Sequence[str | Path] | Sequence[ResultSet]) -> list[ResultSet]:
-    items = list(results)
+def _sets(results: str | Path | Sequence[str | Path] | Sequence[ResultSet]) -> list[ResultSet]:
+    items = [results] if isinstance(results, (str, Path)) else list(results)
     if items and all(isinstance(r, ResultSet) for r in items):
         return items  # type: ignore[return-value]
     return load_result_dirs(items)  # type: ignore[arg-type]
 
 
-def per_question_table(results: Sequence[str | Path] | Sequence[ResultSet]) -> pd.DataFrame:
+def per_question_table(
+    results: str | Path | Sequence[str | Path] | Sequence[ResultSet],
+) -> pd.DataFrame:
     """Every scored unit of every result folder, one row each (columns in the module doc).
 
     Rows follow the folders' order, then ``(suite, id)``. ``model`` is the
@@ -93,7 +93,9 @@ def per_question_table(results: Sequence[str | Path] | Sequence[ResultSet]) -> p
     return frame
 
 
-def summary_table(results: Sequence[str | Path] | Sequence[ResultSet]) -> pd.DataFrame:
+def summary_table(
+    results: str | Path | Sequence[str | Path] | Sequence[ResultSet],
+) -> pd.DataFrame:
     """Every summary figure of every result folder (Estimates; absent figures left out)."""
     import pandas as pd
 

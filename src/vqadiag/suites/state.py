@@ -24,6 +24,10 @@ from vqadiag.probes.store import Answer, PredictionStore
 REPLACEMENTS = ("drop", "zeros", "minus-one", "other-images")
 
 
+#: how the robustness suite ranks the basic questions of a BQD it builds
+DEFAULT_RANKER = "lasso"
+
+
 @dataclass(frozen=True)
 class Options:
     """Every option of a diagnose run (all of them go to ``results.json`` ``config``)."""
@@ -36,7 +40,7 @@ class Options:
     n_bootstrap: int = 1000
     replacement: str = "drop"
     bqd: str | None = None
-    bq_ranker: str = "lasso"
+    bq_ranker: str = DEFAULT_RANKER
     max_questions: int | None = None
     max_objects: int = 100
     progress: bool = False

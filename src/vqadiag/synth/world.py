@@ -191,8 +191,8 @@ def generate_world(
     lists them; ``render_workers`` is the number of worker processes used, None
     without ``render``).
     """
-    if images < 3:
-        raise ValueError(f"images must be at least 3, got {images}")
+    if isinstance(images, bool) or not isinstance(images, int) or images < 3:
+        raise ValueError(f"images must be a whole number of 3 or more, got {images!r}")
     if feature_dim < 1:
         raise ValueError(f"feature_dim must be positive, got {feature_dim}")
     if render_workers is not None and render_workers < 0:

@@ -40,9 +40,10 @@ import numpy as np
 import orjson
 
 from vqadiag import __version__
-from vqadiag.data.io.atomic import write_bytes_atomic
+from vqadiag.data.io.atomic import FolderLock, write_bytes_atomic
 from vqadiag.data.io.folders import FolderKind, claim_folder, owned_folder, read_json_file
 from vqadiag.data.io.jsonio import write_json
+from vqadiag.data.io.outputs import folders_read, outputs_apart
 from vqadiag.data.io.png import rgb_png
 from vqadiag.errors import DataError
 from vqadiag.models.adapters.condition_answers import MANIFEST, MANIFEST_KIND, Item, RecordingModel
@@ -116,7 +117,7 @@ def export_conditions(
     pixel_fill: str = "mean",
     allow_missing_images: bool = False,
     bqd: str | Path | None = None,
-    bq_ranker: str = "lasso",
+    bq_ranker: str | None = None,
     seed: int = 0,
     prompt: str | None = None,
     max_new_tokens: int = 16,
@@ -125,12 +126,51 @@ def export_conditions(
 ) -> dict[str, Any]:
     """Write the export folder of the module docstring; returns its summary
     ``{out, format, items, images, conditions, skipped}``."""
-    from vqadiag.diagnosis.diagnose import diagnose, parse_suites
+    from vqadiag.diagnosis.diagnose import check_one_suite_options, parse_suites
     from vqadiag.plugins import load_plugins
 
+    outputs_apart(
+        {"--out": out}, {"--data": data, "--images": images, "--bqd": bqd},
+        read_whole=folders_read(data=data, images=images),
+    )  # fmt: skip
     generation = _generation(fmt, prompt, max_new_tokens)
     load_plugins(plugins)
-    parse_suites(suites)  # refused before the folder's earlier export is cleared
+    chosen = parse_suites(suites)  # refused before the folder's earlier export is cleared
+    check_one_suite_options(chosen, bqd=bqd, bq_ranker=bq_ranker)
+    owned_folder(out, EXPORT_FOLDER)
+    with FolderLock(out):  # a second export into the same folder is one line, not a mix
+        return _export_locked(
+            data, out, fmt, generation, suites=suites, split=split,
+            max_questions=max_questions, max_objects=max_objects, images=images,
+            pixel_fill=pixel_fill, allow_missing_images=allow_missing_images, bqd=bqd,
+            bq_ranker=bq_ranker, seed=seed, progress=progress, plugins=plugins,
+        )  # fmt: skip
+
+
+def _export_locked(
+    data: str | Path,
+    out: str | Path,
+    fmt: str,
+    generation: Generation,
+    *,
+    suites: str | Iterable[str],
+    split: str | None,
+    max_questions: int | None,
+    max_objects: int,
+    images: str | Path | None,
+    pixel_fill: str,
+    allow_missing_images: bool,
+    bqd: str | Path | None,
+    bq_ranker: str | None,
+    seed: int,
+    progress: bool,
+    plugins: Iterable[str],
+) -> dict[str, Any]:
+    """:func:`export_conditions` once it holds the folder: clear the earlier export,
+    record every condition's inputs and write them in the harness format."""
+    from vqadiag.diagnosis.diagnose import diagnose
+    from vqadiag.suites.state import DEFAULT_RANKER
+
     target, given_bqd = _clear_folder(out, bqd)
     recorder, names = _recorder(target)
     options = {
@@ -141,11 +181,11 @@ def export_conditions(
         "pixel_fill": pixel_fill,
         "allow_missing_images": allow_missing_images,
         "bqd": None if given_bqd is None else str(given_bqd),
-        "bq_ranker": bq_ranker,
+        "bq_ranker": bq_ranker or DEFAULT_RANKER,
         "seed": seed,
         "images": None if images is None else str(Path(images).resolve()),
     }
-    with tempfile.TemporaryDirectory(prefix=".conditions-", dir=target) as scratch:
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=target) as scratch:
         run = diagnose(
             data, recorder, Path(scratch) / "run", suites=suites, split=split,
             max_questions=max_questions, max_objects=max_objects, images=images,
@@ -197,15 +237,21 @@ EXPORT_FOLDER = FolderKind(
 )
 
 
+#: the hidden folder an export records its conditions in, removed when it ends
+SCRATCH_PREFIX = ".conditions-"
+
+
 def _clear_folder(out: str | Path, bqd: str | Path | None) -> tuple[Path, Path | None]:
     """The export folder ``out`` without an earlier export's files (its manifest first;
-    a ``--bqd`` that an earlier export wrote there stays), with an empty ``images/``;
-    returns it and the resolved ``bqd``. ``out`` must be new, empty or an export folder
+    a ``--bqd`` that an earlier export wrote there stays) or a killed export's scratch
+    folder, with an empty ``images/``; returns it and the resolved ``bqd``. The caller
+    holds the folder's lock and has checked that it is new, empty or an export folder
     (:data:`EXPORT_FOLDER`): a data folder that merely holds an ``images/`` is refused,
     not cleared."""
     ours = (MANIFEST, "images", "questions.jsonl", TSV, "lmms-eval", "bqd.json")
-    owned_folder(out, EXPORT_FOLDER)
     target = claim_folder(out, EXPORT_FOLDER)
+    for scratch in target.glob(f"{SCRATCH_PREFIX}*"):  # a killed export's (the lock is ours)
+        shutil.rmtree(scratch, ignore_errors=True)
     given_bqd = None if bqd is None else Path(bqd).resolve()
     for name in ours:  # an earlier export's files go first, its manifest before the rest
         old = target / name

@@ -531,7 +531,7 @@ def _diagnose_stage(
             n_bootstrap=plan.n_bootstrap,
             max_questions=max_questions,
             bqd=bqd,
-            bq_ranker=plan.ranker,
+            bq_ranker=None if bqd else plan.ranker,  # a given BQD was ranked when built
             progress=plan.progress,
         )
         stages.finish(stage, config, results_hash(res / "results.json"), time.perf_counter() - t0)

@@ -29,6 +29,7 @@ from vqadiag.data.formats.pair_candidates import (
     read_pair_candidates,
 )
 from vqadiag.data.io.folders import claim_folder
+from vqadiag.data.io.outputs import folders_read, outputs_apart
 from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 from vqadiag.errors import DataError, option_errors, record_label
 from vqadiag.metrics.bootstrap import mcnemar_exact, mean_ci, paired_bootstrap
@@ -154,6 +155,11 @@ def train(
     """
     from vqadiag.models.remedies.counterexample import CounterExampleModel
 
+    outputs_apart(
+        {"--out": out},
+        {"--data": data_dir, "--candidates": candidates, "--val-candidates": val_candidates},
+        read_whole=folders_read(data=data_dir),
+    )
     data = VQA2Data(data_dir)
     cands, path = _candidates(data, split, candidates)
     items = explain_items(data, split, cands, path)

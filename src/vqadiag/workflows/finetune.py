@@ -22,6 +22,7 @@ import numpy as np
 from vqadiag.data.formats.introspect import Introspect, introspect_path, read_introspect
 from vqadiag.data.io.folders import claim_folder
 from vqadiag.data.io.jsonio import write_json
+from vqadiag.data.io.outputs import folders_read, outputs_apart
 from vqadiag.data.model_inputs.vqa2_data import main_question_image
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
@@ -173,6 +174,10 @@ def finetune(
     if method not in METHODS:
         raise DataError("--method", f"unknown method {method!r} (known: {', '.join(METHODS)})")
     opts = _finetune_options(options, epochs, lr, method)  # refused before the model loads
+    outputs_apart(
+        {"--out": out}, {"--model": model, "--data": data_dir, "--introspect": introspect},
+        read_whole=folders_read(model=model, data=data_dir),
+    )  # fmt: skip
     net_model = _load_attention_model(model)
     data, intro, val_path, do_eval = _finetune_data(
         data_dir, split, val_split, introspect, evaluate

@@ -14,8 +14,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from vqadiag.data.io.atomic import writable_file
+from vqadiag.data.io.atomic import FolderLock, writable_file
 from vqadiag.data.io.folders import claim_folder, owned_folder
+from vqadiag.data.io.outputs import folders_read, outputs_apart, spec_path
 from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
@@ -90,20 +91,34 @@ def train(
             "--model",
             f"model {model!r} is not trained by vqadiag (trainable: {', '.join(TRAINABLE)})",
         )
+    if options is not None and not isinstance(options, Mapping):
+        raise DataError(
+            "--option", f"options are a mapping of KEY to value, got {type(options).__name__}"
+        )
+    if model == "prior" and epochs is not None:
+        raise DataError("--epochs", "the prior model counts answers: it trains no epochs")
     if val_questions is not None and int(val_questions) < 1:
         raise DataError("--val-questions", f"must be at least 1, not {val_questions}")
+    outputs_apart(
+        {"--out": out}, {"--data": data_dir, "--images": images},
+        read_whole=folders_read(data=data_dir, images=images),
+    )  # fmt: skip
     cls = model_class(model)
     owned_folder(out, RUN_FOLDER)  # before training, not after
     data = open_data(data_dir, dataset, images)
     data.questions(split)  # bad or missing question files fail before any work
+    if val_split != "val" and val_split != split and not has_split(data, val_split):
+        raise DataError("val_split", f"no split {val_split!r} to score in {data_dir}")
     start = time.perf_counter()
-    with option_errors():
-        trained = cls.train(
-            data, split=split, epochs=epochs, seed=seed, progress=progress, **dict(options or {})
-        )
-    seconds = time.perf_counter() - start
-    run = claim_folder(out, RUN_FOLDER)
-    trained.save(run)
+    with FolderLock(out):  # a second training into the same --out is one line, not a race
+        with option_errors():
+            trained = cls.train(
+                data, split=split, epochs=epochs, seed=seed, progress=progress,
+                **dict(options or {}),
+            )  # fmt: skip
+        seconds = time.perf_counter() - start
+        run = claim_folder(out, RUN_FOLDER)
+        trained.save(run)
     log = getattr(trained, "training_log", None) or {}
     result: dict[str, Any] = {
         "model": model,
@@ -170,6 +185,11 @@ def predict(
     from vqadiag.plugins import load_plugins
 
     load_plugins(())
+    read = spec_path(run)
+    outputs_apart(
+        {"--out": out}, {"--model": read, "--data": data_dir, "--images": images},
+        read_whole=folders_read(model=read, data=data_dir, images=images),
+    )  # fmt: skip
     writable_file(out)
     model = load_model_spec(str(run), model_args)
     if images is not None and not model.capabilities.pixel_input:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vqadiag.data.io.folders import FolderKind, read_json_file
+from vqadiag.data.io.outputs import outputs_apart
 from vqadiag.report.drilldown import DEFAULT_EXAMPLES
 
 
@@ -52,8 +53,9 @@ def report(
     from vqadiag.report.results import load_result_dirs
     from vqadiag.report.thumbnails import drilldown_thumbnails
 
+    outputs_apart({"--out": out}, {}, read_whole={"RESULT_DIR": result_dirs})
     owned_folder(out, REPORT_FOLDER)  # before the work
-    sets = load_result_dirs(list(result_dirs))
+    sets = load_result_dirs(result_dirs)
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     result = build_report(
         sets,
@@ -66,11 +68,13 @@ def report(
     )
     folder = claim_folder(out, REPORT_FOLDER)
     with FolderLock(folder):
-        json_path = write_json(folder / "report.json", result, indent=True)
-        html_path = folder / "report.html"
+        json_path, html_path = folder / "report.json", folder / "report.html"
+        for earlier in (json_path, html_path):  # never one run's JSON beside another's page
+            earlier.unlink(missing_ok=True)
         thumbs = drilldown_thumbnails(sets, result["drilldown"])
         html = render_html(result, draw_all(result["plots"]), thumbs)
         write_bytes_atomic(html_path, html.encode("utf-8"))
+        write_json(json_path, result, indent=True)  # last: the report is whole once it is
     return result | {"files": {"json": str(json_path), "html": str(html_path)}}
 
 
@@ -94,8 +98,9 @@ def export(
     if table not in TABLES:
         raise DataError("--table", f"unknown table {table!r} (known: {', '.join(TABLES)})")
     table_format(out)  # refuse an unknown suffix before reading anything
+    outputs_apart({"--out": out}, {}, read_whole={"RESULT_DIR": result_dirs})
     writable_file(out)
-    sets = load_result_dirs(list(result_dirs))
+    sets = load_result_dirs(result_dirs)
     frame = per_question_table(sets) if table == "per-question" else summary_table(sets)
     fmt = write_table(frame, out)
     return {

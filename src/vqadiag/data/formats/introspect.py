@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vqadiag.arguments import one_or_many
 from vqadiag.data.io.jsonio import read_json, require_field
 from vqadiag.errors import DataError, excerpt, record_label
 
@@ -198,10 +199,12 @@ def parse_introspect(
     generated sub id that collides with a main id).
     """
     p = Path(path)
-    include = frozenset(include_types)
+    include = frozenset(one_or_many(include_types))
     unknown = include - set(Q_TYPES)
     if unknown:
         raise ValueError(f"unknown pred_q_type(s) {sorted(unknown)}; known: {Q_TYPES}")
+    if not include:
+        raise ValueError(f"no pred_q_type to include: give some of {Q_TYPES}")
     if not isinstance(data, Mapping):
         raise DataError(
             p, f"expected a JSON object keyed by question id, got {type(data).__name__}"

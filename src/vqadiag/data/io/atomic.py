@@ -25,6 +25,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import sys
@@ -229,6 +230,11 @@ def _holder_text(raw: bytes) -> str:
         return "holder unknown"
 
 
+#: the free space below which a folder is refused as full before the work starts (a
+#: training that ran to its end before the disk refused its first file, in review)
+MIN_FREE_BYTES = 1 << 20
+
+
 def writable_folder(path: str | Path, *, create: bool = True) -> Path:
     """``path`` as an output folder, checked before any long work starts: a file can be
     written in it (created when missing; with ``create=False`` a missing folder is left
@@ -249,8 +255,11 @@ def writable_folder(path: str | Path, *, create: bool = True) -> Path:
         probe = probe_in / f".vqadiag-write-check.{os.getpid()}.{secrets.token_hex(4)}"
         probe.write_bytes(b"")
         probe.unlink()
+        free = shutil.disk_usage(probe_in).free
     except OSError as err:
         raise DataError(folder, f"cannot write here: {err.strerror or err}") from None
+    if free < MIN_FREE_BYTES:  # an empty file fits on a full disk: the space is checked
+        raise DataError(folder, f"cannot write here: the disk is full ({free:,} bytes free)")
     return folder
 
 

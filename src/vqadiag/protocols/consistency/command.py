@@ -20,10 +20,10 @@ from vqadiag.console.common import (
     optional_file,
     output_dir,
     output_file,
-    outputs_apart,
     print_json,
     rate_table,
 )
+from vqadiag.data.io.outputs import outputs_apart
 
 _LABELS = {
     "main_correct_sub_correct": "M✓ S✓  main right, sub right",

@@ -78,12 +78,16 @@ def attention_cells(
     ]
 
 
+#: the side of eval.py's spatial attention grid (its ``--mapSize``)
+DEFAULT_MAP_SIZE = 7
+
+
 def grounding_score(
     question: Mapping[str, Any],
     scene: Mapping[str, Any],
     attention: Sequence[Any],
     *,
-    map_size: int = 7,
+    map_size: int = DEFAULT_MAP_SIZE,
     object_boxes: bool = False,
 ) -> float:
     """g of one question (module docstring)."""

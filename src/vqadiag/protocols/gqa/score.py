@@ -31,6 +31,7 @@ from vqadiag.protocols.gqa.formulas import (
     evaluate_columns,
     official_rate,
 )
+from vqadiag.protocols.gqa.grounding import DEFAULT_MAP_SIZE
 from vqadiag.protocols.gqa.inputs import GQAInputs, read_gqa_inputs
 
 
@@ -183,7 +184,7 @@ def score_gqa(
     choices: str | Path | None = None,
     attentions: str | Path | None = None,
     scene_graphs: str | Path | None = None,
-    map_size: int = 7,
+    map_size: int = DEFAULT_MAP_SIZE,
     object_attention: bool = False,
     all_questions: bool = False,
     allow_missing: bool = False,
@@ -206,6 +207,7 @@ def score_gqa(
     :func:`~vqadiag.protocols.gqa.inputs.gqa_inputs_of` and :func:`score_inputs` are
     the same steps in memory.
     """
+    _check_grounding_options(attentions, scene_graphs, map_size, object_attention)
     inputs = read_gqa_inputs(
         questions, choices, all_questions=all_questions, need_records=attentions is not None
     )
@@ -225,6 +227,27 @@ def score_gqa(
         prediction_counts=counts, grounding=grounding,
     )  # fmt: skip
     return score.to_dict()
+
+
+def _check_grounding_options(
+    attentions: Any, scene_graphs: Any, map_size: Any, object_attention: bool
+) -> None:
+    """The grounding score's options go with ``attentions`` (one line, not accepted and
+    ignored), and its grid has a side of 1 or more."""
+    if isinstance(map_size, bool) or not isinstance(map_size, int) or map_size < 1:
+        raise DataError("--map-size", f"must be a whole number of 1 or more, got {map_size!r}")
+    if attentions is None:
+        given = [
+            name
+            for name, on in (
+                ("--scene-graphs", scene_graphs is not None),
+                ("--object-attention", object_attention),
+                ("--map-size", map_size != DEFAULT_MAP_SIZE),
+            )
+            if on
+        ]
+        if given:
+            raise DataError(given[0], "goes with --attentions (the grounding score)")
 
 
 def _grounding(

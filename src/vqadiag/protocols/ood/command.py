@@ -22,9 +22,9 @@ from vqadiag.console.common import (
     optional_file,
     output_dir,
     output_file,
-    outputs_apart,
     rate_table,
 )
+from vqadiag.data.io.outputs import outputs_apart
 
 
 def _render_ood(result: Mapping[str, Any]) -> None:
@@ -125,8 +125,6 @@ def score_ood_command(
     delta."""
     from vqadiag.protocols.ood.score import score_ood
 
-    if alpha is not None and alpha <= -1:
-        raise typer.BadParameter("alpha must be greater than -1", param_hint="--alpha")
     outputs_apart(
         {"--plot": plot},
         {"--questions": questions, "--predictions": predictions, "--head": head, "--tail": tail},

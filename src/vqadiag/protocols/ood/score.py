@@ -10,6 +10,7 @@ bootstrap over questions).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -420,6 +421,8 @@ def score_ood(
     released = h_path is not None and t_path is not None
     if released and alpha is not None:
         raise DataError("--alpha", "sizes the tail of a built split: --head / --tail have theirs")
+    if alpha is not None and not (math.isfinite(alpha) and alpha > -1):
+        raise DataError("--alpha", f"must be a finite number greater than -1, got {alpha}")
     alpha = DEFAULT_ALPHA if alpha is None else alpha
     if released:
         inputs = released_inputs(h_path, t_path, q_path, all_questions=all_questions)

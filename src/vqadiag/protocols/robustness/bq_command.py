@@ -17,8 +17,8 @@ from vqadiag.console.common import (
     float_option,
     output_dir,
     output_file,
-    outputs_apart,
 )
+from vqadiag.data.io.outputs import outputs_apart
 
 
 def known_ranker(param: typer.CallbackParam, value: str | None) -> str | None:

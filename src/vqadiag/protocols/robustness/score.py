@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.arguments import one_or_many
 from vqadiag.data.formats.predictions import align_predictions, answers_of, read_predictions
 from vqadiag.data.formats.sniff import truth_format
 from vqadiag.data.io.jsonio import collector_paused_over, read_json
@@ -325,6 +326,7 @@ def score_robustness(
     R_score is in [0, 1]. :class:`Truth` and :func:`score_accuracies` are the same steps
     in memory.
     """
+    noisy = one_or_many(noisy)  # one file given alone is one partition
     check_limits(t, m)
     if not noisy:
         raise ValueError("give at least one noisy prediction file (partition 1)")

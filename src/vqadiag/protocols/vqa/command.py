@@ -19,9 +19,9 @@ from vqadiag.console.common import (
     note_prediction_counts,
     optional_file,
     output_file,
-    outputs_apart,
     rate_table,
 )
+from vqadiag.data.io.outputs import outputs_apart
 
 Lenient = Annotated[
     bool,

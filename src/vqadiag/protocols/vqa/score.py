@@ -10,6 +10,7 @@ prints with ``--json``:
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +21,15 @@ import numpy as np
 import orjson
 
 from vqadiag.data.formats.predictions import align_predictions, answers_of, read_predictions
-from vqadiag.data.formats.vqa2 import read_pairs, read_vqa_annotations, read_vqa_questions
+from vqadiag.data.formats.vqa2 import (
+    check_questions,
+    read_pairs,
+    read_vqa_annotations,
+    read_vqa_questions,
+)
 from vqadiag.data.io.atomic import atomic_write
 from vqadiag.data.io.jsonio import collector_paused_over
+from vqadiag.errors import DataError
 from vqadiag.metrics.vqa_accuracy import (
     discrete_mean_ci,
     group_indices,
@@ -39,7 +46,7 @@ from vqadiag.protocols.vqa.balance import (
     prior_predictions,
     weighted_mean_entropy,
 )
-from vqadiag.protocols.vqa.inputs import check_questions, read_vqa_inputs
+from vqadiag.protocols.vqa.inputs import read_vqa_inputs
 from vqadiag.protocols.vqa.pairs import DEFAULT_PAIR_THRESHOLD, pair_both_correct, pair_identical
 
 
@@ -224,6 +231,8 @@ def score_pairs(
     an error; annotated questions outside the pairs need no prediction.
     :class:`PairsInputs` and :func:`score_pair_answers` are the same steps in memory.
     """
+    if not (math.isfinite(pair_threshold) and 0 <= pair_threshold <= 1):
+        raise DataError("--pair-threshold", f"must be from 0 to 1, got {pair_threshold}")
     annotation_records = read_vqa_annotations(annotations)
     inputs = PairsInputs(annotation_records, read_pairs(pairs, annotation_records))
     preds = read_predictions(predictions)

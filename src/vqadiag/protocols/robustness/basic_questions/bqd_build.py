@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from vqadiag.arguments import one_or_many
 from vqadiag.data.formats.bqd import QuestionFile, read_bqd, read_question_file, write_bqd
 from vqadiag.errors import DataError
 
@@ -226,6 +227,9 @@ def build_bqd(
     from vqadiag.protocols.robustness.basic_questions.backends import run_chunks
 
     _check_options(ranker, backend, top, lam)
+    pool = one_or_many(pool)  # one pool file given alone
+    if workers is not None and workers < 1:
+        raise DataError("--workers", f"must be at least 1, got {workers}")
     started = time.perf_counter()
     pool_texts, pool_ids, counts = _checked_pool(pool, yes_no, top)
     mq: QuestionFile = read_question_file(main, keep_raw=False)
