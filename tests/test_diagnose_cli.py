@@ -639,6 +639,14 @@ def test_a_main_question_without_its_annotation_is_refused(run_cli, world, prior
         "v2_mscoco_val2014_annotations.json (1 of "
     ), res.stderr
     assert not (tmp_path / "o" / "results.json").exists()
+    # a main question on an image the world does not know: the introspect file names it
+    intro[f"{first}999"]["image_id"] = 999999
+    path.write_text(json.dumps(intro))
+    res = run_cli("diagnose", "--data", copy, "--model", prior, "--out", tmp_path / "o",
+                  "--suite", "consistency", "--n-bootstrap", "20")  # fmt: skip
+    assert res.exit_code == 2 and res.stderr.startswith(
+        f"error: {path}: record '{first}999': image 999999 is not in the image map"
+    ), res.stderr
 
 
 def test_a_removal_option_the_model_never_reads_is_refused(run_cli, world, prior, tmp_path):

@@ -174,12 +174,11 @@ def _diagnosed_introspect(
     intro = parse_introspect(raw, path)
     main_ids = list(intro.mains)
     vqa = data.questions(split)
-    vqa_path = data.questions_path(split)
 
     def record_of(qid: str, question: str, image: Any, program: Any = None) -> dict[str, Any]:
         if qid in vqa:
             return vqa[qid]
-        feature_id = data.feature_image_id(str(image), vqa_path, qid)
+        feature_id = data.feature_image_id(str(image), path, qid)  # the image the file names
         record = {"question": question, "imageId": feature_id, "image_id": str(image)}
         if program:
             record["semantic"] = list(program)
