@@ -30,7 +30,6 @@ _API = {
     "balance_stats": "vqadiag.protocols.vqa.score",
     "score_gqa": "vqadiag.protocols.gqa.score",
     "score_ood": "vqadiag.protocols.ood.score",
-    "write_ood_split": "vqadiag.protocols.ood.score",
     "relevance": "vqadiag.data.formats.relevance_files",
     "score_fpvg": "vqadiag.protocols.fpvg.score",
     "score_robustness": "vqadiag.protocols.robustness.score",
