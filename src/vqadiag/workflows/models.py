@@ -110,7 +110,7 @@ def train(
     if val_split != "val" and val_split != split and not has_split(data, val_split):
         raise DataError("val_split", f"no split {val_split!r} to score in {data_dir}")
     start = time.perf_counter()
-    with FolderLock(out):  # a second training into the same --out is one line, not a race
+    with FolderLock(out, tidy=True):  # a second training into one --out is one line
         with option_errors():
             trained = cls.train(
                 data, split=split, epochs=epochs, seed=seed, progress=progress,

@@ -138,12 +138,17 @@ def file_digest(path: str | Path) -> str:
 
 
 class FolderLock:
-    """``with FolderLock(out):`` — exclusive use of a result folder (module docstring)."""
+    """``with FolderLock(out):`` — exclusive use of a result folder (module docstring).
 
-    def __init__(self, folder: str | Path) -> None:
+    ``tidy``: when the work under the lock fails and the lock made the folder, which
+    still holds nothing but the lock, the folder goes too (an option refused by the
+    training left an empty run folder)."""
+
+    def __init__(self, folder: str | Path, *, tidy: bool = False) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
         self._fh: BinaryIO | None = None
+        self._made = tidy and not self.folder.exists()
 
     def __enter__(self) -> FolderLock:
         try:
@@ -198,6 +203,12 @@ class FolderLock:
         if self._fh is not None:
             self._fh.close()  # closing releases the lock
             self._fh = None
+        if exc_type is not None and self._made:
+            try:
+                if [entry.name for entry in self.folder.iterdir()] == [LOCK_NAME]:
+                    shutil.rmtree(self.folder)
+            except OSError:  # tidying must not hide the error that ended the work
+                pass
 
 
 def open_lock_file(path: Path) -> BinaryIO:
