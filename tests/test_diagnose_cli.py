@@ -665,9 +665,16 @@ def test_a_removal_option_the_model_never_reads_is_refused(run_cli, world, prior
         == "error: --pixel-fill: fills replaced pixels; prior reads none, not pixels"
     )
 
-    class Pixels:
+    class Pixels:  # a model that reads pixels and is never asked anything here
         name = "pixels-stub"
         capabilities = Capabilities(visual="pixels", object_masking=False)
+        answer_vocab = ("yes",)
+
+        def predict(self, batch, visual):
+            raise AssertionError("refused before any question")
+
+        def fingerprint(self):
+            return "stub"
 
     with pytest.raises(DataError, match="^--replacement: replaces removed objects; pixels-stub"):
         diagnose(world, Pixels(), tmp_path / "p", suites="accuracy", replacement="zeros")
