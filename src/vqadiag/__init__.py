@@ -19,6 +19,7 @@ vqadiag`` stays light.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -68,6 +69,22 @@ importlib.import_module("vqadiag.report")
 del globals()["report"]
 
 
+class _FunctionAndPackage:
+    """An API function that shares its name with a subpackage (``report``): called, the
+    function; asked for an attribute, the subpackage's (``import vqadiag.report.tables
+    as t`` looks ``tables`` up through it)."""
+
+    def __init__(self, function: Any, package: str) -> None:
+        functools.update_wrapper(self, function)
+        self._function, self._package = function, package
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module(self._package), name)
+
+
 def __getattr__(name: str) -> Any:
     if name in _API:
         module, _, attr = _API[name].partition(":")
@@ -77,6 +94,8 @@ def __getattr__(name: str) -> Any:
         from vqadiag.arguments import public
 
         function = public(found)  # arguments bounded as the command's, --json's nulls
+        if name == "report":
+            function = _FunctionAndPackage(function, f"{__name__}.report")
         globals()[name] = function
         return function
     raise AttributeError(f"module 'vqadiag' has no attribute {name!r}")

@@ -5,7 +5,7 @@ A function of ``vqadiag``'s API (``vqadiag.score_vqa`` …) is called through
 command would refuse (``n_bootstrap=0`` gave NaN intervals, ``batch_size=0`` an empty
 prediction file, ``top=-1`` all answers but one), and returns the result with NaN and
 infinite numbers as ``None``, as ``--json`` prints it and ``results.json`` holds it
-(README, "Python API"; docs/reliability.md).
+(README, "Using it": the Python API paragraph).
 """
 
 from __future__ import annotations
