@@ -81,6 +81,9 @@ class _FunctionAndPackage:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._function(*args, **kwargs)
 
+    def __repr__(self) -> str:
+        return repr(self._function)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(importlib.import_module(self._package), name)
 

@@ -27,7 +27,7 @@ REPORT_FOLDER = FolderKind("report folder", "vqadiag report (report.json)", _ear
 
 
 def report(
-    result_dirs: Sequence[str | Path],
+    result_dirs: str | Path | Sequence[str | Path],
     out: str | Path,
     *,
     reference: str | None = None,
@@ -82,7 +82,7 @@ TABLES = ("per-question", "summary")
 
 
 def export(
-    result_dirs: Sequence[str | Path], out: str | Path, *, table: str = "per-question"
+    result_dirs: str | Path | Sequence[str | Path], out: str | Path, *, table: str = "per-question"
 ) -> dict[str, Any]:
     """Write the ``per-question`` or ``summary`` table of ``result_dirs`` to ``out``.
 
