@@ -507,6 +507,18 @@ def test_exports_and_trainings_into_a_held_folder_are_refused(world, tmp_path):
         assert [p.name for p in out.iterdir()] == [".vqadiag.lock"]
 
 
+def test_explain_train_into_a_held_folder_is_refused(world, tmp_path):
+    """``explain train`` took no lock: two trainings into one ``--out`` both said they
+    succeeded, the second writing over the first's weights."""
+    pytest.importorskip("torch")
+    from vqadiag.workflows.explain import train
+
+    out = tmp_path / "explainer"
+    with FolderLock(out), pytest.raises(DataError, match="in use by another vqadiag run"):
+        train(world, out, epochs=1, progress=False, val_split=None)
+    assert [p.name for p in out.iterdir()] == [".vqadiag.lock"]
+
+
 def test_a_killed_exports_scratch_folder_goes_with_the_next_export(world, tmp_path):
     from vqadiag.workflows.conditions import export_conditions
 

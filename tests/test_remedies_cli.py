@@ -146,6 +146,19 @@ def test_finetune_counts_the_pairs_the_model_cannot_learn(run_cli, world, vqa_ru
     assert 0 < left_out < total and pairs + left_out == total
 
 
+def test_finetune_into_a_held_folder_is_refused(world, vqa_run, tmp_path):
+    """``finetune`` took no lock: two fine-tunings into one ``--out`` wrote one run folder
+    together."""
+    from vqadiag.data.io.atomic import FolderLock
+    from vqadiag.errors import DataError
+    from vqadiag.workflows.finetune import finetune
+
+    out = tmp_path / "ft"
+    with FolderLock(out), pytest.raises(DataError, match="in use by another vqadiag run"):
+        finetune(vqa_run[0], world, out, method="subq", epochs=1, evaluate=False, progress=False)
+    assert [p.name for p in out.iterdir()] == [".vqadiag.lock"]
+
+
 def _introspect_copy(world, tmp_path, text):
     folder = tmp_path / "intro"
     shutil.copytree(world / "introspect", folder)

@@ -28,7 +28,8 @@ from vqadiag.data.formats.pair_candidates import (
     candidates_path,
     read_pair_candidates,
 )
-from vqadiag.data.io.folders import claim_folder
+from vqadiag.data.io.atomic import FolderLock
+from vqadiag.data.io.folders import claim_folder, owned_folder
 from vqadiag.data.io.outputs import folders_read, outputs_apart
 from vqadiag.data.model_inputs.vqa2_data import VQA2Data
 from vqadiag.errors import DataError, option_errors, record_label
@@ -165,22 +166,24 @@ def train(
     items = explain_items(data, split, cands, path)
     val_items = _val_items(data, split, val_split, val_candidates)
     opts = _explainer_options(options, lambda_, margin)
+    owned_folder(out, RUN_FOLDER)  # before training, not after
     start = time.perf_counter()
-    with option_errors():
-        model = CounterExampleModel.train_explainer(
-            data,
-            items,
-            split=split,
-            epochs=epochs,
-            seed=seed,
-            progress=progress,
-            val_items=val_items,
-            val_split=val_split or "",
-            **opts,
-        )
-    seconds = time.perf_counter() - start
-    run = claim_folder(out, RUN_FOLDER)
-    model.save(run)
+    with FolderLock(out, tidy=True):  # a second training into one --out is one line
+        with option_errors():
+            model = CounterExampleModel.train_explainer(
+                data,
+                items,
+                split=split,
+                epochs=epochs,
+                seed=seed,
+                progress=progress,
+                val_items=val_items,
+                val_split=val_split or "",
+                **opts,
+            )
+        seconds = time.perf_counter() - start
+        run = claim_folder(out, RUN_FOLDER)
+        model.save(run)
     return {
         "model": model.name,
         "run": str(run),

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from vqadiag.data.formats.introspect import Introspect, introspect_path, read_introspect
-from vqadiag.data.io.folders import claim_folder
+from vqadiag.data.io.atomic import FolderLock
+from vqadiag.data.io.folders import claim_folder, owned_folder
 from vqadiag.data.io.jsonio import write_json
 from vqadiag.data.io.outputs import folders_read, outputs_apart
 from vqadiag.data.model_inputs.vqa2_data import main_question_image
@@ -178,25 +179,27 @@ def finetune(
         {"--out": out}, {"--model": model, "--data": data_dir, "--introspect": introspect},
         read_whole=folders_read(model=model, data=data_dir),
     )  # fmt: skip
+    owned_folder(out, RUN_FOLDER)  # before the model loads
     net_model = _load_attention_model(model)
     data, intro, val_path, do_eval = _finetune_data(
         data_dir, split, val_split, introspect, evaluate
     )
-    run = claim_folder(out, RUN_FOLDER)
-    start = time.perf_counter()
-    before, ci_before = _maybe_evaluate(
-        do_eval, net_model, data, val_path, val_split, run / "introspect_val_before.json",
-        seed=seed, n_bootstrap=n_bootstrap,
-    )  # fmt: skip
-    fingerprint_before = net_model.fingerprint()
-    log = _finetune_and_save(
-        net_model, data, intro, method, run, model, fingerprint_before,
-        split=split, seed=seed, progress=progress, options=opts,
-    )  # fmt: skip
-    after, ci_after = _maybe_evaluate(
-        do_eval, net_model, data, val_path, val_split, run / "introspect_val_after.json",
-        seed=seed, n_bootstrap=n_bootstrap,
-    )  # fmt: skip
+    with FolderLock(out, tidy=True):  # a second fine-tuning into one --out is one line
+        run = claim_folder(out, RUN_FOLDER)
+        start = time.perf_counter()
+        before, ci_before = _maybe_evaluate(
+            do_eval, net_model, data, val_path, val_split, run / "introspect_val_before.json",
+            seed=seed, n_bootstrap=n_bootstrap,
+        )  # fmt: skip
+        fingerprint_before = net_model.fingerprint()
+        log = _finetune_and_save(
+            net_model, data, intro, method, run, model, fingerprint_before,
+            split=split, seed=seed, progress=progress, options=opts,
+        )  # fmt: skip
+        after, ci_after = _maybe_evaluate(
+            do_eval, net_model, data, val_path, val_split, run / "introspect_val_after.json",
+            seed=seed, n_bootstrap=n_bootstrap,
+        )  # fmt: skip
     return {
         "method": method,
         "model": str(model),
