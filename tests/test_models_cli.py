@@ -188,6 +188,25 @@ def test_untrainable_model_and_bad_options(run_cli, world, tmp_path):
         assert not (tmp_path / "r").exists()
 
 
+def test_features_of_another_width_name_the_detections_file(run_cli, world, tmp_path):
+    """A run trained on 64-dimensional features, asked on data whose features have 32,
+    was refused without naming which file held them."""
+    from vqadiag.synth import generate_world
+
+    narrow = tmp_path / "narrow"
+    generate_world(narrow, images=20, seed=2, feature_dim=32, progress=False)
+    run = tmp_path / "updn"
+    trained = run_cli("train", "--data", world, "--model", "updn", "--out", run,
+                      "--epochs", "1", "-o", "hidden_dim=8", "-q")  # fmt: skip
+    assert trained.exit_code == 0, trained.stderr
+    result = run_cli("predict", "--model", run, "--data", narrow, "--out", tmp_path / "p.json")
+    assert result.exit_code == 2
+    info = narrow / "gqa" / "objects" / "gqa_objects_info.json"
+    assert f"{info}: object features have 32 dimensions; model 'updn' was trained on 64" in (
+        " ".join(result.stderr.split())
+    )
+
+
 def test_missing_data_and_run_folders(run_cli, world, tmp_path):
     result = run_cli(
         "train", "--data", tmp_path / "nope", "--model", "prior", "--out", tmp_path / "r"

@@ -55,6 +55,35 @@ def test_an_image_with_no_detected_object_is_fully_masked(world, tmp_path):
     assert not both.mask[0].any() and both.mask[1].sum() == len(data.detections[other])
 
 
+def test_object_features_of_two_widths_are_refused_naming_file_and_image(world, tmp_path):
+    """A second h5 file whose features are narrower was a numpy broadcast traceback when
+    its image met another in one batch; it is one line naming the info file and image."""
+    import shutil
+
+    import h5py
+
+    copy = tmp_path / "w"
+    shutil.copytree(world, copy)
+    objects = copy / "gqa" / "objects"
+    info = json.loads((objects / "gqa_objects_info.json").read_text())
+    first, narrow = list(info)[:2]
+    num = info[narrow]["objectsNum"]
+    with h5py.File(objects / "gqa_objects_0.h5", "r") as h5:
+        boxes = h5["bboxes"][info[narrow]["idx"]]
+    with h5py.File(objects / "gqa_objects_7.h5", "w") as h5:
+        h5["bboxes"] = boxes[None]
+        h5["features"] = np.ones((1, boxes.shape[0], 32), np.float32)
+    info[narrow].update(file=7, idx=0, objectsNum=num)
+    (objects / "gqa_objects_info.json").write_text(json.dumps(info))
+    data = GQAData(copy)
+    assert data.object_input([narrow]).features.shape[2] == 32  # alone it is read
+    with pytest.raises(DataError) as err:
+        data.object_input([first, narrow])
+    assert str(err.value).startswith(str(objects / "gqa_objects_info.json"))
+    widths = f"object features have 32 dimensions here and 64 for image '{first}'"
+    assert f"image '{narrow}': {widths}" in str(err.value)
+
+
 def test_with_mask_shares_features(world):
     data = GQAData(world)
     objects = data.object_input([next(iter(data.detections))])

@@ -291,7 +291,7 @@ class TorchModel:
             raise DataError(None, f"model {self.name!r} needs object input (features and boxes)")
         if visual.features.shape[2] != self.feature_dim:
             raise DataError(
-                None,
+                visual.source,
                 f"object features have {visual.features.shape[2]} dimensions; "
                 f"model {self.name!r} was trained on {self.feature_dim}",
             )

@@ -31,7 +31,7 @@ removes one box). Replaced pixels are filled by the policy (``fill``):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -131,7 +131,7 @@ def apply_replacement(
                 features[row, slots] = 0.0
                 continue
             features[row, slots] = donor[np.arange(len(slots)) % len(donor)]
-    return ObjectInput(features, visual.boxes, visual.mask, visual.image_sizes)
+    return replace(visual, features=features)
 
 
 def donor_map(image_ids: Sequence[str]) -> dict[str, str]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from vqadiag.data.formats.detections import Detections, read_detections
+from vqadiag.data.formats.detections import Detections, image_label, read_detections
 from vqadiag.data.formats.gqa import (
     GQAQuestions,
     SceneGraphs,
@@ -226,7 +226,7 @@ class GQAData:
         batch's largest object count (at most ``max_objects``); padding is masked out."""
         per_image = [self.image_objects(str(i)) for i in image_ids]
         n = max(1, min(max_objects, max((len(b) for _, b in per_image), default=1)))
-        dim = next((f.shape[1] for f, _ in per_image if f.ndim == 2), 1)  # also of 0 objects
+        dim = self._feature_width(image_ids, [f for f, _ in per_image])
         size = len(per_image)
         features = np.zeros((size, n, dim), dtype=np.float32)
         boxes = np.zeros((size, n, 4), dtype=np.float32)
@@ -240,7 +240,24 @@ class GQAData:
                 mask[row, :k] = True
             wh = self.detections.image_size(str(image_id))
             sizes[row] = wh if wh is not None else boxes[row, :k, 2:].max(axis=0, initial=1.0)
-        return ObjectInput(features, boxes, mask, sizes)
+        source = self.detections.source if per_image else None
+        return ObjectInput(features, boxes, mask, sizes, source)
+
+    def _feature_width(self, image_ids: Sequence[str], features: Sequence[np.ndarray]) -> int:
+        """The one width D of the images' object features (1 when none has objects); a
+        second width is refused naming the detections file and the image."""
+        pairs = zip(image_ids, features, strict=True)
+        widths = [(str(i), f.shape[1]) for i, f in pairs if f.ndim == 2]
+        first, dim = widths[0] if widths else ("", 1)
+        for image_id, width in widths:
+            if width != dim:
+                raise DataError(
+                    self.detections.source,
+                    f"object features have {width} dimensions here and {dim} for "
+                    f"{image_label(first)}: one detections file has one width",
+                    image_label(image_id),
+                )
+        return dim
 
     def describe(self) -> dict[str, Any]:
         """Where the data came from (for run configs and fingerprints)."""

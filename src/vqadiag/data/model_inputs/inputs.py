@@ -7,7 +7,8 @@ The data layer builds these (:class:`~vqadiag.data.model_inputs.gqa_data.GQAData
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,13 +44,16 @@ class ObjectInput:
 
     ``features`` (B, N, D) float32; ``boxes`` (B, N, 4) float32 corners x1 y1 x2 y2 in
     pixels; ``mask`` (B, N) bool, True where the object is visible to the model (padding
-    and removed objects are False); ``image_sizes`` (B, 2) float32 width, height.
+    and removed objects are False); ``image_sizes`` (B, 2) float32 width, height;
+    ``source``: the detections file the features were read from, which an error about
+    them names (None when they were made in memory).
     """
 
     features: np.ndarray
     boxes: np.ndarray
     mask: np.ndarray
     image_sizes: np.ndarray
+    source: Path | None = None
 
     def __post_init__(self) -> None:
         b, n = self.mask.shape
@@ -60,7 +64,7 @@ class ObjectInput:
 
     def with_mask(self, mask: np.ndarray) -> ObjectInput:
         """The same objects seen through another mask (no feature copy)."""
-        return ObjectInput(self.features, self.boxes, np.asarray(mask, bool), self.image_sizes)
+        return replace(self, mask=np.asarray(mask, bool))
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,7 @@ class CounterExampleModel(TorchModel):
         visual = data.object_input(list(unique), self.options["max_objects"])
         if visual.features.shape[2] != self.feature_dim:
             raise DataError(
-                None,
+                visual.source,
                 f"object features have {visual.features.shape[2]} dimensions; "
                 f"model {self.name!r} was trained on {self.feature_dim}",
             )
