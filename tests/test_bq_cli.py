@@ -222,6 +222,20 @@ def test_unknown_ranker_embedder_backend(run_cli, world):
         assert res.exit_code == 2 and message in res.stderr
 
 
+def test_an_option_the_ranker_does_not_use_is_refused(run_cli, world):
+    """``--embedder minilm`` with ``--ranker bleu1`` built a BLEU ranking and said nothing
+    of the embedder it left unused; each such option is now one line."""
+    pool, main = _gqa(world, "train"), _gqa(world, "val")
+    for extra, message in [
+        (("--ranker", "bleu1", "--embedder", "minilm"), "--embedder: is used by the lasso ranker"),
+        (("--ranker", "rouge", "--dim", "16"), "--dim: is used by the lasso ranker only, not rou"),
+        (("--ranker", "cider", "--lambda", "0.1"), "--lambda: is used by the lasso ranker only"),
+        (("--meteor-jar", pool), "--meteor-jar: is used by the meteor ranker only, not lasso"),
+    ]:
+        res = _build(run_cli, pool, main, *extra)
+        assert res.exit_code == 2 and message in res.stderr, (extra, res.stderr)
+
+
 def test_yes_no_needs_answers(run_cli, world, tmp_path, write_json):
     lonely = tmp_path / "alone" / "v2_OpenEnded_mscoco_train2014_questions.json"
     lonely.parent.mkdir()

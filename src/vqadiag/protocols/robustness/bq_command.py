@@ -102,14 +102,19 @@ def build(
         typer.Option(help="lasso | bleu1..bleu4 | rouge | cider | meteor.", callback=known_ranker),
     ] = "lasso",
     embedder: Annotated[
-        str, typer.Option(help="lsa | minilm | sbert:<dir> (LASSO ranker only).")
-    ] = "lsa",
-    dim: Annotated[int, typer.Option(min=2, help="LSA dimension (at most).")] = 384,
+        str | None,
+        typer.Option(help="lsa | minilm | sbert:<dir> (LASSO ranker only; default lsa)."),
+    ] = None,
+    dim: Annotated[
+        int | None, typer.Option(min=2, help="LSA dimension, at most (LASSO only; default 384).")
+    ] = None,
     top: Annotated[int, typer.Option(min=1, help="Basic questions kept per main.")] = 21,
     yes_no: Annotated[
         bool, typer.Option("--yes-no", help="Yes/No BQD: pool restricted to yes/no questions.")
     ] = False,
-    lam: Annotated[float, float_option("--lambda", help="LASSO λ (paper: 1e-6).", low=0)] = 1e-6,
+    lam: Annotated[
+        float | None, float_option("--lambda", help="LASSO λ (default: the paper's 1e-6).", low=0)
+    ] = None,
     backend: Annotated[str, typer.Option(help="local | ray.")] = "local",
     address: Annotated[
         str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
@@ -121,7 +126,8 @@ def build(
         int | None, typer.Option(min=1, help="Only the first N main questions.")
     ] = None,
     meteor_jar: Annotated[
-        Path | None, typer.Option(help="Java METEOR 1.5 jar (used only when java exists).")
+        Path | None,
+        typer.Option(help="Java METEOR 1.5 jar (METEOR ranker only; used when java exists)."),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the LSA embedder.")] = 0,
     quiet: QuietFlag = False,

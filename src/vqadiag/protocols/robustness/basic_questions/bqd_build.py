@@ -17,7 +17,7 @@ partitions of 3 that are appended to the main question as noise.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +74,17 @@ def _chunks(n: int, size: int) -> list[slice]:
     return [slice(s, min(s + size, n)) for s in range(0, n, size)]
 
 
-def _check_options(ranker: str, backend: str, top: int, lam: float) -> None:
-    """One line for an option ``build_bqd`` cannot use."""
+#: ``build_bqd``'s LASSO settings, with their defaults (the paper's λ; an LSA of 384)
+LASSO_DEFAULTS: dict[str, Any] = {"embedder": "lsa", "dim": 384, "lam": 1e-6}
+#: how the command line spells each setting
+_FLAGS = {"embedder": "--embedder", "dim": "--dim", "lam": "--lambda",
+          "embedder_path": "embedder_path", "meteor_jar": "--meteor-jar"}  # fmt: skip
+
+
+def _check_options(ranker: str, backend: str, top: int, given: Mapping[str, Any]) -> None:
+    """One line for an option ``build_bqd`` cannot use: ``given`` holds the LASSO
+    settings and the METEOR jar as passed (None: not given), which another ranker would
+    silently leave unused."""
     from vqadiag.protocols.robustness.basic_questions.backends import BACKENDS
     from vqadiag.protocols.robustness.basic_questions.rankers import check_ranker
 
@@ -84,7 +93,13 @@ def _check_options(ranker: str, backend: str, top: int, lam: float) -> None:
         raise DataError(None, f"unknown backend {backend!r} (choose {', '.join(BACKENDS)})")
     if top < 1:
         raise DataError(None, "--top must be at least 1")
-    if not lam > 0:
+    users = {"meteor_jar": "meteor"}
+    for key, value in given.items():
+        needs = users.get(key, "lasso")
+        if value is not None and ranker != needs:
+            raise DataError(_FLAGS[key], f"is used by the {needs} ranker only, not {ranker}")
+    lam = given.get("lam")
+    if lam is not None and not lam > 0:
         raise DataError(None, f"lambda must be positive, got {lam!r}")
 
 
@@ -202,17 +217,17 @@ def build_bqd(
     out: str | Path | None = None,
     *,
     ranker: str = "lasso",
-    embedder: str = "lsa",
+    embedder: str | None = None,
     top: int = DEFAULT_TOP,
     yes_no: bool = False,
-    lam: float = 1e-6,
+    lam: float | None = None,
     backend: str = "local",
     address: str | None = None,
     seed: int = 0,
     progress: bool = True,
     embedder_path: str | Path | None = None,
     max_main: int | None = None,
-    dim: int = 384,
+    dim: int | None = None,
     workers: int | None = None,
     meteor_jar: str | Path | None = None,
 ) -> dict[str, Any]:
@@ -222,11 +237,17 @@ def build_bqd(
     BQD to ``out`` when given. Records: ``{image_id, question_id, question,
     basic: [{question, score, pool_id}] × top}``, LASSO records also
     ``exact`` (KKT verified over the whole pool), ``ranked`` (entries ranked by
-    a positive coefficient) and ``rounds``.
+    a positive coefficient) and ``rounds``. ``embedder``, ``dim``, ``lam`` and
+    ``embedder_path`` are the LASSO ranker's (None: :data:`LASSO_DEFAULTS`), ``meteor_jar``
+    the METEOR ranker's; given to another ranker they are refused.
     """
     from vqadiag.protocols.robustness.basic_questions.backends import run_chunks
 
-    _check_options(ranker, backend, top, lam)
+    given = {"embedder": embedder, "dim": dim, "lam": lam, "embedder_path": embedder_path,
+             "meteor_jar": meteor_jar}  # fmt: skip
+    _check_options(ranker, backend, top, given)
+    settings = {k: LASSO_DEFAULTS[k] if given[k] is None else given[k] for k in LASSO_DEFAULTS}
+    embedder, dim, lam = settings["embedder"], settings["dim"], settings["lam"]
     pool = one_or_many(pool)  # one pool file given alone
     if workers is not None and workers < 1:
         raise DataError("--workers", f"must be at least 1, got {workers}")
