@@ -64,6 +64,13 @@ def test_prior_train_predict_score(run_cli, world, tmp_path):
         result.stderr.strip()
         == "error: --images: is where a pixel model reads; prior reads no pixels"
     )
+    trained = run_cli("train", "--data", world, "--model", "updn", "--out", tmp_path / "u",
+                      "--images", tmp_path / "images", "-q")  # fmt: skip
+    assert trained.exit_code == 2 and not (tmp_path / "u").exists()
+    assert (
+        trained.stderr.strip()
+        == "error: --images: is where a pixel model reads; updn reads no pixels"
+    )
 
 
 def test_updn_train_predict_probs_score(run_cli, world, tmp_path):

@@ -104,6 +104,9 @@ def train(
         read_whole=folders_read(data=data_dir, images=images),
     )  # fmt: skip
     cls = model_class(model)
+    caps = getattr(cls, "capabilities", None)  # the chat VLM's class has none: it reads pixels
+    if images is not None and caps is not None and not caps.pixel_input:
+        raise DataError("--images", f"is where a pixel model reads; {model} reads no pixels")
     owned_folder(out, RUN_FOLDER)  # before training, not after
     data = open_data(data_dir, dataset, images)
     data.questions(split)  # bad or missing question files fail before any work
