@@ -9,12 +9,12 @@ Unknown keys are ignored (the schema allows additions).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vqadiag.arguments import one_or_many
 from vqadiag.data.io.atomic import file_digest
 from vqadiag.data.io.jsonio import iter_jsonl, read_json
 from vqadiag.errors import DataError, record_label
@@ -332,7 +332,7 @@ def _refuse_copies(sets: list[ResultSet], folders: list[str | Path]) -> None:
 def load_result_dirs(folders: str | Path | Sequence[str | Path]) -> list[ResultSet]:
     """Load every folder (one folder may be given alone, not in a list) and give each a
     unique label (the model name, ``name (2)`` …)."""
-    folders = [folders] if isinstance(folders, (str, os.PathLike)) else list(folders)
+    folders = one_or_many(folders)
     if not folders:
         raise DataError(None, "no result folder given")
     seen: dict[Path, str | Path] = {}

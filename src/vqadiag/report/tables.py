@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
+from vqadiag.arguments import one_or_many
 from vqadiag.data.io.atomic import write_bytes_atomic
 from vqadiag.errors import DataError
 from vqadiag.report.results import ResultSet, load_result_dirs
@@ -45,7 +46,7 @@ FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 
 
 def _sets(results: str | Path | Sequence[str | Path] | Sequence[ResultSet]) -> list[ResultSet]:
-    items = [results] if isinstance(results, (str, Path)) else list(results)
+    items = one_or_many(results)  # one folder given alone
     if items and all(isinstance(r, ResultSet) for r in items):
         return items  # type: ignore[return-value]
     return load_result_dirs(items)  # type: ignore[arg-type]
