@@ -76,14 +76,17 @@ def _chunks(n: int, size: int) -> list[slice]:
 
 #: ``build_bqd``'s LASSO settings, with their defaults (the paper's λ; an LSA of 384)
 LASSO_DEFAULTS: dict[str, Any] = {"embedder": "lsa", "dim": 384, "lam": 1e-6}
-#: how the command line spells each setting
-_FLAGS = {"embedder": "--embedder", "dim": "--dim", "lam": "--lambda",
-          "embedder_path": "embedder_path", "meteor_jar": "--meteor-jar"}  # fmt: skip
+#: the settings only one ranker reads: parameter → (command-line name, that ranker)
+RANKER_SETTINGS = {
+    "embedder": ("--embedder", "lasso"), "dim": ("--dim", "lasso"),
+    "lam": ("--lambda", "lasso"), "embedder_path": ("embedder_path", "lasso"),
+    "meteor_jar": ("--meteor-jar", "meteor"),
+}  # fmt: skip
 
 
 def _check_options(ranker: str, backend: str, top: int, given: Mapping[str, Any]) -> None:
-    """One line for an option ``build_bqd`` cannot use: ``given`` holds the LASSO
-    settings and the METEOR jar as passed (None: not given), which another ranker would
+    """One line for an option ``build_bqd`` cannot use: ``given`` holds the settings of
+    :data:`RANKER_SETTINGS` as passed (None: not given), which another ranker would
     silently leave unused."""
     from vqadiag.protocols.robustness.basic_questions.backends import BACKENDS
     from vqadiag.protocols.robustness.basic_questions.rankers import check_ranker
@@ -93,11 +96,10 @@ def _check_options(ranker: str, backend: str, top: int, given: Mapping[str, Any]
         raise DataError(None, f"unknown backend {backend!r} (choose {', '.join(BACKENDS)})")
     if top < 1:
         raise DataError(None, "--top must be at least 1")
-    users = {"meteor_jar": "meteor"}
     for key, value in given.items():
-        needs = users.get(key, "lasso")
+        option, needs = RANKER_SETTINGS[key]
         if value is not None and ranker != needs:
-            raise DataError(_FLAGS[key], f"is used by the {needs} ranker only, not {ranker}")
+            raise DataError(option, f"is used by the {needs} ranker only, not {ranker}")
     lam = given.get("lam")
     if lam is not None and not lam > 0:
         raise DataError(None, f"lambda must be positive, got {lam!r}")
