@@ -67,6 +67,27 @@ def test_lxmert_tsv_bad_files_name_file_and_line_or_image(tmp_path):
         read_detections(empty)
 
 
+@pytest.mark.parametrize(
+    ("height", "width", "problem"),
+    [
+        ("480", "nan", "'img_w' must be a positive number of pixels, got nan"),
+        ("480", "0", "'img_w' must be a positive number of pixels, got 0.0"),
+        ("-3", "640", "'img_h' must be a positive number of pixels, got -3.0"),
+        ("480", "inf", "'img_w' must be a positive number of pixels, got inf"),
+        ("tall", "640", "'img_h' must be a number of pixels, got 'tall'"),
+    ],
+)
+def test_lxmert_tsv_image_size_that_is_not_a_positive_number_is_refused(
+    tmp_path, height, width, problem
+):
+    path = tmp_path / "val2014_obj36.tsv"
+    path.write_text(_line("a", [[0, 0, 1, 1]], [[1]], height=height, width=width))
+    with read_detections(path) as det, pytest.raises(DataError) as err:
+        det["a"]
+    message = str(err.value)
+    assert str(path) in message and "image 'a'" in message and problem in message
+
+
 def test_relevance_from_an_lxmert_tsv_equals_the_gqa_layout(run_cli, tmp_path):
     """The same boxes as LXMERT's TSV give the same R.json as the GQA features layout."""
     import json

@@ -358,14 +358,19 @@ class LXMERTTsvDetections(Detections):
         return decode_array(self._row(image_id), "features", self.source, image_id)
 
     def image_size(self, image_id: str) -> tuple[float, float] | None:
-        """``(img_w, img_h)`` of the line."""
-        row = self._row(image_id)
-        try:
-            return float(row["img_w"]), float(row["img_h"])
-        except ValueError:
-            raise DataError(
-                self.source, "'img_w' / 'img_h' are not numbers", image_label(image_id)
-            ) from None
+        """``(img_w, img_h)`` of the line, each a finite number above 0 (else one line
+        naming the file, the image and the column)."""
+        row, label = self._row(image_id), image_label(image_id)
+
+        def side(column: str) -> float:
+            text = row[column]
+            try:
+                value: Any = float(text)
+            except ValueError:
+                value = text
+            return positive_size(value, self.source, label, column)
+
+        return side("img_w"), side("img_h")
 
 
 def _info_file(folder: Path) -> Path:
