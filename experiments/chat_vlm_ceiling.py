@@ -102,6 +102,7 @@ from vqadiag.models.reference.chat_vlm import (
     held_out_patches,
     training_device,
 )
+from vqadiag.models.reference.chat_vlm_box_labels import BoxTable
 from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
 from vqadiag.models.reference.label_embeddings import (
     EMBEDDING_LAYOUTS,
@@ -288,7 +289,8 @@ def object_perception(
     one image with the same name and attributes are one, of the size its first patch
     shows)."""
     with torch.no_grad():
-        pooled, where = fit.object_means(states, fit.object_groups(*truth))
+        pooled, first = fit.object_means(states, fit.object_groups(*truth))
+        where = first.cpu().numpy()
         named = heads[0](pooled).argmax(-1).cpu().numpy()
         said = (heads[1](pooled) > 0).cpu().numpy()
     right = named == truth[0].reshape(-1)[where]
@@ -631,7 +633,10 @@ def run(
     else:
         source, shown, shown_ids, names, attrs = tower_images
         pixels = cdata.pixel_values(processor, source, shown_ids)
-        label = labeller(shown, shown_ids, grid, names, attrs, rule, owners)
+        if owners is None:  # labelled on the model's device, as `vqadiag train` does
+            label = BoxTable(shown, shown_ids, grid, names, attrs, rule, fit.model_device(model))
+        else:
+            label = labeller(shown, shown_ids, grid, names, attrs, rule, owners)
         # measured on held-out images as `vqadiag train` measures them
         measured = held_out(data, processor, grid, names, rule, owners)
         heads = fit.pretraining_heads(model, len(names), len(attrs))

@@ -288,6 +288,7 @@ def _fit(
     from vqadiag.models.reference import chat_vlm_build as build
     from vqadiag.models.reference import chat_vlm_data as cdata
     from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference.chat_vlm_box_labels import BoxTable
     from vqadiag.models.reference.chat_vlm_questions import parse_question_sets, training_records
     from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
 
@@ -317,7 +318,7 @@ def _fit(
         pixels = cdata.pixel_values(processor, data, image_ids)
     clock.lap("images")
     rule = str(opts["patch_labels"])
-    labeller = cdata.scene_labeller(scenes, image_ids, grid, names, attrs, rule)
+    labeller = BoxTable(scenes, image_ids, grid, names, attrs, rule, fit.model_device(model))
     held_out = (
         None if opts["blind"] else held_out_patches(data, split, processor, grid, names, rule)
     )

@@ -423,15 +423,47 @@ def scene_labeller(
 def augment(pixels: Any, flips: np.ndarray, shifts: np.ndarray) -> Any:
     """``pixels`` (``(B, 3, S, S)``, the processor's values) mirrored left to right where
     ``flips``, then moved by ``shifts`` (``(B, 2)`` whole pixels, x then y), the uncovered
-    border 0 (the processor's mean colour); what :func:`patch_labels` labels."""
+    border 0 (the processor's mean colour); what :func:`patch_labels` labels. Output
+    pixel ``(y, x)`` of image b is pixel ``(y − dy, x − dx)`` of the mirrored image. On
+    the CPU each image is copied by slices (:func:`moved_by_slices`); on another device
+    the batch is moved by two gathers (:func:`moved_by_gathers`), not one copy an
+    image: the same values either way."""
+    if pixels.device.type == "cpu":
+        return moved_by_slices(pixels, flips, shifts)
+    return moved_by_gathers(pixels, flips, shifts)
+
+
+def moved_by_slices(pixels: Any, flips: np.ndarray, shifts: np.ndarray) -> Any:
+    """:func:`augment`, one image at a time: each mirrored, then its overlap with the
+    moved frame copied by slices into a batch of zeros."""
     import torch
 
     out = torch.zeros_like(pixels)
     size = pixels.shape[-1]
     for i in range(len(pixels)):
         image = pixels[i].flip(-1) if flips[i] else pixels[i]
-        dx, dy = int(shifts[i][0]), int(shifts[i][1])
+        dx, dy = (min(max(int(v), -size), size) for v in shifts[i])  # past the edge: none
         src_x, dst_x = slice(max(0, -dx), size - max(0, dx)), slice(max(0, dx), size - max(0, -dx))
         src_y, dst_y = slice(max(0, -dy), size - max(0, dy)), slice(max(0, dy), size - max(0, -dy))
         out[i, :, dst_y, dst_x] = image[:, src_y, src_x]
     return out
+
+
+def moved_by_gathers(pixels: Any, flips: np.ndarray, shifts: np.ndarray) -> Any:
+    """:func:`augment` for the whole batch at once: the mirrored images padded with
+    zeros by the largest move, then their columns and rows gathered at ``x − dx`` and
+    ``y − dy``, on the pixels' device."""
+    import torch
+
+    device, (b, c, size) = pixels.device, pixels.shape[:3]
+    flip = torch.as_tensor(np.asarray(flips, dtype=bool), device=device)
+    move = np.asarray(shifts, dtype=np.int64).reshape(-1, 2)
+    pad = int(min(np.abs(move).max(initial=0), size))
+    shown = torch.where(flip[:, None, None, None], pixels.flip(-1), pixels)
+    shown = torch.nn.functional.pad(shown, (pad, pad, pad, pad))
+    move_t = torch.as_tensor(move, device=device).clamp(-pad, pad)
+    at = torch.arange(size, device=device)
+    cols = (at[None, :] + pad - move_t[:, :1])[:, None, None, :]
+    shown = shown.gather(3, cols.expand(b, c, size + 2 * pad, size))
+    rows = (at[None, :] + pad - move_t[:, 1:])[:, None, :, None]
+    return shown.gather(2, rows.expand(b, c, size, size))

@@ -24,8 +24,9 @@ The forward pass of stage 2 is LLaVA's own: the projected patch features replace
 a linear warm-up over the first 5% of steps and a cosine decay to 0, one generator seeded
 with the run's seed for the order and the text-only draws.
 
-Both run on the model's device (:func:`model_device`): pixels and batches are built on the
-CPU and moved there a batch at a time; the encoded features stay there.
+Both run on the model's device (:func:`model_device`). Stage 1 moves every image's pixels
+there once, and labels, mirrors and moves them there; stage 2 builds its batches on the
+CPU and moves them there a batch at a time, next to the encoded features.
 """
 
 from __future__ import annotations
@@ -89,23 +90,25 @@ def pretrain_vision(
     last epoch (:func:`name_accuracy`). ``heads``: the name and attribute heads to train
     (:func:`pretraining_heads`; fresh ones, thrown away after, when None).
 
-    ``labeller`` (``(flips, shifts) → (names, attrs)``,
-    :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`) labels the patches;
+    ``labeller`` (``(flips, shifts) → (names, attrs)``, arrays or tensors: a
+    :class:`~vqadiag.models.reference.chat_vlm_box_labels.BoxTable` on the model's
+    device, or :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`) labels the
+    patches of every image; the pixels move to the model's device once;
     with ``pretrain_augment`` each epoch shows every image mirrored left to right with
     probability ½ and moved by up to half a patch each way (drawn from ``rng``), labelled
     as it is shown."""
     import torch
 
     epochs, batch = int(options["pretrain_epochs"]), int(options["pretrain_batch_size"])
-    names, attrs = labeller()
     device = model_device(model)
-    heads = pretraining_heads(model, n_names, attrs.shape[-1]) if heads is None else heads
+    pixels = pixels.to(device)
+    name_t, attr_t = _labels_on(labeller(), device)
+    heads = pretraining_heads(model, n_names, attr_t.shape[-1]) if heads is None else heads
     tower = model.model.vision_tower
     params = [p for p in tower.parameters() if p.requires_grad] + list(heads.parameters())
     optimizer = torch.optim.AdamW(params, lr=float(options["pretrain_lr"]), weight_decay=0.01)
     steps = epochs * -(-len(pixels) // batch)
     scheduler = _schedule(optimizer, steps)
-    name_t, attr_t = torch.from_numpy(names).to(device), torch.from_numpy(attrs).to(device)
     augment = bool(options.get("pretrain_augment"))
     size, reach = pixels.shape[-1], int(options["patch_size"]) // 2
     stats = {"loss": 0.0, "name_acc": 0.0, "object_name_acc": 0.0}
@@ -118,72 +121,83 @@ def pretrain_vision(
             if augment:
                 flips = rng.random(len(pixels)) < 0.5
                 shifts = rng.integers(-reach, reach + 1, size=(len(pixels), 2))
-                names, attrs = labeller(flips, shifts / size)
-                name_t = torch.from_numpy(names).to(device)
-                attr_t = torch.from_numpy(attrs).to(device)
-            total, hits = 0.0, _NameHits()
-            for start in range(0, len(order), batch):
+                name_t, attr_t = _labels_on(labeller(flips, shifts / size), device)
+            total, hits = pixels.new_zeros((), dtype=torch.float64), _NameHits()
+            for step, start in enumerate(range(0, len(order), batch)):
                 chosen = order[start : start + batch]
-                rows = torch.from_numpy(chosen)
-                shown = pixels[rows]
+                idx = torch.from_numpy(chosen).to(device)
+                shown = pixels[idx]
                 if augment:
                     shown = cdata.augment(shown, flips[chosen], shifts[chosen])
-                idx = rows.to(device)
-                feats = tower_features(model, shown.to(device))
-                loss, logits = label_loss(heads, feats, name_t[idx], attr_t[idx])
+                feats = tower_features(model, shown)
+                names, attrs = name_t[idx], attr_t[idx]
+                loss, logits = label_loss(heads, feats, names, attrs)
                 if object_weight > 0:
-                    groups = object_groups(names[chosen], attrs[chosen])
-                    loss = loss + object_weight * object_loss(
-                        heads, feats, name_t[idx], attr_t[idx], groups
-                    )
+                    groups = object_groups(names, attrs)
+                    loss = loss + object_weight * object_loss(heads, feats, names, attrs, groups)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
                 scheduler.step()
-                total += float(loss.detach()) * len(idx)
-                hits.add(logits.argmax(-1), name_t[idx])
-                bar.update(task, advance=1, acc=hits.rates()[0])
-            stats = {"loss": total / len(order), **hits.stats("")}
+                total += loss.detach().double() * len(idx)
+                hits.add(logits.argmax(-1), names)
+                bar.update(task, advance=1)
+                if not bar.disable and step % 16 == 0:  # reading the counts waits for the device
+                    bar.update(task, acc=hits.rates()[0])
+            stats = {"loss": float(total) / len(order), **hits.stats("")}
     tower.eval()
     if held_out is not None:
         stats.update(name_accuracy(model, heads[0], *held_out).stats("held_out_"))
     return stats
 
 
-def object_groups(names: np.ndarray, attrs: np.ndarray) -> np.ndarray:
+def _labels_on(labels: tuple[Any, Any], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A labeller's names and attribute indicators (arrays, or tensors anywhere) as
+    tensors on ``device``."""
+    import torch
+
+    names, attrs = labels
+    return torch.as_tensor(names, device=device), torch.as_tensor(attrs, device=device)
+
+
+def object_groups(names: Any, attrs: Any) -> torch.Tensor:
     """``(B, P)`` object ids of patches labelled with ``names`` (``(B, P)``) and ``attrs``
-    (``(B, P, A)`` attribute indicators): within an image, the object patches (name > 0)
-    with the same name and the same attributes share an id, numbered from 0 across the
-    batch in image order; background patches get −1. Two objects of one image with the
-    same name and attributes share an id, and their labels, too."""
-    out = np.full(names.shape, -1, dtype=np.int64)
-    first = 0
-    for row in range(len(names)):
-        on = np.flatnonzero(names[row] > 0)
-        if not len(on):
-            continue
-        keys = np.concatenate([names[row][on, None], attrs[row][on] > 0], axis=1)
-        _, ids = np.unique(keys, axis=0, return_inverse=True)
-        out[row, on] = ids.reshape(-1) + first
-        first += int(ids.max()) + 1
+    (``(B, P, A)`` attribute indicators), arrays or tensors: within an image, the object
+    patches (name > 0) with the same name and the same attributes share an id, numbered
+    from 0 across the batch in image order, within an image in the order of the sorted
+    (name, attribute indicators) keys; background patches get −1. Two objects of one image
+    with the same name and attributes share an id, and their labels, too. A tensor on the
+    labels' device (the CPU for arrays)."""
+    import torch
+
+    names = torch.as_tensor(names)
+    attrs = torch.as_tensor(attrs, device=names.device)
+    out = torch.full(names.shape, -1, dtype=torch.int64, device=names.device)
+    on = names > 0
+    if on.any():
+        image = torch.arange(len(names), device=names.device)[:, None].expand_as(names)
+        keys = torch.cat([image[on, None], names[on, None], (attrs[on] > 0).long()], dim=1)
+        out[on] = torch.unique(keys, dim=0, return_inverse=True)[1]
     return out
 
 
-def object_means(feats: torch.Tensor, groups: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+def object_means(feats: torch.Tensor, groups: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """The mean of ``feats`` (``(B, P, D)``) over the patches of each object of ``groups``
     (:func:`object_groups`; ``(O, D)``, by id), and for each object the position of its
-    first patch among all ``B·P`` patches, row-major (``(O,)``: where its labels are
-    read). None of them is an object: ``(0, D)`` and ``(0,)``."""
+    first patch among all ``B·P`` patches, row-major (``(O,)``, on ``feats``' device:
+    where its labels are read). None of them is an object: ``(0, D)`` and ``(0,)``."""
     import torch
 
-    on = np.flatnonzero(groups.reshape(-1) >= 0)
-    ids = groups.reshape(-1)[on]
-    _, first = np.unique(ids, return_index=True)  # ids run 0 … O − 1
-    index = torch.from_numpy(ids).to(feats.device)
-    states = feats.flatten(0, 1)[torch.from_numpy(on).to(feats.device)]
-    sums = states.new_zeros(len(first), states.shape[-1]).index_add(0, index, states)
-    sizes = states.new_zeros(len(first)).index_add(0, index, states.new_ones(len(ids)))
-    return sums / sizes[:, None], on[first]
+    flat = torch.as_tensor(groups, device=feats.device).reshape(-1)
+    on = torch.nonzero(flat >= 0).reshape(-1)
+    ids = flat[on]
+    count = int(ids.max()) + 1 if len(ids) else 0  # ids run 0 … O − 1
+    states = feats.flatten(0, 1)[on]
+    sums = states.new_zeros(count, states.shape[-1]).index_add(0, ids, states)
+    sizes = states.new_zeros(count).index_add(0, ids, states.new_ones(len(ids)))
+    first = torch.full((count,), flat.numel(), dtype=torch.int64, device=feats.device)
+    first = first.scatter_reduce(0, ids, on, reduce="amin")
+    return sums / sizes[:, None], first
 
 
 def object_loss(
@@ -191,7 +205,7 @@ def object_loss(
     feats: torch.Tensor,
     names: torch.Tensor,
     attrs: torch.Tensor,
-    groups: np.ndarray,
+    groups: Any,
 ) -> torch.Tensor:
     """The pre-training loss on objects (module docstring, stage 1): each object of
     ``groups`` (:func:`object_groups`) read through the heads at the mean of its patches'
@@ -199,13 +213,10 @@ def object_loss(
     cross-entropy summed over its attributes (``names`` ``(B, P)``, ``attrs`` ``(B, P,
     A)``, read at one of its patches), averaged over the objects; 0 when the batch has
     none."""
-    import torch
-
     pooled, first = object_means(feats, groups)
     if not len(pooled):
         return feats.new_zeros(())
-    where = torch.from_numpy(first).to(feats.device)
-    return label_loss(heads, pooled, names.flatten()[where], attrs.flatten(0, 1)[where])[0]
+    return label_loss(heads, pooled, names.flatten()[first], attrs.flatten(0, 1)[first])[0]
 
 
 def label_loss(
@@ -240,20 +251,24 @@ class _NameHits:
     """Patches named right, over all patches and over those with an object (name ≠ 0)."""
 
     def __init__(self) -> None:
-        self.right = self.count = self.object_right = self.objects = 0
+        self.count = 0
+        self.right: Any = 0  # counts on the device, read only by rates()
+        self.object_right: Any = 0
+        self.objects: Any = 0
 
     def add(self, predicted: torch.Tensor, truth: torch.Tensor) -> None:
         hit, on_object = predicted == truth, truth > 0
-        self.right += int(hit.sum())
+        self.right = self.right + hit.sum()
         self.count += hit.numel()
-        self.object_right += int((hit & on_object).sum())
-        self.objects += int(on_object.sum())
+        self.object_right = self.object_right + (hit & on_object).sum()
+        self.objects = self.objects + on_object.sum()
 
     def rates(self) -> tuple[float, float]:
         """Percent right over all patches, and over the patches with an object."""
-        return 100.0 * self.right / max(1, self.count), 100.0 * self.object_right / max(
-            1, self.objects
+        right, object_right, objects = (
+            int(v) for v in (self.right, self.object_right, self.objects)
         )
+        return 100.0 * right / max(1, self.count), 100.0 * object_right / max(1, objects)
 
     def stats(self, prefix: str) -> dict[str, float]:
         both = self.rates()
