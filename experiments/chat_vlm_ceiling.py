@@ -100,6 +100,7 @@ from vqadiag.models.reference import chat_vlm_fit as fit
 from vqadiag.models.reference.chat_vlm import (
     TrainedChatVLM,
     held_out_patches,
+    pretraining_source,
     training_device,
 )
 from vqadiag.models.reference.chat_vlm_box_labels import BoxTable
@@ -411,10 +412,10 @@ def pretraining_images(
     lacks)."""
     if pretrain_data is None:
         return data, scenes, list(train_ids), names, attrs
-    shown, shown_names, shown_attrs = cdata.patch_vocabulary(pretrain_data, "train", n_attrs)
+    shown, shown_ids, shown_names, shown_attrs = pretraining_source(pretrain_data, n_attrs)
     if kept is not None:
         shown_attrs = kept_attributes(shown_attrs, kept)
-    return pretrain_data, shown, sorted(shown), shown_names, shown_attrs
+    return pretrain_data, shown, shown_ids, shown_names, shown_attrs
 
 
 def held_out(

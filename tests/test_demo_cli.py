@@ -252,8 +252,9 @@ def test_the_chat_vlm_trains_on_the_demos_device_and_its_stage_is_keyed_by_it(
 
 
 def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monkeypatch):
-    """A demo folder trained before the device or question_sets option existed is not
-    trained again for it; any CPU name is the CPU; another default still keys the stage."""
+    """A demo folder trained before the device, question_sets or pretrain_world option
+    existed is not trained again for it; any CPU name is the CPU; another default still
+    keys the stage."""
     from vqadiag.models.reference.chat_vlm import TrainedChatVLM
     from vqadiag.workflows import demo as workflow
     from vqadiag.workflows import demo_records as records
@@ -268,6 +269,13 @@ def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monk
     monkeypatch.setitem(without, "question_sets", "gqa,vqa2")
     assert records.defaults_digest("chat-vlm") != digest
     monkeypatch.setitem(without, "question_sets", "gqa")
+    # so does pretrain_world left empty (the training split's own images)
+    gone = {k: v for k, v in without.items() if k != "pretrain_world"}
+    monkeypatch.setattr(TrainedChatVLM, "defaults", gone)
+    assert records.defaults_digest("chat-vlm") == digest
+    monkeypatch.setitem(gone, "pretrain_world", "world20k")
+    assert records.defaults_digest("chat-vlm") != digest
+    monkeypatch.setattr(TrainedChatVLM, "defaults", without)
     monkeypatch.setitem(without, "epochs", 4)
     assert records.defaults_digest("chat-vlm") != digest
     assert workflow._chat_device("cpu:0", True) == workflow._chat_device("cpu", False) == "cpu"

@@ -85,7 +85,7 @@ def test_the_run_is_a_plain_transformers_folder_that_hf_loads_and_that_answers(t
     assert runs["a"]["val"]["questions"] > 0 and runs["a"]["val"]["accuracy"] is not None
     # the vision pre-training's patch names, on the training and the held-out images
     keys = {"loss", "name_acc", "object_name_acc", "held_out_name_acc", "held_out_object_name_acc"}
-    assert set(runs["a"]["pretrain"]) == keys
+    assert set(runs["a"]["pretrain"]) == keys | {"images"}
     assert json.loads((out / "a" / "config.json").read_text())["pretrain"] == runs["a"]["pretrain"]
     assert "held_out_name_acc" not in runs["blind"]["pretrain"]  # the twin sees no image
 
@@ -709,3 +709,86 @@ def test_epochs_from_python_are_checked_before_they_are_used(epochs):
     with pytest.raises(DataError, match="epochs must be a whole number of 0 or more, not"):
         TrainedChatVLM.resolve_options({}, epochs)
     assert TrainedChatVLM.resolve_options({}, 2)["epochs"] == 2
+
+
+def test_pretrain_world_pre_trains_the_tower_on_another_worlds_images(
+    run_cli, world, tmp_path, monkeypatch
+):
+    """``-o pretrain_world=DIR``: the tower pre-trains on every train image of DIR that
+    has a scene graph, labelled over DIR's own names (the run counts them as the
+    pre-training's ``images``), while the answers are learned on the training split's
+    own images; the model loads and answers through ``hf:``, and its tower is not the
+    one pre-trained on the training split."""
+    from vqadiag.data.model_inputs.gqa_data import GQAData
+    from vqadiag.models.reference import chat_vlm_data as cdata
+    from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.registry import load_model_spec
+    from vqadiag.synth import generate_world
+
+    other = tmp_path / "other_world"
+    generate_world(other, images=20, seed=5)
+    other_scenes, other_names, _ = cdata.patch_vocabulary(GQAData(other), "train", 64)
+    train_images = {str(r["imageId"]) for r in GQAData(world).questions("train").values()}
+    seen = {}
+    pretrain, encode = fit.pretrain_vision, fit.encode_images
+
+    def pretrain_spy(model, pixels, labeller, n_names, *args, **kwargs):
+        seen["pretrain"] = (len(pixels), len(labeller), n_names)
+        return pretrain(model, pixels, labeller, n_names, *args, **kwargs)
+
+    def encode_spy(model, pixels, *args, **kwargs):
+        seen["answer_images"] = len(pixels)
+        return encode(model, pixels, *args, **kwargs)
+
+    monkeypatch.setattr(fit, "pretrain_vision", pretrain_spy)
+    monkeypatch.setattr(fit, "encode_images", encode_spy)
+    configs = {}
+    tiny = [a for o in TINY for a in ("-o", o)]
+    for name, extra in (("plain", ()), ("other", ("-o", f"pretrain_world={other}"))):
+        got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / name,
+                      "--epochs", "1", "--quiet", *tiny, *extra)  # fmt: skip
+        assert got.exit_code == 0, got.stderr
+        configs[name] = json.loads((tmp_path / name / "config.json").read_text())
+    assert seen["pretrain"] == (len(other_scenes), len(other_scenes), len(other_names))
+    assert seen["answer_images"] == len(train_images)
+    assert configs["other"]["pretrain"]["images"] == len(other_scenes) != len(train_images)
+    assert configs["plain"]["pretrain"]["images"] == len(train_images)
+    assert configs["other"]["options"]["pretrain_world"] == str(other)
+    assert "held_out_name_acc" in configs["other"]["pretrain"]
+    assert configs["other"]["model_digest"] != configs["plain"]["model_digest"]
+    _, batch, pixels = _val_batch(world, n=4)
+    answers = load_model_spec(f"hf:{tmp_path / 'other' / 'model'}", {}).predict(batch, pixels)
+    assert len(answers.answers) == 4 and all(isinstance(a, str) for a in answers.answers)
+
+
+@pytest.mark.parametrize(
+    ("value", "extra", "message"),
+    [
+        ("nope", (), "nope: pretrain_world does not exist"),
+        ("a_file", (), "a_file: pretrain_world is not a folder"),
+        ("[1]", (), "pretrain_world must be a world folder, not [1]"),
+        ("empty", (), "the chat VLM's vision pre-training needs them"),
+        ("world", ("-o", "blind=true"), "pretrain_world does nothing for the blind twin"),
+    ],
+)
+def test_a_pretrain_world_that_cannot_be_read_is_refused_before_training(
+    run_cli, world, tmp_path, monkeypatch, value, extra, message
+):
+    """Not a folder, not a path, a folder without scene graphs (named, before any
+    pre-training), or the blind twin: one line, and no run folder."""
+    from vqadiag.models.reference import chat_vlm_fit as fit
+
+    def never(*args, **kwargs):
+        raise AssertionError("pre-training started")
+
+    monkeypatch.setattr(fit, "pretrain_vision", never)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    value = str(world) if value == "world" else value
+    got = run_cli("train", "--model", "chat-vlm", "--data", world, "--out", tmp_path / "run",
+                  "--epochs", "1", "--quiet", *(a for o in TINY for a in ("-o", o)),
+                  "-o", f"pretrain_world={value}", *extra)  # fmt: skip
+    assert got.exit_code != 0
+    assert message in got.stderr and len(got.stderr.strip().splitlines()) == 1, got.stderr
+    assert not (tmp_path / "run" / "model").exists()

@@ -108,8 +108,9 @@ class Stages:
 
 
 #: options added after demo folders were written, at the value that trains the same
-#: weights as before they existed (the chat VLM's ``question_sets``)
-NEUTRAL_DEFAULTS: dict[str, Any] = {"question_sets": "gqa"}
+#: weights as before they existed (the chat VLM's ``question_sets`` and
+#: ``pretrain_world``)
+NEUTRAL_DEFAULTS: dict[str, Any] = {"question_sets": "gqa", "pretrain_world": ""}
 _UNSET = object()
 
 

@@ -17,7 +17,10 @@ adds the split's VQA v2 and VQA-introspect questions
 (:mod:`~vqadiag.models.reference.chat_vlm_questions`). ``scene_questions``
 (``-o scene_questions=K``) adds up to K questions per training image written from its
 scene graph (:mod:`~vqadiag.models.reference.chat_vlm_scene_questions`); the tokenizer
-is trained on them too.
+is trained on them too. ``pretrain_world`` (``-o pretrain_world=DIR``) pre-trains the
+tower on every train image of another world folder instead, labelled over that world's
+own name and attribute indices (:func:`pretraining_source`); the answers are still
+learned on the training split's images.
 
 ``blind`` (``-o blind=true``) is the blind twin: the same recipe with every image blank —
 every pixel the processor's mean colour, i.e. zero pixel values — and the tower's patch
@@ -137,6 +140,7 @@ class TrainedChatVLM(ChatVLM):
         "ground_layer": 0,
         "ground_from": "question",
         "tune_tower_layers": 0,
+        "pretrain_world": "",
         "blind": False,
         "threads": 2,
         "device": "cpu",
@@ -173,6 +177,7 @@ class TrainedChatVLM(ChatVLM):
                 "--option", f"patch_labels must be {' or '.join(LABEL_RULES)}, not {rule!r}"
             )
         _check_grounding(out)
+        out["pretrain_world"] = _pretrain_world(out)
         training_device(out)
         return out
 
@@ -242,6 +247,41 @@ def _switch(key: str, value: Any) -> bool:
     raise DataError("--option", f"{key} must be true or false, not {value!r}")
 
 
+def _pretrain_world(opts: Mapping[str, Any]) -> str:
+    """``pretrain_world``: empty (the tower pre-trains on the training split's images) or
+    the path of a folder, as given; a value that is not a path, a path that is not a
+    folder, or a blind twin (whose tower sees no image) refused in one line."""
+    value = opts["pretrain_world"]
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError("--option", f"pretrain_world must be a world folder, not {value!r}")
+    if opts["blind"]:
+        raise DataError(
+            "--option", "pretrain_world does nothing for the blind twin (its tower sees no "
+            "image): train the twin without it",
+        )  # fmt: skip
+    folder = Path(str(value))
+    if not folder.is_dir():
+        problem = "is not a folder" if folder.exists() else "does not exist"
+        raise DataError(folder, f"pretrain_world {problem}")
+    return str(value)
+
+
+def pretraining_source(
+    data: GQAData, n_attrs: int
+) -> tuple[dict[str, Any], list[str], dict[str, int], dict[str, int]]:
+    """What the tower pre-trains on in another world ``data`` (``pretrain_world``): the
+    scene graphs of its train split, the ids of every image that has one (sorted), and
+    the name and attribute indices its patches are labelled with
+    (:func:`~vqadiag.models.reference.chat_vlm_data.patch_vocabulary`); a DataError
+    naming the file without scene graphs."""
+    from vqadiag.models.reference import chat_vlm_data as cdata
+
+    scenes, names, attrs = cdata.patch_vocabulary(data, "train", n_attrs)
+    return scenes, sorted(scenes), names, attrs
+
+
 def _check_grounding(opts: Mapping[str, Any]) -> None:
     """``ground_from`` is one of ``GROUND_FROM`` (the weight and the layer are number
     options)."""
@@ -296,6 +336,12 @@ def _fit(
     records = [r for rows in sets.values() for r in rows]
     image_ids = sorted({str(r["imageId"]) for r in records})
     scenes, names, attrs = cdata.patch_vocabulary(data, split, int(opts["aux_attributes"]))
+    source, shown, shown_ids, shown_names, shown_attrs = data, scenes, image_ids, names, attrs
+    if opts["pretrain_world"]:  # the tower's labels are the other world's
+        source = GQAData(opts["pretrain_world"])
+        shown, shown_ids, shown_names, shown_attrs = pretraining_source(
+            source, int(opts["aux_attributes"])
+        )
     extra = scene_questions(sets["gqa"], scenes, image_ids, int(opts["scene_questions"]), seed)
     records += extra
     k = int(opts["caption_objects"])
@@ -315,16 +361,24 @@ def _fit(
         size = int(opts["image_size"])
         pixels = torch.zeros((len(image_ids), 3, size, size))
     else:
-        pixels = cdata.pixel_values(processor, data, image_ids)
+        pixels = cdata.pixel_values(processor, source, shown_ids)
     clock.lap("images")
     rule = str(opts["patch_labels"])
-    labeller = BoxTable(scenes, image_ids, grid, names, attrs, rule, fit.model_device(model))
+    device = fit.model_device(model)
+    labeller = BoxTable(shown, shown_ids, grid, shown_names, shown_attrs, rule, device)
     held_out = (
-        None if opts["blind"] else held_out_patches(data, split, processor, grid, names, rule)
+        None if opts["blind"] else held_out_patches(data, split, processor, grid, shown_names, rule)
     )
-    pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
-    del held_out
+    pre = fit.pretrain_vision(
+        model, pixels, labeller, len(shown_names), opts, rng, progress, held_out
+    )
+    pre["images"] = len(shown_ids)
+    del held_out, labeller
     clock.lap("pretrain")
+    if source is not data:  # the answers are learned on the training split's own images
+        del pixels
+        pixels = cdata.pixel_values(processor, data, image_ids)
+        clock.lap("answer_images")
     features = fit.encode_images(model, pixels, tuned=int(opts["tune_tower_layers"]))
     rows = {image_id: i for i, image_id in enumerate(image_ids)}
     grounded = float(opts["ground_tokens"]) > 0 and not opts["blind"]
