@@ -323,12 +323,9 @@ def _fit(
     data: GQAData, split: str, seed: int, opts: Mapping[str, Any], progress: bool
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Build, pre-train and train (:mod:`~vqadiag.models.reference.chat_vlm_fit`)."""
-    import torch
-
     from vqadiag.models.reference import chat_vlm_build as build
     from vqadiag.models.reference import chat_vlm_data as cdata
     from vqadiag.models.reference import chat_vlm_fit as fit
-    from vqadiag.models.reference.chat_vlm_box_labels import BoxTable
     from vqadiag.models.reference.chat_vlm_questions import parse_question_sets, training_records
     from vqadiag.models.reference.chat_vlm_scene_questions import scene_questions
 
@@ -336,12 +333,7 @@ def _fit(
     records = [r for rows in sets.values() for r in rows]
     image_ids = sorted({str(r["imageId"]) for r in records})
     scenes, names, attrs = cdata.patch_vocabulary(data, split, int(opts["aux_attributes"]))
-    source, shown, shown_ids, shown_names, shown_attrs = data, scenes, image_ids, names, attrs
-    if opts["pretrain_world"]:  # the tower's labels are the other world's
-        source = GQAData(opts["pretrain_world"])
-        shown, shown_ids, shown_names, shown_attrs = pretraining_source(
-            source, int(opts["aux_attributes"])
-        )
+    shown = _pretraining_images(data, opts, scenes, image_ids, names, attrs)
     extra = scene_questions(sets["gqa"], scenes, image_ids, int(opts["scene_questions"]), seed)
     records += extra
     k = int(opts["caption_objects"])
@@ -350,35 +342,10 @@ def _fit(
     tokenizer = build.train_tokenizer(texts, int(opts["vocab_size"]))
     processor = build.build_processor(tokenizer, opts)
     model = build.build_llava(len(tokenizer), opts, seed).to(training_device(opts))
-    grid = int(opts["image_size"]) // int(opts["patch_size"])
     rng = np.random.default_rng(seed)
     clock = _Clock()
-    if opts["blind"]:
-        patch = model.model.vision_tower.embeddings.patch_embedding
-        with torch.no_grad():
-            patch.weight.zero_()
-        patch.weight.requires_grad_(False)
-        size = int(opts["image_size"])
-        pixels = torch.zeros((len(image_ids), 3, size, size))
-    else:
-        pixels = cdata.pixel_values(processor, source, shown_ids)
-    clock.lap("images")
-    rule = str(opts["patch_labels"])
-    device = fit.model_device(model)
-    labeller = BoxTable(shown, shown_ids, grid, shown_names, shown_attrs, rule, device)
-    held_out = (
-        None if opts["blind"] else held_out_patches(data, split, processor, grid, shown_names, rule)
-    )
-    pre = fit.pretrain_vision(
-        model, pixels, labeller, len(shown_names), opts, rng, progress, held_out
-    )
-    pre["images"] = len(shown_ids)
-    del held_out, labeller
-    clock.lap("pretrain")
-    if source is not data:  # the answers are learned on the training split's own images
-        del pixels
-        pixels = cdata.pixel_values(processor, data, image_ids)
-        clock.lap("answer_images")
+    pixels, pre = _pretrain_tower(model, processor, (data, split), shown, image_ids, opts, rng,
+                                  progress, clock)  # fmt: skip
     features = fit.encode_images(model, pixels, tuned=int(opts["tune_tower_layers"]))
     rows = {image_id: i for i, image_id in enumerate(image_ids)}
     grounded = float(opts["ground_tokens"]) > 0 and not opts["blind"]
@@ -401,6 +368,67 @@ def _fit(
         log["scene_questions"] = len(extra)
     log["training_questions"] = {name: len(rows) for name, rows in sets.items()}
     return model, processor, log
+
+
+#: where the tower pre-trains: the world, its scene graphs, the image ids, and the name
+#: and attribute indices their patches are labelled with
+_Pretraining = tuple[GQAData, Mapping[str, Any], list[str], dict[str, int], dict[str, int]]
+
+
+def _pretraining_images(
+    data: GQAData, opts: Mapping[str, Any], scenes: Mapping[str, Any], image_ids: list[str],
+    names: dict[str, int], attrs: dict[str, int],
+) -> _Pretraining:  # fmt: skip
+    """The training split's images (``scenes``, ``image_ids``, ``names``, ``attrs``), or
+    with ``pretrain_world`` every train image of that world (:func:`pretraining_source`;
+    a folder without scene graphs is refused here, before the model is built)."""
+    if not opts["pretrain_world"]:
+        return data, scenes, image_ids, names, attrs
+    source = GQAData(opts["pretrain_world"])
+    return (source, *pretraining_source(source, int(opts["aux_attributes"])))
+
+
+def _pretrain_tower(
+    model: Any, processor: Any, training: tuple[GQAData, str], shown: _Pretraining,
+    image_ids: list[str], opts: Mapping[str, Any], rng: np.random.Generator, progress: bool,
+    clock: _Clock,
+) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    """Stage 1 on the images ``shown`` (:func:`_pretraining_images`), measured on the
+    held-out images of the ``training`` world and split; returns the pixels of the
+    training images ``image_ids`` the answers are learned on, and the pre-training's
+    figures. The blind twin's patch embedding is zeroed and frozen first, and its images
+    are blank."""
+    import torch
+
+    from vqadiag.models.reference import chat_vlm_data as cdata
+    from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference.chat_vlm_box_labels import BoxTable
+
+    data, split = training
+    source, scenes, shown_ids, names, attrs = shown
+    if opts["blind"]:
+        patch = model.model.vision_tower.embeddings.patch_embedding
+        with torch.no_grad():
+            patch.weight.zero_()
+        patch.weight.requires_grad_(False)
+        size = int(opts["image_size"])
+        pixels = torch.zeros((len(shown_ids), 3, size, size))
+    else:
+        pixels = cdata.pixel_values(processor, source, shown_ids)
+    clock.lap("images")
+    grid, rule = int(opts["image_size"]) // int(opts["patch_size"]), str(opts["patch_labels"])
+    labeller = BoxTable(scenes, shown_ids, grid, names, attrs, rule, fit.model_device(model))
+    held_out = (
+        None if opts["blind"] else held_out_patches(data, split, processor, grid, names, rule)
+    )
+    pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
+    pre["images"] = len(shown_ids)
+    clock.lap("pretrain")
+    if source is not data:  # the answers are learned on the training split's own images
+        del pixels, labeller
+        pixels = cdata.pixel_values(processor, data, image_ids)
+        clock.lap("answer_images")
+    return pixels, pre
 
 
 #: at most this many held-out images measure the pre-trained tower's patch names
