@@ -249,18 +249,14 @@ def _switch(key: str, value: Any) -> bool:
 
 def _pretrain_world(opts: Mapping[str, Any]) -> str:
     """``pretrain_world``: empty (the tower pre-trains on the training split's images) or
-    the path of a folder, as given; a value that is not a path, a path that is not a
-    folder, or a blind twin (whose tower sees no image) refused in one line."""
+    the path of a folder, as given; a value that is not a path, or a path that is not a
+    folder, refused in one line. The blind twin takes it too: its tower pre-trains on
+    that world's labels over blank images, as the twin of any recipe does."""
     value = opts["pretrain_world"]
     if value is None or value == "":
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise DataError("--option", f"pretrain_world must be a world folder, not {value!r}")
-    if opts["blind"]:
-        raise DataError(
-            "--option", "pretrain_world does nothing for the blind twin (its tower sees no "
-            "image): train the twin without it",
-        )  # fmt: skip
     folder = Path(str(value))
     if not folder.is_dir():
         problem = "is not a folder" if folder.exists() else "does not exist"
@@ -406,17 +402,21 @@ def _pretrain_tower(
 
     data, split = training
     source, scenes, shown_ids, names, attrs = shown
+    size = int(opts["image_size"])
+
+    def images(world: GQAData, ids: list[str]) -> Any:
+        if opts["blind"]:  # every pixel the processor's mean colour
+            return torch.zeros((len(ids), 3, size, size))
+        return cdata.pixel_values(processor, world, ids)
+
     if opts["blind"]:
         patch = model.model.vision_tower.embeddings.patch_embedding
         with torch.no_grad():
             patch.weight.zero_()
         patch.weight.requires_grad_(False)
-        size = int(opts["image_size"])
-        pixels = torch.zeros((len(shown_ids), 3, size, size))
-    else:
-        pixels = cdata.pixel_values(processor, source, shown_ids)
+    pixels = images(source, shown_ids)
     clock.lap("images")
-    grid, rule = int(opts["image_size"]) // int(opts["patch_size"]), str(opts["patch_labels"])
+    grid, rule = size // int(opts["patch_size"]), str(opts["patch_labels"])
     labeller = BoxTable(scenes, shown_ids, grid, names, attrs, rule, fit.model_device(model))
     held_out = (
         None if opts["blind"] else held_out_patches(data, split, processor, grid, names, rule)
@@ -426,7 +426,7 @@ def _pretrain_tower(
     clock.lap("pretrain")
     if source is not data:  # the answers are learned on the training split's own images
         del pixels, labeller
-        pixels = cdata.pixel_values(processor, data, image_ids)
+        pixels = images(data, image_ids)
         clock.lap("answer_images")
     return pixels, pre
 
@@ -457,9 +457,10 @@ def held_out_patches(
     data: GQAData, split: str, processor: Any, grid: int, names: Mapping[str, int],
     rule: str = "centre", label_image: ImageLabels | None = None,
 ) -> tuple[Any, np.ndarray] | None:  # fmt: skip
-    """The pixels of the :func:`held_out_images` and their patch names over the training
-    split's name index ``names`` (by the label ``rule``, or by ``label_image`` where
-    given: :func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`); None when
+    """The pixels of the :func:`held_out_images` and their patch names over the name
+    index the tower's head learns, ``names`` (the training split's, or with
+    ``pretrain_world`` that world's), by the label ``rule``, or by ``label_image`` where
+    given (:func:`~vqadiag.models.reference.chat_vlm_data.scene_labeller`); None when
     there are none or one of the images is missing."""
     from vqadiag.models.reference import chat_vlm_data as cdata
 
