@@ -282,6 +282,16 @@ class TorchModel:
         ids, lengths = self.words.encode(batch.questions, self.options["max_question_tokens"])
         return torch.from_numpy(ids), torch.from_numpy(lengths)
 
+    def _check_feature_width(self, visual: ObjectInput) -> None:
+        """One line naming the detections file when the objects' feature width is not
+        the one the model was trained on."""
+        if visual.features.shape[2] != self.feature_dim:
+            raise DataError(
+                visual.source,
+                f"object features have {visual.features.shape[2]} dimensions; "
+                f"model {self.name!r} was trained on {self.feature_dim}",
+            )
+
     def _object_tensors(
         self, visual: ObjectInput | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -289,12 +299,7 @@ class TorchModel:
 
         if not isinstance(visual, ObjectInput):
             raise DataError(None, f"model {self.name!r} needs object input (features and boxes)")
-        if visual.features.shape[2] != self.feature_dim:
-            raise DataError(
-                visual.source,
-                f"object features have {visual.features.shape[2]} dimensions; "
-                f"model {self.name!r} was trained on {self.feature_dim}",
-            )
+        self._check_feature_width(visual)
         feats = torch.from_numpy(np.ascontiguousarray(visual.features, dtype=np.float32))
         spatial = torch.from_numpy(spatial_features(visual.boxes, visual.image_sizes))
         mask = torch.from_numpy(np.ascontiguousarray(visual.mask, dtype=bool))

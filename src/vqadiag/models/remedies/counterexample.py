@@ -182,12 +182,7 @@ class CounterExampleModel(TorchModel):
             for image in item.candidates:
                 unique.setdefault(image, len(unique))
         visual = data.object_input(list(unique), self.options["max_objects"])
-        if visual.features.shape[2] != self.feature_dim:
-            raise DataError(
-                visual.source,
-                f"object features have {visual.features.shape[2]} dimensions; "
-                f"model {self.name!r} was trained on {self.feature_dim}",
-            )
+        self._check_feature_width(visual)
         index = np.array([[unique[i] for i in item.candidates] for item in items], np.int64)
         spatial = spatial_features(visual.boxes, visual.image_sizes)
         return (
