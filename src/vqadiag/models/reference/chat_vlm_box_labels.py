@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.models.reference.chat_vlm_data import LABEL_RULES
+from vqadiag.models.reference.chat_vlm_data import check_label_rule
 from vqadiag.models.reference.pixel_objective import attribute_row
 
 if TYPE_CHECKING:
@@ -46,10 +46,7 @@ class BoxTable:
     ) -> None:
         import torch
 
-        if rule not in LABEL_RULES:
-            raise ValueError(
-                f"patch label rule must be one of {', '.join(LABEL_RULES)}, not {rule!r}"
-            )
+        check_label_rule(rule)
         self.grid, self.rule, self.device = grid, rule, torch.device(device)
         chosen = [scenes.get(str(image_id)) for image_id in image_ids]
         objects = [list(s["objects"].values()) if s is not None else [] for s in chosen]

@@ -332,10 +332,15 @@ def patch_labels(
         y0, x0 = np.meshgrid(v0 * height, u0 * width, indexing="ij")
         y1, x1 = np.meshgrid(v1 * height, u1 * width, indexing="ij")
         return region_labels(objects, x0.ravel(), y0.ravel(), x1.ravel(), y1.ravel(), names, attrs)
-    if rule != "centre":
-        raise ValueError(f"patch label rule must be one of {', '.join(LABEL_RULES)}, not {rule!r}")
+    check_label_rule(rule)
     cx, cy = patch_centres(width, height, grid, flip=flip, shift=shift)
     return point_labels(objects, cx, cy, names, attrs)
+
+
+def check_label_rule(rule: str) -> None:
+    """A ValueError for a patch label rule not in :data:`LABEL_RULES`."""
+    if rule not in LABEL_RULES:
+        raise ValueError(f"patch label rule must be one of {', '.join(LABEL_RULES)}, not {rule!r}")
 
 
 def patch_centres(
