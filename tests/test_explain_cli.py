@@ -311,3 +311,18 @@ def test_an_explainer_width_or_weight_out_of_range_is_refused(
     )  # fmt: skip
     assert code == 2 and err.strip().splitlines() == [f"error: --option: {rule}"], err
     assert not (tmp_path / "run").exists()
+
+
+def test_features_of_another_width_name_the_detections_file(
+    trained: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The explainer scores candidates' objects through its own path, not the answering
+    model's: asked on features of another width it names the detections file too."""
+    narrow = tmp_path / "narrow"
+    generate_world(narrow, images=200, seed=1, feature_dim=32, progress=False)
+    code, _, err = _cli("explain", "eval", "--model", trained[0], "--data", narrow, "--quiet")
+    info = narrow / "gqa" / "objects" / "gqa_objects_info.json"
+    assert code == 2
+    assert f"{info}: object features have 32 dimensions; model 'counterexample' was trained" in (
+        " ".join(err.split())
+    )
