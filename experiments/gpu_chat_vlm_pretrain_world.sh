@@ -16,10 +16,15 @@
 #      diagnoses it through hf: with the accuracy and gain suites, on the GPU.
 #
 # Figures and logs go to $OUT (or ./gpu-out): bench.txt, train.json, train.err,
-# diagnose.txt, results.json. PRETRAIN_EPOCHS (default 30: 420,000 images shown) and
-# PRETRAIN_BATCH (default 32) change the pre-training; EPOCHS (default 12) the answers.
+# diagnose.txt, results.json, and tower.pt, the pre-training's checkpoint, written after
+# every epoch (-o pretrain_checkpoint; docs/chat-vlm.md, "Resuming the pre-training").
+# PRETRAIN_EPOCHS (default 30: 420,000 images shown) and PRETRAIN_BATCH (default 32)
+# change the pre-training; EPOCHS (default 12) the answers; BENCH=0 skips step 3.
+# RESUME=FILE starts from a tower.pt an earlier run left (one stopped at the time limit
+# of its call), when it was written by the same pre-training.
 #
 #   device run:  bash experiments/gpu_chat_vlm_pretrain_world.sh   (carry: .whl)
+#   the next call:  RESUME=.gpu/tower.pt BENCH=0 bash experiments/...   (carry: .whl, .gpu)
 set -euo pipefail
 
 out=${OUT:-gpu-out}
@@ -44,17 +49,24 @@ vqadiag synth --out "$work/world" --images "${IMAGES:-2000}" -q
 vqadiag synth --out "$work/world20k" --images "${PRETRAIN_IMAGES:-20000}" --seed 1 -q
 echo "worlds: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 
-for batch in 32 256; do
-  "$python" benchmarks/bench_chat_vlm_pretraining.py --world "$work/world20k" --device "$device" \
-    --batch "$batch" --repeats 1 | tee -a "$out/bench.txt"
-done
+if [ "${BENCH:-1}" != 0 ]; then
+  for batch in 32 256; do
+    "$python" benchmarks/bench_chat_vlm_pretraining.py --world "$work/world20k" \
+      --device "$device" --batch "$batch" --repeats 1 | tee -a "$out/bench.txt"
+  done
+fi
+
+if [ -n "${RESUME:-}" ]; then
+  cp "$RESUME" "$out/tower.pt"
+fi
 
 start=$(date +%s)
 vqadiag train --model chat-vlm --data "$work/world" --out "$work/runs/chat-20k" \
   --epochs "${EPOCHS:-12}" -o pretrain_world="$work/world20k" \
   -o pretrain_epochs="${PRETRAIN_EPOCHS:-30}" -o pretrain_batch_size="${PRETRAIN_BATCH:-32}" \
   -o pretrain_lr=0.003 -o pretrain_augment=true -o pretrain_object_loss=1 -o batch_size=32 \
-  -o threads=1 -o question_first=true -o device="$device" --json >"$out/train.json" 2>"$out/train.err"
+  -o threads=1 -o question_first=true -o device="$device" -o pretrain_checkpoint="$out/tower.pt" \
+  --json >"$out/train.json" 2>"$out/train.err"
 echo "train: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 
 start=$(date +%s)

@@ -40,3 +40,16 @@ def test_the_gpu_script_runs_every_step_small_on_the_cpu(tmp_path):
     assert trained["val"]["questions"] > 0
     results = json.loads((out / "results.json").read_text())
     assert {"accuracy", "gain"} <= set(results["suites"])
+    assert trained["pretrain"]["resumed_epochs"] == 0 and (out / "tower.pt").is_file()
+
+    # the next call, on a fresh machine: the checkpoint carried back, the benchmark skipped
+    again = {**env, "OUT": str(tmp_path / "again"), "WORK": str(tmp_path / "work2"),
+             "RESUME": str(out / "tower.pt"), "BENCH": "0"}  # fmt: skip
+    done = subprocess.run(
+        ["bash", "experiments/gpu_chat_vlm_pretrain_world.sh"], cwd=ROOT, env=again,
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (tmp_path / "again" / "bench.txt").exists()
+    resumed = json.loads((tmp_path / "again" / "train.json").read_text())
+    assert resumed["pretrain"]["resumed_epochs"] == 1

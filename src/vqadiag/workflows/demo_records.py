@@ -108,9 +108,13 @@ class Stages:
 
 
 #: options added after demo folders were written, at the value that trains the same
-#: weights as before they existed (the chat VLM's ``question_sets`` and
-#: ``pretrain_world``)
-NEUTRAL_DEFAULTS: dict[str, Any] = {"question_sets": "gqa", "pretrain_world": ""}
+#: weights as before they existed (the chat VLM's ``question_sets``, ``pretrain_world``
+#: and ``pretrain_checkpoint``)
+NEUTRAL_DEFAULTS: dict[str, Any] = {
+    "question_sets": "gqa",
+    "pretrain_world": "",
+    "pretrain_checkpoint": "",
+}
 _UNSET = object()
 
 

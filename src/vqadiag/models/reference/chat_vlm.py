@@ -20,7 +20,10 @@ scene graph (:mod:`~vqadiag.models.reference.chat_vlm_scene_questions`); the tok
 is trained on them too. ``pretrain_world`` (``-o pretrain_world=DIR``) pre-trains the
 tower on every train image of another world folder instead, labelled over that world's
 own name and attribute indices (:func:`pretraining_source`); the answers are still
-learned on the training split's images.
+learned on the training split's images. ``pretrain_checkpoint``
+(``-o pretrain_checkpoint=FILE``) writes the pre-training's state there after every epoch
+and goes on from it when the same pre-training is asked again
+(:mod:`~vqadiag.models.reference.chat_vlm_pretrain_checkpoint`).
 
 ``blind`` (``-o blind=true``) is the blind twin: the same recipe with every image blank —
 every pixel the processor's mean colour, i.e. zero pixel values — and the tower's patch
@@ -141,6 +144,7 @@ class TrainedChatVLM(ChatVLM):
         "ground_from": "question",
         "tune_tower_layers": 0,
         "pretrain_world": "",
+        "pretrain_checkpoint": "",
         "blind": False,
         "threads": 2,
         "device": "cpu",
@@ -178,6 +182,7 @@ class TrainedChatVLM(ChatVLM):
             )
         _check_grounding(out)
         out["pretrain_world"] = _pretrain_world(out)
+        out["pretrain_checkpoint"] = _pretrain_checkpoint(out)
         training_device(out)
         return out
 
@@ -261,6 +266,21 @@ def _pretrain_world(opts: Mapping[str, Any]) -> str:
     if not folder.is_dir():
         problem = "is not a folder" if folder.exists() else "does not exist"
         raise DataError(folder, f"pretrain_world {problem}")
+    return str(value)
+
+
+def _pretrain_checkpoint(opts: Mapping[str, Any]) -> str:
+    """``pretrain_checkpoint``: empty (none) or the path of a file, as given, in a folder
+    vqadiag can write (checked before the work starts); a folder there, or a value that
+    is not a path, refused in one line."""
+    from vqadiag.data.io.atomic import writable_file
+
+    value = opts["pretrain_checkpoint"]
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError("--option", f"pretrain_checkpoint must be a file path, not {value!r}")
+    writable_file(Path(str(value)))
     return str(value)
 
 
@@ -421,7 +441,18 @@ def _pretrain_tower(
     held_out = (
         None if opts["blind"] else held_out_patches(data, split, processor, grid, names, rule)
     )
-    pre = fit.pretrain_vision(model, pixels, labeller, len(names), opts, rng, progress, held_out)
+    checkpoint = None
+    if opts["pretrain_checkpoint"]:
+        from vqadiag.models.reference import chat_vlm_pretrain_checkpoint as saved_state
+
+        digests = {
+            "pixels": saved_state.pixels_digest(pixels),
+            "labels": saved_state.labels_digest(scenes, shown_ids, names, attrs),
+        }
+        checkpoint = (str(opts["pretrain_checkpoint"]), digests)
+    pre = fit.pretrain_vision(
+        model, pixels, labeller, len(names), opts, rng, progress, held_out, checkpoint=checkpoint
+    )
     pre["images"] = len(shown_ids)
     clock.lap("pretrain")
     if source is not data:  # the answers are learned on the training split's own images

@@ -83,6 +83,7 @@ def pretrain_vision(
     progress: bool = False,
     held_out: tuple[torch.Tensor, np.ndarray] | None = None,
     heads: torch.nn.ModuleList | None = None,
+    checkpoint: tuple[str, Mapping[str, str]] | None = None,
 ) -> dict[str, float]:
     """Stage 1 (module docstring); returns the last epoch's ``{loss, name_acc,
     object_name_acc}`` and, with ``held_out`` (pixels and their patch names over the
@@ -96,59 +97,114 @@ def pretrain_vision(
     patches of every image; the pixels move to the model's device once;
     with ``pretrain_augment`` each epoch shows every image mirrored left to right with
     probability ½ and moved by up to half a patch each way (drawn from ``rng``), labelled
-    as it is shown."""
+    as it is shown. ``checkpoint`` (a file and the digests of the pixels and labels,
+    :func:`~vqadiag.models.reference.chat_vlm_pretrain_checkpoint.key_parts`): the state
+    is written there after every epoch and a run of the same pre-training goes on from
+    it; ``resumed_epochs`` then says how many epochs it read."""
     import torch
+
+    from vqadiag.models.reference import chat_vlm_pretrain_checkpoint as saved_state
 
     epochs, batch = int(options["pretrain_epochs"]), int(options["pretrain_batch_size"])
     device = model_device(model)
     pixels = pixels.to(device)
-    name_t, attr_t = _labels_on(labeller(), device)
-    heads = pretraining_heads(model, n_names, attr_t.shape[-1]) if heads is None else heads
+    labels = _labels_on(labeller(), device)
+    heads = pretraining_heads(model, n_names, labels[1].shape[-1]) if heads is None else heads
     tower = model.model.vision_tower
     params = [p for p in tower.parameters() if p.requires_grad] + list(heads.parameters())
     optimizer = torch.optim.AdamW(params, lr=float(options["pretrain_lr"]), weight_decay=0.01)
-    steps = epochs * -(-len(pixels) // batch)
-    scheduler = _schedule(optimizer, steps)
-    augment = bool(options.get("pretrain_augment"))
-    size, reach = pixels.shape[-1], int(options["patch_size"]) // 2
+    per_epoch = -(-len(pixels) // batch)
+    scheduler = _schedule(optimizer, epochs * per_epoch)
     stats = {"loss": 0.0, "name_acc": 0.0, "object_name_acc": 0.0}
-    object_weight = float(options.get("pretrain_object_loss") or 0.0)
+    saver, done = None, 0
+    if checkpoint is not None:
+        parts = saved_state.key_parts(checkpoint[1], [tower, heads], options, rng, device)
+        saver = saved_state.PretrainCheckpoint(checkpoint[0], parts)
+        saved = saver.load(device)
+        if saved is not None:
+            done, stats = saved_state.restore(saved, (tower, heads, optimizer, scheduler), rng)
+    run = _EpochRun(model, heads, optimizer, scheduler, options, labeller, labels)
     tower.train()
     with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:
-        task = bar.add_task("chat-vlm: pre-training the vision tower", total=steps, acc=0.0)
-        for _ in range(epochs):
-            order = rng.permutation(len(pixels))
-            if augment:
-                flips = rng.random(len(pixels)) < 0.5
-                shifts = rng.integers(-reach, reach + 1, size=(len(pixels), 2))
-                name_t, attr_t = _labels_on(labeller(flips, shifts / size), device)
-            total, hits = pixels.new_zeros((), dtype=torch.float64), _NameHits()
-            for step, start in enumerate(range(0, len(order), batch)):
-                chosen = order[start : start + batch]
-                idx = torch.from_numpy(chosen).to(device)
-                shown = pixels[idx]
-                if augment:
-                    shown = cdata.augment(shown, flips[chosen], shifts[chosen])
-                feats = tower_features(model, shown)
-                names, attrs = name_t[idx], attr_t[idx]
-                loss, logits = label_loss(heads, feats, names, attrs)
-                if object_weight > 0:
-                    groups = object_groups(names, attrs)
-                    loss = loss + object_weight * object_loss(heads, feats, names, attrs, groups)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                total += loss.detach().double() * len(idx)
-                hits.add(logits.argmax(-1), names)
-                bar.update(task, advance=1)
-                if not bar.disable and step % 16 == 0:  # reading the counts waits for the device
-                    bar.update(task, acc=hits.rates()[0])
-            stats = {"loss": float(total) / len(order), **hits.stats("")}
+        task = bar.add_task(
+            "chat-vlm: pre-training the vision tower", total=epochs * per_epoch,
+            completed=done * per_epoch, acc=stats["name_acc"],
+        )  # fmt: skip
+
+        def tick(hits: _NameHits | None) -> None:  # reading the counts waits for the device
+            fields = {} if hits is None or bar.disable else {"acc": hits.rates()[0]}
+            bar.update(task, advance=1, **fields)
+
+        for epoch in range(done, epochs):
+            stats = run.epoch(pixels, rng, tick)
+            if saver is not None:
+                trained = (tower, heads, optimizer, scheduler)
+                saver.save(saved_state.training_state(epoch + 1, trained, rng, stats))
     tower.eval()
+    if checkpoint is not None:
+        stats = {**stats, "resumed_epochs": done}
     if held_out is not None:
         stats.update(name_accuracy(model, heads[0], *held_out).stats("held_out_"))
     return stats
+
+
+class _EpochRun:
+    """One pre-training epoch at a time (:func:`pretrain_vision`)."""
+
+    def __init__(
+        self, model: Any, heads: torch.nn.ModuleList, optimizer: Any, scheduler: Any,
+        options: Mapping[str, Any], labeller: Callable[..., tuple[Any, Any]],
+        labels: tuple[torch.Tensor, torch.Tensor],
+    ) -> None:  # fmt: skip
+        self.model, self.heads = model, heads
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.batch = int(options["pretrain_batch_size"])
+        self.augment = bool(options.get("pretrain_augment"))
+        self.reach = int(options["patch_size"]) // 2
+        self.object_weight = float(options.get("pretrain_object_loss") or 0.0)
+        self.labeller = labeller
+        self.device = model_device(model)
+        self.labels = labels  # the unmoved images' (the augmented ones are relabelled)
+
+    def epoch(
+        self, pixels: torch.Tensor, rng: np.random.Generator,
+        tick: Callable[[_NameHits | None], None],
+    ) -> dict[str, float]:  # fmt: skip
+        """Every image once, in an order (and with moves) drawn from ``rng``; returns the
+        epoch's ``{loss, name_acc, object_name_acc}``. ``tick(hits)`` after each step
+        (the running counts every 16 steps, else None)."""
+        import torch
+
+        order = rng.permutation(len(pixels))
+        name_t, attr_t = self.labels
+        if self.augment:
+            size = pixels.shape[-1]
+            flips = rng.random(len(pixels)) < 0.5
+            shifts = rng.integers(-self.reach, self.reach + 1, size=(len(pixels), 2))
+            name_t, attr_t = _labels_on(self.labeller(flips, shifts / size), self.device)
+        total, hits = pixels.new_zeros((), dtype=torch.float64), _NameHits()
+        for step, start in enumerate(range(0, len(order), self.batch)):
+            chosen = order[start : start + self.batch]
+            idx = torch.from_numpy(chosen).to(self.device)
+            shown = pixels[idx]
+            if self.augment:
+                shown = cdata.augment(shown, flips[chosen], shifts[chosen])
+            feats = tower_features(self.model, shown)
+            names, attrs = name_t[idx], attr_t[idx]
+            loss, logits = label_loss(self.heads, feats, names, attrs)
+            if self.object_weight > 0:
+                groups = object_groups(names, attrs)
+                loss = loss + self.object_weight * object_loss(
+                    self.heads, feats, names, attrs, groups
+                )
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.scheduler.step()
+            total += loss.detach().double() * len(idx)
+            hits.add(logits.argmax(-1), names)
+            tick(hits if step % 16 == 0 else None)
+        return {"loss": float(total) / len(order), **hits.stats("")}
 
 
 def _labels_on(labels: tuple[Any, Any], device: Any) -> tuple[torch.Tensor, torch.Tensor]:

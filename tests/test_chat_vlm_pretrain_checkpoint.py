@@ -1,0 +1,138 @@
+"""``-o pretrain_checkpoint=FILE``: the chat VLM's vision pre-training saved after every
+epoch, resumed from there to the weights of an unbroken run, and refused when the file
+belongs to another pre-training (docs/chat-vlm.md, "Resuming the pre-training")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+TINY = ["image_size=32", "patch_size=16", "vision_dim=32", "vision_layers=1", "vision_heads=2",
+        "text_dim=32", "text_layers=1", "text_heads=2", "vocab_size=400", "pretrain_epochs=3",
+        "batch_size=32", "pretrain_batch_size=8", "pretrain_augment=true"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from vqadiag.synth import generate_world
+
+    out = tmp_path_factory.mktemp("checkpoint_world") / "world"
+    generate_world(out, images=30, seed=4)
+    return out
+
+
+def _train(run_cli, world, out, *extra):
+    args = [a for o in TINY for a in ("-o", o)]
+    return run_cli("train", "--model", "chat-vlm", "--data", world, "--out", out,
+                   "--epochs", "1", "--quiet", "--json", *args, *extra)  # fmt: skip
+
+
+def _digest(run):
+    return json.loads((run / "config.json").read_text())["model_digest"]
+
+
+@pytest.fixture(scope="module")
+def unbroken(world, tmp_path_factory):
+    """The recipe trained without a checkpoint: the weights every resumed run must give."""
+    from typer.testing import CliRunner
+
+    from vqadiag.cli.main import app
+
+    out = tmp_path_factory.mktemp("unbroken") / "run"
+    args = [a for o in TINY for a in ("-o", o)]
+    got = CliRunner().invoke(app, ["train", "--model", "chat-vlm", "--data", str(world),
+                                   "--out", str(out), "--epochs", "1", "--quiet", "--json",
+                                   *args])  # fmt: skip
+    assert got.exit_code == 0, got.output
+    return out, json.loads(got.stdout)
+
+
+def test_a_run_stopped_after_an_epoch_goes_on_to_the_weights_of_an_unbroken_run(
+    run_cli, world, unbroken, tmp_path, monkeypatch
+):
+    from vqadiag.models.reference import chat_vlm_pretrain_checkpoint as saved_state
+
+    file = tmp_path / "tower.pt"
+    original, calls = saved_state.PretrainCheckpoint.save, []
+
+    def save_then_stop(self, state):
+        original(self, state)
+        calls.append(state["epochs_done"])
+        raise RuntimeError("stopped after the first epoch")
+
+    monkeypatch.setattr(saved_state.PretrainCheckpoint, "save", save_then_stop)
+    with pytest.raises(RuntimeError, match="stopped after the first epoch"):
+        _train(run_cli, world, tmp_path / "stopped", "-o", f"pretrain_checkpoint={file}")
+    assert calls == [1] and file.is_file()
+    monkeypatch.setattr(saved_state.PretrainCheckpoint, "save", original)
+
+    resumed = _train(run_cli, world, tmp_path / "resumed", "-o", f"pretrain_checkpoint={file}")
+    assert resumed.exit_code == 0, resumed.stderr
+    figures = json.loads(resumed.stdout)["pretrain"]
+    assert figures["resumed_epochs"] == 1
+    assert _digest(tmp_path / "resumed") == _digest(unbroken[0])
+    for key in ("loss", "name_acc", "object_name_acc", "held_out_object_name_acc"):
+        assert figures[key] == unbroken[1]["pretrain"][key]
+
+    # every epoch done: the stage is skipped, and the same weights again
+    again = _train(run_cli, world, tmp_path / "again", "-o", f"pretrain_checkpoint={file}")
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["pretrain"]["resumed_epochs"] == 3
+    assert _digest(tmp_path / "again") == _digest(unbroken[0])
+
+
+def test_a_checkpoint_of_another_pre_training_is_refused_and_left_as_it_was(
+    run_cli, world, tmp_path
+):
+    file = tmp_path / "tower.pt"
+    made = _train(run_cli, world, tmp_path / "made", "-o", f"pretrain_checkpoint={file}")
+    assert made.exit_code == 0, made.stderr
+    assert json.loads(made.stdout)["pretrain"]["resumed_epochs"] == 0
+    before = file.read_bytes()
+    for extra, differ in (
+        (("-o", "pretrain_lr=0.002"), "options.pretrain_lr differs"),
+        (("-o", "threads=1"), "options.threads differs"),
+        (("--seed", "1"), "initial_weights, generator differ"),
+        (("-o", "blind=true"), "pixels, initial_weights differ"),
+    ):
+        got = _train(run_cli, world, tmp_path / "other", "-o", f"pretrain_checkpoint={file}",
+                     *extra)  # fmt: skip
+        assert got.exit_code == 2, got.stderr
+        line = " ".join(got.stderr.split())
+        assert line.startswith(f"error: {file}: pretrain_checkpoint was written by another")
+        assert f"({differ}):" in line
+        assert file.read_bytes() == before
+        assert not (tmp_path / "other").exists()
+
+
+def test_a_checkpoint_path_that_cannot_be_one_is_refused_in_one_line(run_cli, world, tmp_path):
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for value, expected in (
+        (garbage, f"{garbage}: not a pre-training checkpoint vqadiag can read"),
+        (tmp_path, f"{tmp_path}: is a folder, expected a file"),
+        (a_file / "tower.pt", f"{a_file}"),
+        ("[1]", "pretrain_checkpoint must be a file path, not [1]"),
+    ):
+        got = _train(run_cli, world, tmp_path / "run", "-o", f"pretrain_checkpoint={value}")
+        assert got.exit_code == 2, got.stderr
+        assert expected in " ".join(got.stderr.split()), got.stderr
+        assert len(got.stderr.strip().splitlines()) == 1, got.stderr
+        assert not (tmp_path / "run").exists()
+
+
+def test_the_differences_name_each_part_and_option_that_differs():
+    from vqadiag.models.reference.chat_vlm_pretrain_checkpoint import _differences
+
+    ours = {"pixels": "a", "options": {"pretrain_lr": 0.001, "pretrain_epochs": 3}, "x": 1}
+    assert _differences(dict(ours), ours) == []
+    other = {"pixels": "b", "options": {"pretrain_lr": 0.002, "pretrain_epochs": 3}, "x": 1}
+    assert _differences(other, ours) == ["pixels", "options.pretrain_lr"]
+    assert _differences(None, ours) == ["its key"]
+    assert _differences({"options": 5}, ours) == ["pixels", "options", "x"]
