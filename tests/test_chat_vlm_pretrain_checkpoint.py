@@ -136,3 +136,26 @@ def test_the_differences_name_each_part_and_option_that_differs():
     assert _differences(other, ours) == ["pixels", "options.pretrain_lr"]
     assert _differences(None, ours) == ["its key"]
     assert _differences({"options": 5}, ours) == ["pixels", "options", "x"]
+
+
+def test_path_options_are_kept_apart_from_out_and_the_data_before_any_work(
+    run_cli, world, tmp_path
+):
+    """A checkpoint inside ``--out`` would stop a stopped run from claiming its folder
+    again; one inside the data, or ``--out`` inside the world pre-trained on, would write
+    into what the run reads: each refused in one line, with nothing written."""
+    other = tmp_path / "other_world"
+    other.mkdir()
+    out = tmp_path / "run"
+    for extra, expected in (
+        (("-o", f"pretrain_checkpoint={out / 'tower.pt'}"),
+         f"{out}: holds the input -o pretrain_checkpoint ({out / 'tower.pt'})"),
+        (("-o", f"pretrain_checkpoint={world / 'tower.pt'}"),
+         f"{world / 'tower.pt'}: lies inside --data {world}"),
+        (("-o", f"pretrain_world={tmp_path}"),
+         f"{out}: lies inside -o pretrain_world {tmp_path}"),
+    ):  # fmt: skip
+        got = _train(run_cli, world, out, *extra)
+        assert got.exit_code == 2, got.stderr
+        assert " ".join(got.stderr.split()).startswith(f"error: {expected}"), got.stderr
+        assert not out.exists() and not (world / "tower.pt").exists()

@@ -104,6 +104,7 @@ def train(
         read_whole=folders_read(data=data_dir, images=images),
     )  # fmt: skip
     cls = model_class(model)
+    _path_options_apart(cls, options or {}, out, data_dir, images)
     caps = getattr(cls, "capabilities", None)  # the chat VLM's class has none: it reads pixels
     if images is not None and caps is not None and not caps.pixel_input:
         raise DataError("--images", f"is where a pixel model reads; {model} reads no pixels")
@@ -159,6 +160,35 @@ def train(
         }
         result["ci"] = {"val": {"accuracy": ci}}
     return result
+
+
+def _path_options_apart(
+    cls: type, options: Mapping[str, Any], out: str | Path, data_dir: str | Path,
+    images: str | Path | None,
+) -> None:  # fmt: skip
+    """The model's path options (its ``read_options``, folders it reads whole, and its
+    ``written_options``, files it writes) kept apart, before any work: ``--out`` not
+    inside a folder read, and a file written neither an input, nor inside a folder read,
+    nor inside ``--out`` (a stopped run leaves ``--out`` unclaimed, and a file there
+    would stop the next run from claiming it). One :class:`DataError` naming both."""
+
+    def given(names: tuple[str, ...]) -> dict[str, str]:
+        values = {name: options.get(name) for name in names}
+        return {f"-o {k}": v for k, v in values.items() if isinstance(v, str) and v}
+
+    read = given(getattr(cls, "read_options", ()))
+    written = given(getattr(cls, "written_options", ()))
+    if not read and not written:
+        return
+    read_whole = {**folders_read(data=data_dir, images=images), **_folders_read_as(read)}
+    outputs_apart({"--out": out}, read, read_whole=_folders_read_as(read))
+    outputs_apart(written, {"--data": data_dir, "--images": images, **read}, read_whole=read_whole)
+    outputs_apart({}, written, write_whole={"--out": out})
+
+
+def _folders_read_as(paths: Mapping[str, str]) -> dict[str, Path]:
+    """The paths among ``paths`` (option → path) that are folders."""
+    return {flag: Path(p) for flag, p in paths.items() if Path(p).is_dir()}
 
 
 def predict(

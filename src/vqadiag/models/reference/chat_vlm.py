@@ -112,6 +112,11 @@ def layer_numbers(opts: Mapping[str, Any]) -> dict[str, Number]:
 class TrainedChatVLM(ChatVLM):
     """The chat VLM vqadiag trains (module docstring); answers as ``hf:`` does."""
 
+    #: options that name paths (``vqadiag train`` keeps them apart from ``--out`` and the
+    #: data): a folder the training reads whole, and a file it writes and reads back
+    read_options: ClassVar[tuple[str, ...]] = ("pretrain_world",)
+    written_options: ClassVar[tuple[str, ...]] = ("pretrain_checkpoint",)
+
     defaults: ClassVar[dict[str, Any]] = {
         "epochs": 3,
         "batch_size": 16,
