@@ -5,6 +5,7 @@ belongs to another pre-training (docs/chat-vlm.md, "Resuming the pre-training").
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 
@@ -26,7 +27,9 @@ def world(tmp_path_factory):
 
 
 def _train(run_cli, world, out, *extra):
-    args = [a for o in TINY for a in ("-o", o)]
+    """``vqadiag train`` of the tiny recipe, an option of ``extra`` in place of TINY's."""
+    given = {str(v).split("=", 1)[0] for k, v in pairwise(extra) if k == "-o"}
+    args = [a for o in TINY if o.split("=", 1)[0] not in given for a in ("-o", o)]
     return run_cli("train", "--model", "chat-vlm", "--data", world, "--out", out,
                    "--epochs", "1", "--quiet", "--json", *args, *extra)  # fmt: skip
 
@@ -84,6 +87,16 @@ def test_a_run_stopped_after_an_epoch_goes_on_to_the_weights_of_an_unbroken_run(
     assert json.loads(again.stdout)["pretrain"]["resumed_epochs"] == 3
     assert _digest(tmp_path / "again") == _digest(unbroken[0])
 
+    # another answering recipe on the same pre-training (docs: "Which answering recipes
+    # share a file")
+    other = _train(run_cli, world, tmp_path / "other", "-o", f"pretrain_checkpoint={file}",
+                   "--epochs", "2", "-o", "lr=0.002",
+                   "-o", "text_only=0.3", "-o", "question_first=true",
+                   "-o", "tune_tower_layers=1", "-o", "ground_tokens=0.1",
+                   "-o", "ground_layer=0", "-o", "ground_from=answer")  # fmt: skip
+    assert other.exit_code == 0, other.stderr
+    assert json.loads(other.stdout)["pretrain"]["resumed_epochs"] == 3
+
 
 def test_a_checkpoint_of_another_pre_training_is_refused_and_left_as_it_was(
     run_cli, world, tmp_path
@@ -98,6 +111,8 @@ def test_a_checkpoint_of_another_pre_training_is_refused_and_left_as_it_was(
         (("-o", "threads=1"), "options.threads differs"),
         (("--seed", "1"), "initial_weights, generator differ"),
         (("-o", "blind=true"), "pixels, initial_weights differ"),
+        (("-o", "vision_heads=4"), "vision_config differs"),
+        (("-o", "text_dim=64"), "initial_weights differs"),  # the heads are drawn after
     ):
         got = _train(run_cli, world, tmp_path / "other", "-o", f"pretrain_checkpoint={file}",
                      *extra)  # fmt: skip
@@ -117,7 +132,7 @@ def test_a_checkpoint_path_that_cannot_be_one_is_refused_in_one_line(run_cli, wo
     for value, expected in (
         (garbage, f"{garbage}: not a pre-training checkpoint vqadiag can read"),
         (tmp_path, f"{tmp_path}: is a folder, expected a file"),
-        (a_file / "tower.pt", f"{a_file}"),
+        (a_file / "tower.pt", f"{a_file}: is a file, expected a folder"),
         ("[1]", "pretrain_checkpoint must be a file path, not [1]"),
     ):
         got = _train(run_cli, world, tmp_path / "run", "-o", f"pretrain_checkpoint={value}")
@@ -125,6 +140,25 @@ def test_a_checkpoint_path_that_cannot_be_one_is_refused_in_one_line(run_cli, wo
         assert expected in " ".join(got.stderr.split()), got.stderr
         assert len(got.stderr.strip().splitlines()) == 1, got.stderr
         assert not (tmp_path / "run").exists()
+
+
+def test_a_damaged_state_or_a_killed_writers_file_is_handled(run_cli, world, tmp_path):
+    """A file whose key matches but whose state does not load is one line naming it; a
+    temporary file a killed writer left beside it is removed when the next run reads it."""
+    import torch
+
+    file = tmp_path / "tower.pt"
+    made = _train(run_cli, world, tmp_path / "made", "-o", f"pretrain_checkpoint={file}")
+    assert made.exit_code == 0, made.stderr
+    left = tmp_path / ".tower.pt.999999.0badc0de.tmp"  # a pid that is not running
+    left.write_bytes(b"half a checkpoint")
+    saved = torch.load(file, weights_only=True)
+    del saved["optimizer"]
+    torch.save(saved, file)
+    got = _train(run_cli, world, tmp_path / "run", "-o", f"pretrain_checkpoint={file}")
+    assert got.exit_code == 2, got.stderr
+    assert got.stderr.startswith(f"error: {file}: its state cannot be loaded ('optimizer')")
+    assert len(got.stderr.strip().splitlines()) == 1 and not left.exists()
 
 
 def test_the_differences_name_each_part_and_option_that_differs():

@@ -275,6 +275,10 @@ def test_the_chat_vlms_device_is_not_one_of_the_defaults_that_key_its_stage(monk
     assert records.defaults_digest("chat-vlm") == digest
     monkeypatch.setitem(gone, "pretrain_world", "world20k")
     assert records.defaults_digest("chat-vlm") != digest
+    # and pretrain_checkpoint, which changes no weights, left empty
+    no_file = {k: v for k, v in without.items() if k != "pretrain_checkpoint"}
+    monkeypatch.setattr(TrainedChatVLM, "defaults", no_file)
+    assert records.defaults_digest("chat-vlm") == digest
     monkeypatch.setattr(TrainedChatVLM, "defaults", without)
     monkeypatch.setitem(without, "epochs", 4)
     assert records.defaults_digest("chat-vlm") != digest

@@ -52,4 +52,5 @@ def test_the_gpu_script_runs_every_step_small_on_the_cpu(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert not (tmp_path / "again" / "bench.txt").exists()
     resumed = json.loads((tmp_path / "again" / "train.json").read_text())
-    assert resumed["pretrain"]["resumed_epochs"] == 1
+    assert resumed["pretrain"] == {**trained["pretrain"], "resumed_epochs": 1}
+    assert resumed["val"] == trained["val"]  # the same worlds, tower and answers

@@ -174,7 +174,8 @@ def _path_options_apart(
 
     def given(names: tuple[str, ...]) -> dict[str, str]:
         values = {name: options.get(name) for name in names}
-        return {f"-o {k}": v for k, v in values.items() if isinstance(v, str) and v}
+        paths = {k: v for k, v in values.items() if isinstance(v, (str, int)) and v != ""}
+        return {f"-o {k}": str(v) for k, v in paths.items() if not isinstance(v, bool)}
 
     read = given(getattr(cls, "read_options", ()))
     written = given(getattr(cls, "written_options", ()))

@@ -118,11 +118,14 @@ def pretrain_vision(
     stats = {"loss": 0.0, "name_acc": 0.0, "object_name_acc": 0.0}
     saver, done = None, 0
     if checkpoint is not None:
-        parts = saved_state.key_parts(checkpoint[1], [tower, heads], options, rng, device)
+        parts = saved_state.key_parts(
+            checkpoint[1], [tower, heads], model.config.vision_config, options, rng, device
+        )
         saver = saved_state.PretrainCheckpoint(checkpoint[0], parts)
-        saved = saver.load(device)
+        saved = saver.load()
         if saved is not None:
-            done, stats = saved_state.restore(saved, (tower, heads, optimizer, scheduler), rng)
+            trained = (tower, heads, optimizer, scheduler)
+            done, stats = saved_state.restore(saver, saved, trained, rng)
     run = _EpochRun(model, heads, optimizer, scheduler, options, labeller, labels)
     tower.train()
     with progress_bar(progress, metrics="acc {task.fields[acc]:.1f}%") as bar:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vqadiag.data.io.atomic import atomic_write
+from vqadiag.data.io.atomic import atomic_write, remove_stale_temporaries
 from vqadiag.data.io.jsonio import stable_hash
 from vqadiag.errors import DataError
 
@@ -86,15 +86,19 @@ def labels_digest(
 
 
 def key_parts(
-    data: Mapping[str, str], modules: Sequence[torch.nn.Module], options: Mapping[str, Any],
-    rng: np.random.Generator, device: torch.device,
+    data: Mapping[str, str], modules: Sequence[torch.nn.Module], vision_config: Any,
+    options: Mapping[str, Any], rng: np.random.Generator, device: torch.device,
 ) -> dict[str, Any]:  # fmt: skip
     """What keys the file: ``data`` (``pixels`` and ``labels`` digests), the ``modules``'
-    initial weights, the :data:`PRETRAIN_OPTIONS`, the generator's state and the device
-    type."""
+    initial weights, the tower's whole configuration (``vision_config``: its head count
+    changes what it computes, not its weights), the :data:`PRETRAIN_OPTIONS`, the
+    generator's state and the device type."""
     return {
         **dict(data),
         "initial_weights": state_digest(modules),
+        "vision_config": stable_hash(
+            {k: v for k, v in vision_config.to_dict().items() if k != "transformers_version"}
+        ),
         "options": {k: options[k] for k in PRETRAIN_OPTIONS},
         "generator": hashlib.sha256(repr(rng.bit_generator.state).encode()).hexdigest()[:16],
         "device": device.type,
@@ -108,18 +112,19 @@ class PretrainCheckpoint:
         self.path = Path(path)
         self.parts = dict(parts)
 
-    def load(self, device: torch.device) -> dict[str, Any] | None:
+    def load(self) -> dict[str, Any] | None:
         """The saved state (:meth:`save`'s fields), or None when there is no file; one
         line naming the file when it cannot be read or was written by another
         pre-training."""
         import torch
 
+        remove_stale_temporaries(self.path.parent, self.path.name)  # of a killed writer
         if not self.path.exists():
             return None
         if not self.path.is_file():
             raise DataError(self.path, "pretrain_checkpoint is not a file")
-        try:
-            saved = torch.load(self.path, map_location=device, weights_only=True)
+        try:  # on the CPU: load_state_dict moves each part to its parameters' device
+            saved = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # any unreadable pickle or zip: one line
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise DataError(
@@ -182,14 +187,27 @@ def training_state(
 
 
 def restore(
+    checkpoint: PretrainCheckpoint, saved: Mapping[str, Any], trained: Trained,
+    rng: np.random.Generator,
+) -> tuple[int, dict[str, float]]:  # fmt: skip
+    """Load a :func:`training_state` ``saved`` of ``checkpoint`` into the ``trained``
+    objects and ``rng`` (and PyTorch's random state); returns the epochs done and the
+    last epoch's figures. A state its key matches that cannot be loaded (a damaged or
+    hand-made file) is one line naming the file."""
+    try:
+        return _restore(saved, trained, rng)
+    except (KeyError, RuntimeError, TypeError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(checkpoint.path, f"its state cannot be loaded ({reason})") from None
+
+
+def _restore(
     saved: Mapping[str, Any], trained: Trained, rng: np.random.Generator
 ) -> tuple[int, dict[str, float]]:
-    """Load a :func:`training_state` into the ``trained`` objects and ``rng`` (and
-    PyTorch's random state); returns the epochs done and the last epoch's figures."""
     import torch
 
     for name, part in zip(_NAMES, trained, strict=True):
         part.load_state_dict(saved[name])
     rng.bit_generator.state = dict(saved["generator"])
-    torch.random.set_rng_state(saved["torch_rng"].cpu())
+    torch.random.set_rng_state(saved["torch_rng"])
     return int(saved["epochs_done"]), dict(saved["stats"])
