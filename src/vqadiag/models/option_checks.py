@@ -1,7 +1,8 @@
 """Number options of the trained models (``-o KEY=VALUE``, docs/models.md "Models"):
 each one a whole number or a finite number in its range, or one line naming it and
 what it must be, before training starts (a batch size of 0 would divide by zero deep in
-training; a gradient clip of 0 would zero every step's gradients)."""
+training; a gradient clip of 0 would zero every step's gradients). :func:`names_path`
+says whether an option's value names a path."""
 
 from __future__ import annotations
 
@@ -112,3 +113,9 @@ def check_divides(options: Mapping[str, Any], width: str, heads: str) -> None:
         raise ValueError(
             f"{width} ({options[width]}) must be a multiple of {heads} ({options[heads]})"
         )
+
+
+def names_path(value: Any) -> bool:
+    """Whether an option's value names a path: text or a whole number (``-o KEY=5``
+    parses as one), not a bool and not empty."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""

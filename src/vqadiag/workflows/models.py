@@ -21,6 +21,7 @@ from vqadiag.data.model_inputs.gqa_data import GQAData
 from vqadiag.errors import DataError, option_errors
 from vqadiag.metrics.bootstrap import mean_ci
 from vqadiag.models.checkpoint import RUN_FOLDER, run_fingerprint
+from vqadiag.models.option_checks import names_path
 from vqadiag.models.predict import accuracy_values, predict_split, write_prediction_file
 from vqadiag.models.registry import MODELS, TRAINABLE, load_model_spec, model_class
 from vqadiag.models.training import has_split
@@ -173,9 +174,7 @@ def _path_options_apart(
     would stop the next run from claiming it). One :class:`DataError` naming both."""
 
     def given(names: tuple[str, ...]) -> dict[str, str]:
-        values = {name: options.get(name) for name in names}
-        paths = {k: v for k, v in values.items() if isinstance(v, (str, int)) and v != ""}
-        return {f"-o {k}": str(v) for k, v in paths.items() if not isinstance(v, bool)}
+        return {f"-o {k}": str(options[k]) for k in names if names_path(options.get(k))}
 
     read = given(getattr(cls, "read_options", ()))
     written = given(getattr(cls, "written_options", ()))

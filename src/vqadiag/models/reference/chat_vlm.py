@@ -66,6 +66,7 @@ from vqadiag.models.option_checks import (
     Number,
     check_divides,
     check_numbers,
+    names_path,
 )
 
 if TYPE_CHECKING:
@@ -262,16 +263,14 @@ def _pretrain_world(opts: Mapping[str, Any]) -> str:
     the path of a folder, as given; a value that is not a path, or a path that is not a
     folder, refused in one line. The blind twin takes it too: its tower pre-trains on
     that world's labels over blank images, as the twin of any recipe does."""
-    value = opts["pretrain_world"]
-    if value is None or value == "":
+    value = _path_option(opts, "pretrain_world", "a world folder")
+    if not value:
         return ""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError("--option", f"pretrain_world must be a world folder, not {value!r}")
-    folder = Path(str(value))
+    folder = Path(value)
     if not folder.is_dir():
         problem = "is not a folder" if folder.exists() else "does not exist"
         raise DataError(folder, f"pretrain_world {problem}")
-    return str(value)
+    return value
 
 
 def _pretrain_checkpoint(opts: Mapping[str, Any]) -> str:
@@ -280,12 +279,20 @@ def _pretrain_checkpoint(opts: Mapping[str, Any]) -> str:
     is not a path, refused in one line."""
     from vqadiag.data.io.atomic import writable_file
 
-    value = opts["pretrain_checkpoint"]
+    value = _path_option(opts, "pretrain_checkpoint", "a file path")
+    if value:
+        writable_file(Path(value))
+    return value
+
+
+def _path_option(opts: Mapping[str, Any], key: str, kind: str) -> str:
+    """``opts[key]``, an option naming a path, as text: empty when unset (None or ""),
+    one line saying it must be ``kind`` when it names no path (:func:`names_path`)."""
+    value = opts[key]
     if value is None or value == "":
         return ""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError("--option", f"pretrain_checkpoint must be a file path, not {value!r}")
-    writable_file(Path(str(value)))
+    if not names_path(value):
+        raise DataError("--option", f"{key} must be {kind}, not {value!r}")
     return str(value)
 
 
