@@ -180,15 +180,11 @@ def _path_options_apart(
     written = given(getattr(cls, "written_options", ()))
     if not read and not written:
         return
-    read_whole = {**folders_read(data=data_dir, images=images), **_folders_read_as(read)}
-    outputs_apart({"--out": out}, read, read_whole=_folders_read_as(read))
+    read_folders = {flag: Path(p) for flag, p in read.items() if Path(p).is_dir()}
+    read_whole = {**folders_read(data=data_dir, images=images), **read_folders}
+    outputs_apart({"--out": out}, read, read_whole=read_folders)
     outputs_apart(written, {"--data": data_dir, "--images": images, **read}, read_whole=read_whole)
     outputs_apart({}, written, write_whole={"--out": out})
-
-
-def _folders_read_as(paths: Mapping[str, str]) -> dict[str, Path]:
-    """The paths among ``paths`` (option → path) that are folders."""
-    return {flag: Path(p) for flag, p in paths.items() if Path(p).is_dir()}
 
 
 def predict(

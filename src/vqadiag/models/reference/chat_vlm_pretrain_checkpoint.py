@@ -126,9 +126,8 @@ class PretrainCheckpoint:
         try:  # on the CPU: load_state_dict moves each part to its parameters' device
             saved = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # any unreadable pickle or zip: one line
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise DataError(
-                self.path, f"not a pre-training checkpoint vqadiag can read ({reason})"
+                self.path, f"not a pre-training checkpoint vqadiag can read ({_first_line(err)})"
             ) from None
         if not isinstance(saved, dict) or saved.get("format") != FORMAT:
             raise DataError(self.path, f"not a pre-training checkpoint of format {FORMAT}")
@@ -148,6 +147,11 @@ class PretrainCheckpoint:
 
         with atomic_write(self.path) as handle:
             torch.save({"format": FORMAT, "parts": self.parts, **state}, handle)
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an error's message (its type's name when it has none)."""
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 def _differences(saved: Any, ours: Mapping[str, Any]) -> list[str]:
@@ -197,8 +201,9 @@ def restore(
     try:
         return _restore(saved, trained, rng)
     except (KeyError, RuntimeError, TypeError, ValueError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise DataError(checkpoint.path, f"its state cannot be loaded ({reason})") from None
+        raise DataError(
+            checkpoint.path, f"its state cannot be loaded ({_first_line(err)})"
+        ) from None
 
 
 def _restore(
