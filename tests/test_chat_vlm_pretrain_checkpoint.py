@@ -123,6 +123,18 @@ def test_a_checkpoint_of_another_pre_training_is_refused_and_left_as_it_was(
         assert file.read_bytes() == before
         assert not (tmp_path / "other").exists()
 
+    # written under another PyTorch: its epochs would not round as this one's do
+    import torch
+
+    saved = torch.load(file, weights_only=True)
+    saved["parts"]["libraries"]["torch"] = "0.0.1"
+    torch.save(saved, file)
+    before = file.read_bytes()
+    got = _train(run_cli, world, tmp_path / "other", "-o", f"pretrain_checkpoint={file}")
+    assert got.exit_code == 2, got.stderr
+    assert "(libraries.torch differs):" in " ".join(got.stderr.split())
+    assert file.read_bytes() == before
+
 
 def test_a_checkpoint_path_that_cannot_be_one_is_refused_in_one_line(run_cli, world, tmp_path):
     garbage = tmp_path / "garbage.pt"
@@ -170,6 +182,10 @@ def test_the_differences_name_each_part_and_option_that_differs():
     assert _differences(other, ours) == ["pixels", "options.pretrain_lr"]
     assert _differences(None, ours) == ["its key"]
     assert _differences({"options": 5}, ours) == ["pixels", "options", "x"]
+    libs = {"libraries": {"torch": "2.13.0", "numpy": "2.3.0"}}
+    assert _differences({"libraries": {"torch": "2.12.0", "numpy": "2.3.0"}}, libs) == [
+        "libraries.torch"
+    ]
 
 
 def test_path_options_are_kept_apart_from_out_and_the_data_before_any_work(

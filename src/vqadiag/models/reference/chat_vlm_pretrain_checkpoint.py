@@ -13,7 +13,8 @@ The file is keyed by every part of what the pre-training computes (:func:`key_pa
 the tower's and the heads' initial weights (the seed, the vision options, the blind
 twin's zeroed patch embedding), the digest of the pixels shown, of their scene graphs and
 name and attribute indices, the pre-training options and the thread count, the
-generator's starting state and the device type. A file written by another pre-training
+generator's starting state, the device type and the versions of PyTorch, transformers and
+numpy. A file written by another pre-training
 is refused in one line that names the parts that differ; it is never read into this
 one, nor overwritten.
 """
@@ -92,7 +93,7 @@ def key_parts(
     """What keys the file: ``data`` (``pixels`` and ``labels`` digests), the ``modules``'
     initial weights, the tower's whole configuration (``vision_config``: its head count
     changes what it computes, not its weights), the :data:`PRETRAIN_OPTIONS`, the
-    generator's state and the device type."""
+    generator's state, the device type and the :func:`library_versions`."""
     return {
         **dict(data),
         "initial_weights": state_digest(modules),
@@ -102,6 +103,21 @@ def key_parts(
         "options": {k: options[k] for k in PRETRAIN_OPTIONS},
         "generator": hashlib.sha256(repr(rng.bit_generator.state).encode()).hexdigest()[:16],
         "device": device.type,
+        "libraries": library_versions(),
+    }
+
+
+def library_versions() -> dict[str, str]:
+    """The versions of the libraries whose arithmetic an epoch runs: PyTorch's kernels,
+    transformers' tower and numpy's generator (its streams may change between
+    versions)."""
+    import torch
+    import transformers
+
+    return {
+        "torch": str(torch.__version__),  # a TorchVersion, which weights_only refuses
+        "transformers": transformers.__version__,
+        "numpy": np.__version__,
     }
 
 
@@ -155,13 +171,14 @@ def _first_line(err: Exception) -> str:
 
 
 def _differences(saved: Any, ours: Mapping[str, Any]) -> list[str]:
-    """The names of the key parts that differ (``options.NAME`` for an option)."""
+    """The names of the key parts that differ (``options.NAME`` for an option,
+    ``libraries.NAME`` for a library)."""
     if not isinstance(saved, dict):
         return ["its key"]
     out = []
     for name, value in ours.items():
-        if name == "options" and isinstance(saved.get(name), dict):
-            out += [f"options.{k}" for k in value if saved[name].get(k) != value[k]]
+        if isinstance(value, dict) and isinstance(saved.get(name), dict):
+            out += [f"{name}.{k}" for k in value if saved[name].get(k) != value[k]]
         elif saved.get(name) != value:
             out.append(name)
     return out
