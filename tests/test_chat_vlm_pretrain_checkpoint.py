@@ -99,7 +99,7 @@ def test_a_run_stopped_after_an_epoch_goes_on_to_the_weights_of_an_unbroken_run(
 
 
 def test_a_checkpoint_of_another_pre_training_is_refused_and_left_as_it_was(
-    run_cli, world, tmp_path
+    run_cli, world, tmp_path, monkeypatch
 ):
     file = tmp_path / "tower.pt"
     made = _train(run_cli, world, tmp_path / "made", "-o", f"pretrain_checkpoint={file}")
@@ -122,6 +122,18 @@ def test_a_checkpoint_of_another_pre_training_is_refused_and_left_as_it_was(
         assert f"({differ}):" in line
         assert file.read_bytes() == before
         assert not (tmp_path / "other").exists()
+
+    # other settings are refused before any image is read (a world of 20,000 takes minutes)
+    from vqadiag.models.reference import chat_vlm_data
+
+    def no_images(*args):
+        raise AssertionError("the images were read")
+
+    monkeypatch.setattr(chat_vlm_data, "pixel_values", no_images)
+    got = _train(run_cli, world, tmp_path / "other", "-o", f"pretrain_checkpoint={file}",
+                 "-o", "pretrain_lr=0.002")  # fmt: skip
+    assert got.exit_code == 2 and "(options.pretrain_lr differs):" in got.stderr
+    monkeypatch.undo()
 
     # written under another PyTorch: its epochs would not round as this one's do
     import torch

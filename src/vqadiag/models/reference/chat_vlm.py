@@ -430,6 +430,7 @@ def _pretrain_tower(
 
     from vqadiag.models.reference import chat_vlm_data as cdata
     from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference import chat_vlm_pretrain_checkpoint as saved_state
     from vqadiag.models.reference.chat_vlm_box_labels import BoxTable
 
     data, split = training
@@ -446,6 +447,10 @@ def _pretrain_tower(
         with torch.no_grad():
             patch.weight.zero_()
         patch.weight.requires_grad_(False)
+    if opts["pretrain_checkpoint"]:  # a file of other settings: refused before the images
+        device = fit.model_device(model)
+        settings = saved_state.settings_parts(model.config.vision_config, opts, device)
+        saved_state.PretrainCheckpoint(str(opts["pretrain_checkpoint"]), settings).load()
     pixels = images(source, shown_ids)
     clock.lap("images")
     grid, rule = size // int(opts["patch_size"]), str(opts["patch_labels"])
@@ -455,8 +460,6 @@ def _pretrain_tower(
     )
     checkpoint = None
     if opts["pretrain_checkpoint"]:
-        from vqadiag.models.reference import chat_vlm_pretrain_checkpoint as saved_state
-
         digests = {
             "pixels": saved_state.pixels_digest(pixels),
             "labels": saved_state.labels_digest(scenes, shown_ids, names, attrs),

@@ -14,9 +14,9 @@ the tower's and the heads' initial weights (the seed, the vision options, the bl
 twin's zeroed patch embedding), the digest of the pixels shown, of their scene graphs and
 name and attribute indices, the pre-training options and the thread count, the
 generator's starting state, the device type and the versions of PyTorch, transformers and
-numpy. A file written by another pre-training
-is refused in one line that names the parts that differ; it is never read into this
-one, nor overwritten.
+numpy. A file written by another pre-training is refused in one line that names the parts
+that differ; it is never read into this one, nor overwritten. The parts known before any
+image is read (:func:`settings_parts`) are checked before the images are read.
 """
 
 from __future__ import annotations
@@ -91,17 +91,27 @@ def key_parts(
     options: Mapping[str, Any], rng: np.random.Generator, device: torch.device,
 ) -> dict[str, Any]:  # fmt: skip
     """What keys the file: ``data`` (``pixels`` and ``labels`` digests), the ``modules``'
-    initial weights, the tower's whole configuration (``vision_config``: its head count
-    changes what it computes, not its weights), the :data:`PRETRAIN_OPTIONS`, the
-    generator's state, the device type and the :func:`library_versions`."""
+    initial weights, the generator's state and the :func:`settings_parts`."""
     return {
         **dict(data),
         "initial_weights": state_digest(modules),
+        "generator": hashlib.sha256(repr(rng.bit_generator.state).encode()).hexdigest()[:16],
+        **settings_parts(vision_config, options, device),
+    }
+
+
+def settings_parts(
+    vision_config: Any, options: Mapping[str, Any], device: torch.device
+) -> dict[str, Any]:
+    """The key parts known before any image is read, so a file of other settings is
+    refused before they are: the tower's whole configuration (``vision_config``: its head
+    count changes what it computes, not its weights), the :data:`PRETRAIN_OPTIONS`, the
+    device type and the :func:`library_versions`."""
+    return {
         "vision_config": stable_hash(
             {k: v for k, v in vision_config.to_dict().items() if k != "transformers_version"}
         ),
         "options": {k: options[k] for k in PRETRAIN_OPTIONS},
-        "generator": hashlib.sha256(repr(rng.bit_generator.state).encode()).hexdigest()[:16],
         "device": device.type,
         "libraries": library_versions(),
     }
@@ -131,7 +141,8 @@ class PretrainCheckpoint:
     def load(self) -> dict[str, Any] | None:
         """The saved state (:meth:`save`'s fields), or None when there is no file; one
         line naming the file when it cannot be read or was written by another
-        pre-training."""
+        pre-training. Only the parts this checkpoint is keyed by are compared: one keyed
+        by the :func:`settings_parts` alone checks a file before the images are read."""
         import torch
 
         remove_stale_temporaries(self.path.parent, self.path.name)  # of a killed writer
