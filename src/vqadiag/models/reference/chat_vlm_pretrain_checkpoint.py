@@ -30,7 +30,7 @@ import numpy as np
 
 from vqadiag.data.io.atomic import atomic_write, remove_stale_temporaries
 from vqadiag.data.io.jsonio import stable_hash
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -154,7 +154,7 @@ class PretrainCheckpoint:
             saved = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # any unreadable pickle or zip: one line
             raise DataError(
-                self.path, f"not a pre-training checkpoint vqadiag can read ({_first_line(err)})"
+                self.path, f"not a pre-training checkpoint vqadiag can read ({first_line(err)})"
             ) from None
         if not isinstance(saved, dict) or saved.get("format") != FORMAT:
             raise DataError(self.path, f"not a pre-training checkpoint of format {FORMAT}")
@@ -174,11 +174,6 @@ class PretrainCheckpoint:
 
         with atomic_write(self.path) as handle:
             torch.save({"format": FORMAT, "parts": self.parts, **state}, handle)
-
-
-def _first_line(err: Exception) -> str:
-    """The first line of an error's message (its type's name when it has none)."""
-    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 def _differences(saved: Any, ours: Mapping[str, Any]) -> list[str]:
@@ -230,7 +225,7 @@ def restore(
         return _restore(saved, trained, rng)
     except (KeyError, RuntimeError, TypeError, ValueError) as err:
         raise DataError(
-            checkpoint.path, f"its state cannot be loaded ({_first_line(err)})"
+            checkpoint.path, f"its state cannot be loaded ({first_line(err)})"
         ) from None
 
 
