@@ -490,3 +490,28 @@ def test_a_tsv_is_diagnosed_on_the_split_its_name_names(tsv_file, run_cli, tmp_p
                   tmp_path / "res2", "--suite", "accuracy", "--split", "val")  # fmt: skip
     assert bad.exit_code == 2
     assert "holds no GQA or VQA v2 questions of split 'val' (it holds: testdev)" in bad.stderr
+
+
+def test_an_unreadable_tsv_is_one_line_naming_the_file_and_the_reason(tmp_path, monkeypatch):
+    """The parser's reason is its first line; an error with no text is named by its type."""
+    import pandas as pd
+
+    from vqadiag.data.sources.vlmevalkit_tsv import read_frame
+    from vqadiag.errors import DataError
+
+    ragged = tmp_path / "GQA_TestDev_Balanced.tsv"
+    ragged.write_text("index\tquestion\n1\ta\n2\tb\tc\td\n")
+    with pytest.raises(DataError) as caught:
+        read_frame(ragged)
+    message = str(caught.value)
+    assert str(ragged) in message and "is not a readable TSV: Error tokenizing data" in message
+    assert "\n" not in message
+
+    def silent(*args, **kwargs):
+        raise ValueError()
+
+    monkeypatch.setattr(pd, "read_csv", silent)
+    with pytest.raises(
+        DataError, match=r"GQA_TestDev_Balanced.tsv: is not a readable TSV: ValueError"
+    ):
+        read_frame(ragged)

@@ -95,8 +95,13 @@ def test_weights_that_do_not_fit_name_the_file(world, tmp_path):
         config_arrays,
         model.answer_vocab,
     )
-    with pytest.raises(DataError, match="bad/weights.safetensors: weights do not fit the model"):
+    with pytest.raises(
+        DataError, match="bad/weights.safetensors: weights do not fit the model"
+    ) as caught:
         UpDnModel.load(tmp_path / "bad")
+    # PyTorch's first line ends in a colon: what it introduces follows, on the same line
+    assert "size mismatch for classifier.3.weight" in str(caught.value)
+    assert "\n" not in str(caught.value)
     (tmp_path / "run" / "weights.safetensors").write_bytes(b"\x00" * 10)
     with pytest.raises(DataError, match="does not match the weights_sha256"):
         UpDnModel.load(tmp_path / "run")

@@ -34,7 +34,7 @@ import numpy as np
 import orjson
 
 from vqadiag.data.model_inputs.gqa_data import GQAData
-from vqadiag.errors import DataError
+from vqadiag.errors import DataError, first_line
 from vqadiag.models.base import Capabilities, ModelOutput, ObjectInput, QuestionBatch
 from vqadiag.models.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
 from vqadiag.models.option_checks import TRAINING_NUMBERS, check_numbers
@@ -373,9 +373,8 @@ class TorchModel:
         try:
             net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()})
         except RuntimeError as err:
-            first = str(err).splitlines()[0]
             raise DataError(
-                Path(run_dir) / WEIGHTS, f"weights do not fit the model: {first}"
+                Path(run_dir) / WEIGHTS, f"weights do not fit the model: {first_line(err)}"
             ) from None
         net.eval()
         return cls(net, words, vocab, options, feature_dim, config.get("training"))

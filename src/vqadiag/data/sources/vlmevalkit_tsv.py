@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqadiag.errors import DataError, excerpt
+from vqadiag.errors import DataError, excerpt, first_line
 
 #: VLMEvalKit: an image cell this short names another row's ``index``
 REFERENCE_CHARS = 64
@@ -59,7 +59,7 @@ def read_frame(path: Path, columns: list[str] | None = None) -> Any:
     except pd.errors.EmptyDataError:
         raise DataError(path, "is empty: a VLMEvalKit TSV has a header and rows") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
-        raise DataError(path, f"is not a readable TSV: {str(err).splitlines()[0]}") from None
+        raise DataError(path, f"is not a readable TSV: {first_line(err)}") from None
     except OSError as err:
         raise DataError(path, f"cannot read: {err.strerror or err}") from None
 
