@@ -149,6 +149,61 @@ def test_a_checkpoint_of_another_pre_training_is_refused_and_left_as_it_was(
     assert file.read_bytes() == before
 
 
+def test_a_finished_checkpoint_is_only_read_and_may_lie_where_vqadiag_cannot_write(
+    run_cli, world, tmp_path, monkeypatch
+):
+    """A file holding every epoch is read from a folder vqadiag cannot write (a tower
+    shared read-only) and left byte for byte; one with epochs left there is refused before
+    the images are read, and a new one before the model is built."""
+    from pathlib import Path
+
+    import torch
+
+    from vqadiag.data.io import atomic
+    from vqadiag.errors import DataError
+    from vqadiag.models.reference import chat_vlm_data
+    from vqadiag.models.reference import chat_vlm_pretrain_checkpoint as saved_state
+
+    shared = tmp_path / "shared"
+    file = shared / "tower.pt"
+    made = _train(run_cli, world, tmp_path / "made", "-o", f"pretrain_checkpoint={file}")
+    assert made.exit_code == 0, made.stderr
+    partial = shared / "partial.pt"
+    saved = torch.load(file, weights_only=True)
+    saved["epochs_done"] = 2
+    torch.save(saved, partial)
+
+    # as root no mode bit stops a write, so the folder is made read-only where every
+    # writer checks it, and a write to the finished file fails the test
+    checked = atomic.writable_folder
+
+    def read_only(path, **kwargs):
+        if Path(path).resolve() == shared.resolve():
+            raise DataError(path, "cannot write here: Read-only file system")
+        return checked(path, **kwargs)
+
+    def no_save(self, state):
+        raise AssertionError(f"{self.path} was written")
+
+    monkeypatch.setattr(atomic, "writable_folder", read_only)
+    monkeypatch.setattr(saved_state.PretrainCheckpoint, "save", no_save)
+    before = file.read_bytes()
+    got = _train(run_cli, world, tmp_path / "read", "-o", f"pretrain_checkpoint={file}")
+    assert got.exit_code == 0, got.stderr
+    assert json.loads(got.stdout)["pretrain"]["resumed_epochs"] == 3
+    assert file.read_bytes() == before
+
+    def no_images(*args):
+        raise AssertionError("the images were read")
+
+    monkeypatch.setattr(chat_vlm_data, "pixel_values", no_images)
+    for name in ("partial.pt", "new.pt"):
+        got = _train(run_cli, world, tmp_path / "run", "-o", f"pretrain_checkpoint={shared / name}")
+        assert got.exit_code == 2, got.stderr
+        assert got.stderr.strip() == f"error: {shared}: cannot write here: Read-only file system"
+    assert not (shared / "new.pt").exists()
+
+
 def test_a_checkpoint_path_that_cannot_be_one_is_refused_in_one_line(run_cli, world, tmp_path):
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a checkpoint")
@@ -184,6 +239,15 @@ def test_a_damaged_state_or_a_killed_writers_file_is_handled(run_cli, world, tmp
     assert got.exit_code == 2, got.stderr
     assert got.stderr.startswith(f"error: {file}: its state cannot be loaded ('optimizer')")
     assert len(got.stderr.strip().splitlines()) == 1 and not left.exists()
+
+
+def test_a_state_is_finished_when_it_holds_every_epoch():
+    from vqadiag.models.reference.chat_vlm_pretrain_checkpoint import finished
+
+    assert finished({"epochs_done": 3}, 3) and finished({"epochs_done": 4}, 3)
+    assert not finished({"epochs_done": 2}, 3)
+    assert not finished(None, 3) and not finished({}, 3)
+    assert not finished({"epochs_done": "3"}, 3)  # a hand-made file is written, not trusted
 
 
 def test_the_differences_name_each_part_and_option_that_differs():

@@ -274,13 +274,15 @@ def _pretrain_world(opts: Mapping[str, Any]) -> str:
 
 
 def _pretrain_checkpoint(opts: Mapping[str, Any]) -> str:
-    """``pretrain_checkpoint``: empty (none) or the path of a file, as given, in a folder
-    vqadiag can write (checked before the work starts); a folder there, or a value that
-    is not a path, refused in one line."""
+    """``pretrain_checkpoint``: empty (none) or the path of a file, as given; a folder
+    there, a new file in a folder vqadiag cannot write, or a value that is not a path,
+    refused in one line before the work starts. An existing file may lie in a folder
+    vqadiag cannot write: whether it is written to is known once it is read
+    (:func:`_check_checkpoint`)."""
     from vqadiag.data.io.atomic import writable_file
 
     value = _path_option(opts, "pretrain_checkpoint", "a file path")
-    if value:
+    if value and not Path(value).is_file():
         writable_file(Path(value))
     return value
 
@@ -416,6 +418,23 @@ def _pretraining_images(
     return (source, *pretraining_source(source, int(opts["aux_attributes"])))
 
 
+def _check_checkpoint(model: Any, opts: Mapping[str, Any]) -> None:
+    """Before any image is read: a ``pretrain_checkpoint`` file of other settings is
+    refused (:func:`~vqadiag.models.reference.chat_vlm_pretrain_checkpoint.settings_parts`),
+    and so is its folder when vqadiag cannot write there and epochs are left to run. A
+    file that holds every epoch is only read: it may be shared from a read-only
+    folder."""
+    from vqadiag.data.io.atomic import writable_file
+    from vqadiag.models.reference import chat_vlm_fit as fit
+    from vqadiag.models.reference import chat_vlm_pretrain_checkpoint as saved_state
+
+    path = str(opts["pretrain_checkpoint"])
+    settings = saved_state.settings_parts(model.config.vision_config, opts, fit.model_device(model))
+    saved = saved_state.PretrainCheckpoint(path, settings).load()
+    if not saved_state.finished(saved, int(opts["pretrain_epochs"])):
+        writable_file(path)
+
+
 def _pretrain_tower(
     model: Any, processor: Any, training: tuple[GQAData, str], shown: _Pretraining,
     image_ids: list[str], opts: Mapping[str, Any], rng: np.random.Generator, progress: bool,
@@ -447,10 +466,8 @@ def _pretrain_tower(
         with torch.no_grad():
             patch.weight.zero_()
         patch.weight.requires_grad_(False)
-    if opts["pretrain_checkpoint"]:  # a file of other settings: refused before the images
-        device = fit.model_device(model)
-        settings = saved_state.settings_parts(model.config.vision_config, opts, device)
-        saved_state.PretrainCheckpoint(str(opts["pretrain_checkpoint"]), settings).load()
+    if opts["pretrain_checkpoint"]:
+        _check_checkpoint(model, opts)
     pixels = images(source, shown_ids)
     clock.lap("images")
     grid, rule = size // int(opts["patch_size"]), str(opts["patch_labels"])

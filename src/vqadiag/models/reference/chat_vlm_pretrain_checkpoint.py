@@ -196,6 +196,13 @@ Trained = tuple[Any, Any, Any, Any]
 _NAMES = ("tower", "heads", "optimizer", "scheduler")
 
 
+def finished(saved: Mapping[str, Any] | None, epochs: int) -> bool:
+    """Whether a loaded state ``saved`` (None: no file) holds all ``epochs``: a run then
+    skips the stage and never writes the file."""
+    done = None if saved is None else saved.get("epochs_done")
+    return isinstance(done, int) and done >= epochs
+
+
 def training_state(
     done: int, trained: Trained, rng: np.random.Generator, stats: Mapping[str, float]
 ) -> dict[str, Any]:
